@@ -1,0 +1,44 @@
+// muster hostlist: host lists as ClusterShell's nodeset sees them (-e, -f, -c).
+#include <memory>
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include "cli/commands.h"
+#include "cli/terminal_output.h"
+#include "launcher/hostlist.h"
+
+namespace muster::cli {
+
+struct HostlistOptions {
+  std::vector<std::string> lists;
+  bool fold = false;
+  bool count = false;
+};
+
+CommandAction setup_hostlist(CLI::App& app) {
+  auto options = std::make_shared<HostlistOptions>();
+  app.add_option("lists", options->lists, "host lists, e.g. 'gpu[01-16]' 'r[1-2]n[001-004]'")
+      ->required();
+  auto* fold = app.add_flag("-f,--fold", options->fold, "print the folded form (nodeset -f)");
+  auto* count = app.add_flag("-c,--count", options->count, "print how many hosts (nodeset -c)");
+  fold->excludes(count);
+  app.footer("Without -f or -c, prints the names one per word, as nodeset -e does.");
+  return [options]() {
+    std::vector<std::string> names;
+    for (const auto& list : options->lists)
+      for (auto& name : expand_hostlist(list)) names.push_back(std::move(name));
+    if (options->fold) {
+      print_out(fold_hostlist(names) + "\n");
+    } else {
+      auto sorted = sort_hostlist(names);
+      if (options->count)
+        print_out(fmt::format("{}\n", sorted.size()));
+      else
+        print_out(fmt::format("{}\n", fmt::join(sorted, " ")));
+    }
+    return 0;
+  };
+}
+
+}  // namespace muster::cli

@@ -1,0 +1,78 @@
+// muster plan: which rank runs where, as a table or --json.
+#include <memory>
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "cli/cluster_input.h"
+#include "cli/commands.h"
+#include "cli/terminal_output.h"
+#include "launcher/rank_plan.h"
+
+namespace muster::cli {
+
+struct PlanOptions {
+  ClusterInputOptions cluster;
+  bool json = false;
+};
+
+namespace {
+
+nlohmann::json plan_json(const RankPlan& plan, const ClusterInputOptions& input) {
+  nlohmann::json ranks = nlohmann::json::array();
+  for (const auto& r : plan.ranks)
+    ranks.push_back({{"rank", r.rank},
+                     {"local_rank", r.local_rank},
+                     {"node_rank", r.node_rank},
+                     {"host", r.host},
+                     {"gpu", r.gpu ? nlohmann::json(*r.gpu) : nlohmann::json(nullptr)}});
+  nlohmann::json nodes = nlohmann::json::array();
+  for (const auto& n : plan.nodes)
+    nodes.push_back({{"node_rank", n.node_rank}, {"host", n.host}, {"slots", n.slots},
+                     {"ranks", n.ranks}});
+  return {{"world_size", plan.world_size()},
+          {"map_by", input.map_by},
+          {"nodes", nodes},
+          {"ranks", ranks}};
+}
+
+std::string plan_table(const RankPlan& plan, const ClusterSpec& cluster,
+                       const ClusterInputOptions& input) {
+  std::string out = fmt::format("cluster: {} ({} node{}), world size {}, map-by {}\n\n",
+                                cluster.name.empty() ? cluster.source : cluster.name,
+                                plan.nodes.size(), plan.nodes.size() == 1 ? "" : "s",
+                                plan.world_size(), input.map_by);
+  size_t width = 4;
+  for (const auto& n : plan.nodes) width = std::max(width, n.host.size());
+  for (const auto& n : plan.nodes) {
+    out += fmt::format("node {} {:<{}}  slots {}  ranks:", n.node_rank, n.host, width, n.slots);
+    if (n.ranks.empty()) out += " (none)";
+    for (int rank : n.ranks) {
+      const auto& r = plan.ranks[size_t(rank)];
+      out += fmt::format(" [{} local {} gpu {}]", r.rank, r.local_rank,
+                         r.gpu ? std::to_string(*r.gpu) : std::string("-"));
+    }
+    out += '\n';
+  }
+  return out;
+}
+
+}  // namespace
+
+CommandAction setup_plan(CLI::App& app) {
+  auto options = std::make_shared<PlanOptions>();
+  add_cluster_input_options(app, options->cluster);
+  app.add_flag("--json", options->json, "print the plan as JSON");
+  return [options]() {
+    ClusterSpec cluster = load_cluster(options->cluster);
+    RankPlan plan = make_rank_plan(cluster, options->cluster.ranks, map_by_of(options->cluster));
+    if (options->json)
+      print_out(plan_json(plan, options->cluster).dump(2) + "\n");
+    else
+      print_out(plan_table(plan, cluster, options->cluster));
+    return 0;
+  };
+}
+
+}  // namespace muster::cli

@@ -1,0 +1,30 @@
+// The table of subcommands: one entry, and one cmd_<name>.cpp, per subcommand.
+#pragma once
+
+#include <functional>
+#include <vector>
+
+namespace CLI {
+class App;
+}
+
+namespace muster::cli {
+
+// What a subcommand does once its flags are parsed; returns the exit status.
+using CommandAction = std::function<int()>;
+
+// One subcommand: `setup` declares its flags on `app` and returns its action.
+struct Command {
+  const char* name;
+  const char* summary;
+  CommandAction (*setup)(CLI::App& app);
+};
+
+// Every subcommand, in the order `muster --help` lists them.
+const std::vector<Command>& all_commands();
+
+CommandAction setup_hostlist(CLI::App& app);
+CommandAction setup_plan(CLI::App& app);
+CommandAction setup_run(CLI::App& app);
+
+}  // namespace muster::cli

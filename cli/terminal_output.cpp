@@ -1,0 +1,62 @@
+#include "cli/terminal_output.h"
+
+#include <unistd.h>
+
+#include <cerrno>
+
+#include <fmt/format.h>
+
+namespace muster::cli {
+namespace {
+
+// Writes all of `text`, retrying short writes; a reader that went away (EPIPE) is ignored.
+void write_all(int fd, std::string_view text) {
+  while (!text.empty()) {
+    ssize_t n = write(fd, text.data(), text.size());
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return;
+    text.remove_prefix(size_t(n));
+  }
+}
+
+}  // namespace
+
+void print_error(std::string_view message) {
+  write_all(STDERR_FILENO, fmt::format("muster: error: {}\n", message));
+}
+void print_warning(std::string_view message) {
+  write_all(STDERR_FILENO, fmt::format("muster: warning: {}\n", message));
+}
+void print_note(std::string_view message) {
+  write_all(STDERR_FILENO, fmt::format("muster: {}\n", message));
+}
+void print_out(std::string_view text) { write_all(STDOUT_FILENO, text); }
+
+void TaggedOutput::line(int rank, OutputStream stream, std::string_view text) {
+  std::string& out = pending_[stream == OutputStream::Stdout ? 0 : 1];
+  const std::string& host = size_t(rank) < host_of_rank_.size() ? host_of_rank_[size_t(rank)]
+                                                                 : std::string("?");
+  switch (style_) {
+    case TagStyle::None: break;
+    case TagStyle::Rank: fmt::format_to(std::back_inserter(out), "[{}] ", rank); break;
+    case TagStyle::Host: fmt::format_to(std::back_inserter(out), "[{}] ", host); break;
+    case TagStyle::HostRank:
+      fmt::format_to(std::back_inserter(out), "[{}:{}] ", host, rank);
+      break;
+  }
+  out.append(text);
+  out.push_back('\n');
+  if (out.size() > (1 << 16)) {
+    write_all(stream == OutputStream::Stdout ? STDOUT_FILENO : STDERR_FILENO, out);
+    out.clear();
+  }
+}
+
+void TaggedOutput::flush() {
+  for (int i = 0; i < 2; ++i) {
+    write_all(i == 0 ? STDOUT_FILENO : STDERR_FILENO, pending_[i]);
+    pending_[i].clear();
+  }
+}
+
+}  // namespace muster::cli

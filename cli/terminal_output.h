@@ -1,0 +1,43 @@
+// Everything muster writes to the terminal goes through here.
+#pragma once
+
+#include <string>
+#include <string_view>
+
+#include "launcher/local_job.h"
+
+namespace muster::cli {
+
+// Exit status for usage and configuration errors (getopt and argparse convention).
+inline constexpr int kUsageExit = 2;
+
+// Prints "muster: error: MESSAGE" on stderr.
+void print_error(std::string_view message);
+// Prints "muster: warning: MESSAGE" on stderr.
+void print_warning(std::string_view message);
+// Prints "muster: MESSAGE" on stderr (status lines that are not errors).
+void print_note(std::string_view message);
+// Writes text to stdout as is.
+void print_out(std::string_view text);
+
+// How each output line of a rank is prefixed.
+enum class TagStyle { None, Rank, Host, HostRank };
+
+// Writes ranks' lines to muster's stdout and stderr, each whole and prefixed, batched into
+// few writes; nothing interleaves because this is the only writer.
+class TaggedOutput : public JobOutput {
+ public:
+  TaggedOutput(TagStyle style, std::vector<std::string> host_of_rank)
+      : style_(style), host_of_rank_(std::move(host_of_rank)) {}
+  ~TaggedOutput() override { flush(); }
+
+  void line(int rank, OutputStream stream, std::string_view text) override;
+  void flush() override;
+
+ private:
+  TagStyle style_;
+  std::vector<std::string> host_of_rank_;
+  std::string pending_[2];
+};
+
+}  // namespace muster::cli

@@ -1,0 +1,57 @@
+#include "launcher/diagnostics.h"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+
+#include "launcher/error.h"
+
+namespace muster {
+
+std::string SourceLocation::str() const {
+  if (line <= 0) return source;
+  return fmt::format("{}:{}:{}", source, line, column);
+}
+
+void Diagnostics::add(const SourceLocation& where, std::string problem) {
+  messages_.push_back(fmt::format("{}: {}", where.str(), problem));
+}
+
+void Diagnostics::throw_if_any() const {
+  if (!messages_.empty()) throw Error(ErrorKind::Config, messages_);
+}
+
+namespace {
+size_t edit_distance(std::string_view a, std::string_view b) {
+  std::vector<size_t> row(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    size_t diagonal = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      size_t above = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] != b[j - 1])});
+      diagonal = above;
+    }
+  }
+  return row[b.size()];
+}
+}  // namespace
+
+std::optional<std::string> closest_match(std::string_view typed,
+                                         const std::vector<std::string>& candidates) {
+  std::optional<std::string> best;
+  size_t best_distance = 0;
+  for (const auto& c : candidates) {
+    size_t d = edit_distance(typed, c);
+    if (!best || d < best_distance) {
+      best = c;
+      best_distance = d;
+    }
+  }
+  // A third of the word may be wrong: "slot" -> "slots", "hsot" -> "host", not "x" -> "env".
+  if (best && best_distance <= std::max<size_t>(1, typed.size() / 3)) return best;
+  return std::nullopt;
+}
+
+}  // namespace muster

@@ -1,0 +1,35 @@
+// The one error type of muster's libraries; cli/ catches it once and picks the exit code.
+#pragma once
+
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace muster {
+
+// What kind of failure an Error is: it decides the exit status (2 for usage and config).
+enum class ErrorKind {
+  Usage,    // the command line is wrong
+  Config,   // a cluster file, hostfile or host list is wrong
+  Runtime,  // the world did not cooperate (a process, a socket, a file)
+};
+
+// A failure with one or more messages, each already phrased as "subject: problem[, fix]".
+class Error : public std::runtime_error {
+ public:
+  Error(ErrorKind kind, std::string message)
+      : std::runtime_error(message), kind_(kind), messages_{std::move(message)} {}
+  Error(ErrorKind kind, std::vector<std::string> messages)
+      : std::runtime_error(messages.empty() ? std::string("error") : messages.front()),
+        kind_(kind), messages_(std::move(messages)) {}
+
+  ErrorKind kind() const { return kind_; }
+  // Every problem found, in the order found (validation reports all of them at once).
+  const std::vector<std::string>& messages() const { return messages_; }
+
+ private:
+  ErrorKind kind_;
+  std::vector<std::string> messages_;
+};
+
+}  // namespace muster

@@ -1,0 +1,34 @@
+// The environment each rank starts with: what torch, JAX, Open MPI-aware code and muster
+// itself read, then the cluster file's launch.env, then -x.
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "launcher/environment.h"
+#include "launcher/rank_plan.h"
+
+namespace muster {
+
+// Facts shared by every rank of one job.
+struct JobEnvironment {
+  std::string job_id;             // MUSTER_JOB_ID: how cleanup recognises this job's processes
+  std::string master_addr;        // where rank 0's rendezvous listens
+  int master_port = 0;            // torch's MASTER_PORT
+  int jax_coordinator_port = 0;   // JAX's coordinator; its own port so torch and JAX can coexist
+  std::map<std::string, std::string> launch_env;  // cluster file's launch.env
+  std::map<std::string, std::string> exports;     // -x, already resolved to values
+};
+
+// Resolves `-x VAR` (copy from muster's environment) and `-x VAR=VALUE`.
+// Throws Error(Usage) naming the option when a name is invalid or VAR is unset.
+std::map<std::string, std::string> resolve_exports(const std::vector<std::string>& options,
+                                                   const Environment& muster_env);
+
+// The environment of `rank`: `base` (muster's own, for local ranks), then the variables
+// frameworks read, then launch.env, then -x; later ones win.
+Environment rank_environment(const Environment& base, const RankPlan& plan, int rank,
+                             const JobEnvironment& job);
+
+}  // namespace muster
