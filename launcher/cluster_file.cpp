@@ -37,20 +37,20 @@ class ClusterFileReader {
                           "'launch', 'checks' and 'nodes'");
       return spec;
     }
-    YAML::Node nodes;
+    std::optional<YAML::Node> nodes;
     for_each_key(root, "cluster file", {"name", "ssh", "launch", "checks", "nodes"},
                  [&](const std::string& key, const YAML::Node& value) {
                    if (key == "name") read_string(value, "name", spec.name);
                    if (key == "ssh") spec.ssh = read_ssh(value, "ssh");
                    if (key == "launch") spec.launch = read_launch(value);
                    if (key == "checks") spec.checks = read_checks(value);
-                   if (key == "nodes") nodes.reset(value);
+                   if (key == "nodes") nodes = value;
                  });
-    if (!nodes.IsDefined()) {
+    if (!nodes) {
       diag_.add(at(root), "missing 'nodes:', the list of machines; add e.g. "
                           "'nodes: [{host: \"gpu[01-04]\"}]'");
     } else {
-      read_nodes(nodes, spec);
+      read_nodes(*nodes, spec);
     }
     return spec;
   }
@@ -267,20 +267,20 @@ class ClusterFileReader {
     }
     std::map<std::string, SourceLocation> first_seen;
     for (const auto& entry : nodes) {
-      YAML::Node host_node, address_node;
+      std::optional<YAML::Node> host_node, address_node;
       SlotCount slots = spec.launch.slots;
       SshOptions ssh;
       if (entry.IsScalar()) {  // "- gpu01" is shorthand for "- host: gpu01"
-        host_node.reset(entry);
+        host_node = YAML::Node(entry);
       } else if (entry.IsMap()) {
         for_each_key(entry, "a node entry", {"host", "address", "slots", "ssh"},
                      [&](const std::string& key, const YAML::Node& value) {
-                       if (key == "host") host_node.reset(value);
-                       if (key == "address") address_node.reset(value);
+                       if (key == "host") host_node = value;
+                       if (key == "address") address_node = value;
                        if (key == "slots") slots = read_slots(value, "slots");
                        if (key == "ssh") ssh = read_ssh(value, "ssh");
                      });
-        if (!host_node.IsDefined()) {
+        if (!host_node) {
           diag_.add(at(entry), "node entry has no 'host'; add e.g. 'host: gpu01'");
           continue;
         }
@@ -288,12 +288,12 @@ class ClusterFileReader {
         diag_.add(at(entry), "a node entry must be a host name or a mapping with 'host:'");
         continue;
       }
-      std::vector<std::string> hosts = read_hostlist(host_node, "host");
+      std::vector<std::string> hosts = read_hostlist(*host_node, "host");
       std::vector<std::string> addresses = hosts;
-      if (address_node.IsDefined()) {
-        addresses = read_hostlist(address_node, "address");
+      if (address_node) {
+        addresses = read_hostlist(*address_node, "address");
         if (!addresses.empty() && addresses.size() != hosts.size()) {
-          diag_.add(at(address_node),
+          diag_.add(at(*address_node),
                     fmt::format("'address' names {} addresses for {} hosts; give one address "
                                 "per host, e.g. 'address: 10.0.0.[1-{}]'",
                                 addresses.size(), hosts.size(), hosts.size()));
@@ -301,7 +301,7 @@ class ClusterFileReader {
         }
       }
       for (size_t i = 0; i < hosts.size() && i < addresses.size(); ++i) {
-        SourceLocation where = at(host_node);
+        SourceLocation where = at(*host_node);
         auto [it, inserted] = first_seen.emplace(hosts[i], where);
         if (!inserted) {
           diag_.add(where, fmt::format("host '{}' is listed twice (first at {}); a machine "

@@ -12,6 +12,8 @@ class Environment {
  public:
   Environment() = default;
   explicit Environment(std::map<std::string, std::string> vars) : vars_(std::move(vars)) {}
+  Environment(std::initializer_list<std::pair<const std::string, std::string>> vars)
+      : vars_(vars) {}
 
   // The environment muster itself was started with.
   static Environment current();

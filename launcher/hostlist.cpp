@@ -47,7 +47,7 @@ struct RangeItem {
 
 long parse_long(std::string_view whole, std::string_view digits) {
   long value = 0;
-  if (digits.empty() || digits.size() > 12)
+  if (digits.empty() || digits.size() > 12 || digits[0] < '0' || digits[0] > '9')
     reject(whole, fmt::format("'{}' is not a number", digits));
   auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), value);
   if (ec != std::errc() || end != digits.data() + digits.size())

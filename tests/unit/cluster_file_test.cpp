@@ -1,1 +1,138 @@
+#include "launcher/cluster_file.h"
 
+#include <gtest/gtest.h>
+
+#include "launcher/error.h"
+
+namespace muster {
+namespace {
+
+std::vector<std::string> problems_of(const std::string& yaml) {
+  try {
+    parse_cluster_yaml(yaml, "cluster.yaml");
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::Config);
+    return e.messages();
+  }
+  ADD_FAILURE() << "accepted:\n" << yaml;
+  return {};
+}
+
+TEST(ClusterFile, ReadsTheAnnotatedExample) {
+  ClusterSpec spec = load_cluster_file(MUSTER_SOURCE_DIR "/share/cluster.example.yaml");
+  EXPECT_EQ(spec.name, "training-a");
+  ASSERT_EQ(spec.nodes.size(), 7u);
+  EXPECT_EQ(spec.nodes[0].host, "gpu01");
+  EXPECT_EQ(spec.nodes[0].address, "10.1.0.11");
+  EXPECT_EQ(spec.nodes[3].address, "10.1.0.14");
+  EXPECT_TRUE(spec.nodes[0].slots.is_auto());
+  EXPECT_EQ(spec.nodes[4].slots.fixed, 4);
+  EXPECT_EQ(spec.nodes[4].ssh.port, 2222);
+  EXPECT_EQ(spec.nodes[4].ssh.user, "mlops");  // inherited from the file's ssh:
+  EXPECT_EQ(spec.nodes[0].ssh.port, 22);
+  EXPECT_EQ(spec.nodes[6].host, "gpu07");
+  EXPECT_EQ(spec.nodes[6].address, "gpu07");
+  EXPECT_EQ(spec.ssh.host_keys, HostKeyPolicy::Strict);
+  EXPECT_EQ(spec.ssh.connect_timeout_s, 10.0);
+  EXPECT_EQ(spec.launch.env.at("PYTHONUNBUFFERED"), "1");
+  EXPECT_EQ(spec.launch.workdir, "/shared/job");
+  EXPECT_EQ(spec.checks.gpus_per_node, 8);
+  EXPECT_EQ(spec.checks.gpu_model, "H100");
+  EXPECT_DOUBLE_EQ(*spec.checks.max_rtt_ms, 0.5);
+  EXPECT_DOUBLE_EQ(*spec.checks.min_busbw_gbps, 100);
+}
+
+TEST(ClusterFile, LaunchSlotsAreTheDefaultWhereverLaunchIsWritten) {
+  ClusterSpec spec = parse_cluster_yaml("nodes: [a, {host: b, slots: 2}]\nlaunch: {slots: 3}\n",
+                                        "c.yaml");
+  EXPECT_EQ(spec.nodes[0].slots.fixed, 3);
+  EXPECT_EQ(spec.nodes[1].slots.fixed, 2);
+}
+
+struct BadFile {
+  const char* yaml;
+  const char* message;  // the whole expected message, location included
+};
+
+TEST(ClusterFile, EachProblemIsNamedWithLineAndColumn) {
+  const BadFile cases[] = {
+      {"nodes:\n  - host: a\n    slot: 4\n",
+       "cluster.yaml:3:5: unknown key 'slot' in a node entry, did you mean 'slots'?"},
+      {"nodes:\n  - host: a\n    slots: -1\n",
+       "cluster.yaml:3:12: slots must be 'auto' or a whole number of at least 1, not '-1'"},
+      {"nodes:\n  - host: a\n    slots: four\n",
+       "cluster.yaml:3:12: slots must be 'auto' or a whole number of at least 1, not 'four'"},
+      {"nodes:\n  - host: gpu[01-02]\n  - host: gpu02\n",
+       "cluster.yaml:3:11: host 'gpu02' is listed twice (first at cluster.yaml:2:11); a machine "
+       "listed twice would run duplicate ranks"},
+      {"ssh:\n  port: abc\nnodes: [a]\n",
+       "cluster.yaml:2:9: ssh.port must be a whole number, not 'abc'"},
+      {"ssh:\n  port: 70000\nnodes: [a]\n",
+       "cluster.yaml:2:9: ssh.port must be between 1 and 65535, not 70000"},
+      {"ssh:\n  host_keys: off\nnodes: [a]\n",
+       "cluster.yaml:2:14: ssh.host_keys must be 'strict' or 'accept-new', not 'off'; host key "
+       "checking cannot be turned off"},
+      {"nodes: a\n", "cluster.yaml:1:8: 'nodes' must be a non-empty list of entries such as "
+                     "'- host: gpu[01-04]'"},
+      {"name: x\n", "cluster.yaml:1:1: missing 'nodes:', the list of machines; add e.g. "
+                    "'nodes: [{host: \"gpu[01-04]\"}]'"},
+      {"nodes:\n  - host: gpu[3-1]\n",
+       "cluster.yaml:2:11: host list 'gpu[3-1]': range '3-1' runs backwards; write '1-3'"},
+      {"nodes:\n  - host: n[1-2]\n    address: 10.0.0.[1-3]\n",
+       "cluster.yaml:3:14: 'address' names 3 addresses for 2 hosts; give one address per host, "
+       "e.g. 'address: 10.0.0.[1-2]'"},
+      {"launch:\n  env: [a]\nnodes: [a]\n",
+       "cluster.yaml:2:8: 'launch.env' must be a mapping of keys to values"},
+      {"launch:\n  env:\n    1BAD: x\nnodes: [a]\n",
+       "cluster.yaml:3:5: '1BAD' is not a valid environment variable name (letters, digits and "
+       "'_', not starting with a digit)"},
+      {"checks:\n  max_rtt_ms: fast\nnodes: [a]\n",
+       "cluster.yaml:2:15: checks.max_rtt_ms must be a number of zero or more, not 'fast'"},
+      {"nodes:\n  - slots: 2\n", "cluster.yaml:2:5: node entry has no 'host'; add e.g. 'host: gpu01'"},
+      {"nodes: [a]\nnodes: [b]\n", "cluster.yaml:2:1: key 'nodes' appears twice in cluster file"},
+      {"nodes: [a\n", "cluster.yaml:2:1: not valid YAML: end of sequence flow not found"},
+      {"- a\n", "cluster.yaml:1:1: a cluster file is a mapping with keys such as 'name', 'ssh', "
+                "'launch', 'checks' and 'nodes'"},
+      {"", "cluster.yaml:1:1: the file is empty; it needs at least a 'nodes:' list"},
+  };
+  for (const auto& c : cases) {
+    auto problems = problems_of(c.yaml);
+    ASSERT_EQ(problems.size(), 1u) << c.yaml << "\n" << (problems.empty() ? "" : problems[0]);
+    EXPECT_EQ(problems[0], c.message) << c.yaml;
+  }
+}
+
+TEST(ClusterFile, ReportsEveryProblemInOnePass) {
+  auto problems = problems_of(
+      "nmae: x\n"
+      "ssh: {port: abc}\n"
+      "nodes:\n"
+      "  - host: a\n"
+      "    slots: 0\n"
+      "  - host: a\n");
+  ASSERT_EQ(problems.size(), 4u);
+  EXPECT_EQ(problems[0], "cluster.yaml:1:1: unknown key 'nmae' in cluster file, did you mean 'name'?");
+  EXPECT_NE(problems[1].find("cluster.yaml:2:13: ssh.port"), std::string::npos);
+  EXPECT_NE(problems[2].find("cluster.yaml:5:12: slots"), std::string::npos);
+  EXPECT_NE(problems[3].find("cluster.yaml:6:11: host 'a' is listed twice"), std::string::npos);
+}
+
+TEST(ClusterFile, UnknownKeyFarFromAnyGetsTheListOfKnownKeys) {
+  auto problems = problems_of("nodes: [a]\nlaunch: {zzzzzz: 1}\n");
+  ASSERT_EQ(problems.size(), 1u);
+  EXPECT_EQ(problems[0], "cluster.yaml:2:10: unknown key 'zzzzzz' in 'launch'; known keys are "
+                         "slots, env, workdir");
+}
+
+TEST(ClusterFile, MissingFileIsOneClearLine) {
+  try {
+    load_cluster_file("/nonexistent/cluster.yaml");
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_EQ(std::string(e.what()),
+              "/nonexistent/cluster.yaml: cannot read the cluster file: No such file or directory");
+  }
+}
+
+}  // namespace
+}  // namespace muster

@@ -1,1 +1,146 @@
+// The local job supervisor against a recording fake spawner: what it signals, in which
+// order, and how the job's exit status is decided.
+#include "launcher/local_job.h"
 
+#include <gtest/gtest.h>
+
+#include "tests/fakes/fake_spawner.h"
+
+namespace muster {
+namespace {
+
+using testing::FakeProgram;
+using testing::FakeSpawner;
+
+struct RecordedOutput : JobOutput {
+  std::vector<std::string> lines;
+  void line(int rank, OutputStream stream, std::string_view text) override {
+    lines.push_back(fmt::format("{}{} {}", stream == OutputStream::Stdout ? "out" : "err", rank, text));
+  }
+  void flush() override {}
+};
+
+std::vector<RankProcess> ranks_running(const std::vector<std::string>& programs) {
+  std::vector<RankProcess> out;
+  for (size_t i = 0; i < programs.size(); ++i) {
+    RankProcess p;
+    p.rank = int(i);
+    p.spec.argv = {programs[i]};
+    out.push_back(p);
+  }
+  return out;
+}
+
+TeardownPolicy quick_policy() {
+  TeardownPolicy p;
+  p.grace = Milliseconds(30);
+  p.kill_wait = Milliseconds(30);
+  return p;
+}
+
+TEST(LocalJob, AllRanksSucceedingIsStatusZeroWithNoSignals) {
+  FakeSpawner spawner;
+  spawner.programs["ok"] = {"hello\npartial", 0};
+  RecordedOutput output;
+  JobResult result = run_local_job(spawner, ranks_running({"ok", "ok"}), quick_policy(), output,
+                                   -1, "job");
+  EXPECT_EQ(result.end, JobEnd::Completed);
+  EXPECT_EQ(result.exit_code(), 0);
+  EXPECT_EQ(spawner.log, (std::vector<std::string>{"spawn ok 100", "spawn ok 101"}));
+  std::sort(output.lines.begin(), output.lines.end());
+  EXPECT_EQ(output.lines, (std::vector<std::string>{"out0 hello", "out0 partial", "out1 hello",
+                                                    "out1 partial"}));
+}
+
+TEST(LocalJob, FirstFailureTearsDownTheOthersWithTermThenKill) {
+  FakeSpawner spawner;
+  spawner.programs["fails"] = {"", 3};
+  spawner.programs["polite"] = {};                       // dies on SIGTERM
+  spawner.programs["stubborn"] = {"", std::nullopt, true};  // needs SIGKILL
+  RecordedOutput output;
+  JobResult result = run_local_job(spawner, ranks_running({"polite", "fails", "stubborn"}),
+                                   quick_policy(), output, -1, "job");
+  EXPECT_EQ(result.end, JobEnd::RankFailed);
+  EXPECT_EQ(result.first_failed_rank, 1);
+  EXPECT_EQ(result.exit_code(), 3);
+  // SIGTERM to both survivors at once, then SIGKILL only once the grace period is over.
+  ASSERT_GE(spawner.log.size(), 6u);
+  EXPECT_EQ(spawner.log[3], "SIGTERM 100");
+  EXPECT_EQ(spawner.log[4], "SIGTERM 102");
+  EXPECT_EQ(std::count(spawner.log.begin(), spawner.log.end(), "SIGKILL 102"), 1);
+  EXPECT_EQ(std::count(spawner.log.begin(), spawner.log.end(), "SIGKILL 101"), 1);  // its group
+  EXPECT_TRUE(result.ranks[0].stopped_by_teardown);
+  EXPECT_FALSE(result.ranks[1].stopped_by_teardown);
+  EXPECT_EQ(result.ranks[2].status->signal, SIGKILL);
+  EXPECT_TRUE(result.stuck.empty());
+}
+
+TEST(LocalJob, AProcessThatSurvivesSigkillIsNamedAndTheWaitEnds) {
+  FakeSpawner spawner;
+  spawner.programs["fails"] = {"", 1};
+  spawner.programs["unkillable"] = {"", std::nullopt, true, true};
+  RecordedOutput output;
+  JobResult result = run_local_job(spawner, ranks_running({"fails", "unkillable"}),
+                                   quick_policy(), output, -1, "job");
+  EXPECT_EQ(result.exit_code(), 1);
+  ASSERT_EQ(result.stuck.size(), 1u);
+  EXPECT_EQ(result.stuck[0].rank, 1);
+  EXPECT_EQ(result.stuck[0].description, "pid 101 (fake)");
+  EXPECT_FALSE(result.ranks[1].status.has_value());
+}
+
+TEST(LocalJob, AStartFailureStartsNothingMoreAndStopsWhatStarted) {
+  FakeSpawner spawner;
+  spawner.programs["ok"] = {};
+  spawner.programs["missing"] = {"", std::nullopt, false, false, true};
+  RecordedOutput output;
+  JobResult result = run_local_job(spawner, ranks_running({"ok", "missing", "ok"}),
+                                   quick_policy(), output, -1, "job");
+  EXPECT_EQ(result.end, JobEnd::StartFailed);
+  EXPECT_EQ(result.exit_code(), 127);
+  EXPECT_EQ(result.first_failed_rank, 1);
+  EXPECT_NE(result.start_error.find("cannot execute 'missing'"), std::string::npos);
+  EXPECT_EQ(spawner.log, (std::vector<std::string>{"spawn ok 100", "SIGTERM 100"}));
+}
+
+TEST(LocalJob, ASignalToMusterStopsTheJobWithItsStatus) {
+  FakeSpawner spawner;
+  spawner.programs["runs"] = {};
+  int fds[2];
+  ASSERT_EQ(pipe2(fds, O_NONBLOCK), 0);
+  unsigned char sigint = SIGINT;
+  ASSERT_EQ(write(fds[1], &sigint, 1), 1);
+  RecordedOutput output;
+  JobResult result = run_local_job(spawner, ranks_running({"runs", "runs"}), quick_policy(),
+                                   output, fds[0], "job");
+  close(fds[0]);
+  close(fds[1]);
+  EXPECT_EQ(result.end, JobEnd::Interrupted);
+  EXPECT_EQ(result.exit_code(), 130);
+  EXPECT_EQ(spawner.log[2], "SIGTERM 100");
+  EXPECT_EQ(spawner.log[3], "SIGTERM 101");
+}
+
+TEST(LocalJob, TheTimeoutStopsTheJob) {
+  FakeSpawner spawner;
+  spawner.programs["runs"] = {};
+  TeardownPolicy policy = quick_policy();
+  policy.timeout = Milliseconds(20);
+  RecordedOutput output;
+  JobResult result = run_local_job(spawner, ranks_running({"runs"}), policy, output, -1, "job");
+  EXPECT_EQ(result.end, JobEnd::TimedOut);
+  EXPECT_EQ(result.exit_code(), 124);
+  EXPECT_TRUE(result.ranks[0].stopped_by_teardown);
+}
+
+TEST(LocalJob, ExitStatusOfASignalledRankIs128PlusTheSignal) {
+  JobResult result;
+  result.end = JobEnd::RankFailed;
+  result.first_failed_rank = 2;
+  result.ranks = {{0, 10, ExitStatus::exited(0)}, {2, 12, ExitStatus::signaled(SIGSEGV)}};
+  EXPECT_EQ(result.exit_code(), 128 + SIGSEGV);
+  EXPECT_EQ(ExitStatus::signaled(SIGSEGV).describe(), "was killed by SIGSEGV (signal 11)");
+}
+
+}  // namespace
+}  // namespace muster

@@ -1,1 +1,78 @@
+#include "launcher/rank_env.h"
 
+#include <gtest/gtest.h>
+
+#include "launcher/error.h"
+#include "launcher/hostfile.h"
+
+namespace muster {
+namespace {
+
+JobEnvironment a_job() {
+  JobEnvironment job;
+  job.job_id = "0123456789abcdef";
+  job.master_addr = "10.0.0.1";
+  job.master_port = 29500;
+  job.jax_coordinator_port = 29501;
+  return job;
+}
+
+TEST(RankEnvironment, CarriesWhatTorchJaxAndOpenMpiRead) {
+  RankPlan plan = make_rank_plan(parse_host_option("a:2,b:2"), std::nullopt, MapBy::Slot);
+  Environment env = rank_environment(Environment({{"HOME", "/root"}}), plan, 3, a_job());
+  const std::map<std::string, std::string> expected = {
+      {"HOME", "/root"},
+      {"RANK", "3"}, {"LOCAL_RANK", "1"}, {"WORLD_SIZE", "4"}, {"LOCAL_WORLD_SIZE", "2"},
+      {"GROUP_RANK", "1"}, {"MASTER_ADDR", "10.0.0.1"}, {"MASTER_PORT", "29500"},
+      {"JAX_COORDINATOR_ADDRESS", "10.0.0.1:29501"},
+      {"OMPI_COMM_WORLD_SIZE", "4"}, {"OMPI_COMM_WORLD_RANK", "3"},
+      {"OMPI_COMM_WORLD_LOCAL_RANK", "1"}, {"OMPI_COMM_WORLD_LOCAL_SIZE", "2"},
+      {"OMPI_COMM_WORLD_NODE_RANK", "1"},
+      {"MUSTER_JOB_ID", "0123456789abcdef"}, {"MUSTER_NNODES", "2"},
+      {"OMP_NUM_THREADS", "1"},
+  };
+  EXPECT_EQ(env.vars(), expected);
+}
+
+TEST(RankEnvironment, OmpThreadsIsLeftAloneWhenSetOrWhenAlone) {
+  RankPlan two = make_rank_plan(parse_host_option("a:2"), std::nullopt, MapBy::Slot);
+  RankPlan one = make_rank_plan(parse_host_option("a:1,b:1"), std::nullopt, MapBy::Slot);
+  EXPECT_EQ(rank_environment(Environment({{"OMP_NUM_THREADS", "8"}}), two, 0, a_job())
+                .get("OMP_NUM_THREADS"), "8");
+  EXPECT_FALSE(rank_environment(Environment(), one, 0, a_job()).has("OMP_NUM_THREADS"));
+  JobEnvironment job = a_job();
+  job.exports["OMP_NUM_THREADS"] = "4";
+  EXPECT_EQ(rank_environment(Environment(), two, 0, job).get("OMP_NUM_THREADS"), "4");
+}
+
+TEST(RankEnvironment, LaunchEnvThenExportsWin) {
+  RankPlan plan = make_rank_plan(parse_host_option("a"), std::nullopt, MapBy::Slot);
+  JobEnvironment job = a_job();
+  job.launch_env = {{"NCCL_DEBUG", "WARN"}, {"MASTER_ADDR", "from-file"}};
+  job.exports = {{"NCCL_DEBUG", "INFO"}};
+  Environment env = rank_environment(Environment({{"NCCL_DEBUG", "TRACE"}}), plan, 0, job);
+  EXPECT_EQ(env.get("NCCL_DEBUG"), "INFO");
+  EXPECT_EQ(env.get("MASTER_ADDR"), "from-file");
+}
+
+TEST(Exports, CopyFromMusterOrTakeTheGivenValue) {
+  auto exports = resolve_exports({"PATH", "A=b=c", "EMPTY="}, Environment({{"PATH", "/bin"}}));
+  EXPECT_EQ(exports, (std::map<std::string, std::string>{{"PATH", "/bin"}, {"A", "b=c"},
+                                                          {"EMPTY", ""}}));
+}
+
+TEST(Exports, RejectUnsetAndInvalidNames) {
+  try {
+    resolve_exports({"NOPE"}, Environment());
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::Usage);
+    EXPECT_EQ(std::string(e.what()), "-x NOPE: NOPE is not set in muster's environment; set it "
+                                     "or write -x NOPE=VALUE");
+  }
+  EXPECT_THROW(resolve_exports({"1X=2"}, Environment()), Error);
+  EXPECT_THROW(resolve_exports({"=2"}, Environment()), Error);
+}
+
+}  // namespace
+}  // namespace muster

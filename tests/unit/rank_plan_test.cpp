@@ -1,1 +1,85 @@
+#include "launcher/rank_plan.h"
 
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include "launcher/error.h"
+#include "launcher/hostfile.h"
+
+namespace muster {
+namespace {
+
+// "host:rank/local" for every rank, in rank order.
+std::string layout(const RankPlan& plan) {
+  std::string out;
+  for (const auto& r : plan.ranks)
+    out += fmt::format("{}{}:{}/{}", out.empty() ? "" : " ", r.host, r.rank, r.local_rank);
+  return out;
+}
+
+struct PlanCase {
+  const char* hosts;
+  std::optional<int> n;
+  MapBy map_by;
+  const char* expected;
+};
+
+TEST(RankPlan, PlacesRanksDeterministically) {
+  const PlanCase cases[] = {
+      {"a:2,b:2", std::nullopt, MapBy::Slot, "a:0/0 a:1/1 b:2/0 b:3/1"},
+      {"a:2,b:2", std::nullopt, MapBy::Node, "a:0/0 b:1/0 a:2/1 b:3/1"},
+      {"a:3,b:1", std::nullopt, MapBy::Node, "a:0/0 b:1/0 a:2/1 a:3/2"},
+      {"a:2,b:2", 3, MapBy::Slot, "a:0/0 a:1/1 b:2/0"},
+      {"a:2,b:2", 3, MapBy::Node, "a:0/0 b:1/0 a:2/1"},
+      {"b,a", std::nullopt, MapBy::Slot, "b:0/0 a:1/0"},  // file order, not sorted
+      {"n[1-3]:1", 2, MapBy::Slot, "n1:0/0 n2:1/0"},
+  };
+  for (const auto& c : cases) {
+    RankPlan plan = make_rank_plan(parse_host_option(c.hosts), c.n, c.map_by);
+    EXPECT_EQ(layout(plan), c.expected) << c.hosts;
+  }
+}
+
+TEST(RankPlan, EveryRankIsUniqueAndNodesListTheirRanks) {
+  RankPlan plan = make_rank_plan(parse_host_option("n[1-5]:3"), std::nullopt, MapBy::Node);
+  ASSERT_EQ(plan.world_size(), 15);
+  std::vector<int> seen(15, 0);
+  for (const auto& node : plan.nodes)
+    for (size_t i = 0; i < node.ranks.size(); ++i) {
+      const auto& r = plan.ranks[size_t(node.ranks[i])];
+      EXPECT_EQ(r.local_rank, int(i));
+      EXPECT_EQ(r.node_rank, node.node_rank);
+      ++seen[size_t(r.rank)];
+    }
+  for (int count : seen) EXPECT_EQ(count, 1);
+}
+
+TEST(RankPlan, GpuIsTheLocalRankWhenTheNodeHasThatGpu) {
+  ClusterSpec cluster = parse_host_option("a,b:2");
+  cluster.nodes[0].gpu_count = 4;   // slots auto -> 4 GPUs
+  cluster.nodes[1].gpu_count = 0;
+  RankPlan plan = make_rank_plan(cluster, std::nullopt, MapBy::Slot);
+  ASSERT_EQ(plan.world_size(), 6);
+  EXPECT_EQ(plan.ranks[3].gpu, 3);
+  EXPECT_FALSE(plan.ranks[4].gpu.has_value());
+}
+
+TEST(RankPlan, AutoSlotsWithoutKnownGpusAreOne) {
+  RankPlan plan = make_rank_plan(parse_host_option("a,b"), std::nullopt, MapBy::Slot);
+  EXPECT_EQ(plan.world_size(), 2);
+  EXPECT_FALSE(plan.ranks[0].gpu.has_value());
+}
+
+TEST(RankPlan, RefusesMoreRanksThanSlots) {
+  try {
+    make_rank_plan(parse_host_option("a:2"), 3, MapBy::Slot);
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::Usage);
+    EXPECT_EQ(std::string(e.what()), "-n 3 asks for more ranks than the 2 slots of -H; lower -n "
+                                     "or give nodes more slots");
+  }
+}
+
+}  // namespace
+}  // namespace muster
