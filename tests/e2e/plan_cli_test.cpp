@@ -1,1 +1,57 @@
+// `muster plan` as users call it.
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
+#include "tests/support/command_runner.h"
+
+namespace muster::testing {
+namespace {
+
+TEST(PlanCli, JsonHasRanksWithEveryFieldAndTheWorldSize) {
+  auto r = run_muster({"plan", "-H", "a:2,b:2", "--map-by", "node", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto plan = nlohmann::json::parse(r.out);
+  EXPECT_EQ(plan["world_size"], 4);
+  ASSERT_EQ(plan["ranks"].size(), 4u);
+  const std::string hosts[] = {"a", "b", "a", "b"};
+  for (int i = 0; i < 4; ++i) {
+    const auto& rank = plan["ranks"][size_t(i)];
+    EXPECT_EQ(rank["rank"], i);
+    EXPECT_EQ(rank["host"], hosts[i]);
+    EXPECT_EQ(rank["node_rank"], i % 2);
+    EXPECT_EQ(rank["local_rank"], i / 2);
+    EXPECT_TRUE(rank["gpu"].is_null());
+  }
+}
+
+TEST(PlanCli, TableReadsLikeDisplayMap) {
+  TempDir dir;
+  dir.write("hosts", "n1 slots=2\nn2 slots=1\n");
+  auto r = run_muster({"plan", "--hostfile", dir.file("hosts")});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("world size 3, map-by slot"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("node 0 n1    slots 2  ranks: [0 local 0 gpu -] [1 local 1 gpu -]"),
+            std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("node 1 n2    slots 1  ranks: [2 local 0 gpu -]"), std::string::npos);
+}
+
+TEST(PlanCli, OnlyOneWayOfNamingTheClusterAtATime) {
+  auto r = run_muster({"plan", "-H", "a", "--hostfile", "x"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("excludes"), std::string::npos) << r.err;
+}
+
+TEST(Cli, VersionAndHelpWork) {
+  auto version = run_muster({"--version"});
+  EXPECT_EQ(version.exit_code, 0);
+  EXPECT_EQ(version.out.rfind("muster ", 0), 0u);
+  auto help = run_muster({"--help"});
+  EXPECT_EQ(help.exit_code, 0);
+  for (const char* sub : {"run", "plan", "hostlist"})
+    EXPECT_NE(help.out.find(sub), std::string::npos) << sub;
+  auto none = run_muster({});
+  EXPECT_EQ(none.exit_code, 2);
+}
+
+}  // namespace
+}  // namespace muster::testing

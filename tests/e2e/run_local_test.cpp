@@ -1,1 +1,247 @@
+// `muster run` on this machine with real processes, signals and pipes.
+#include <signal.h>
 
+#include <filesystem>
+#include <map>
+#include <sstream>
+#include <set>
+
+#include <gtest/gtest.h>
+
+#include "tests/support/command_runner.h"
+
+namespace muster::testing {
+namespace {
+
+std::vector<std::string> lines_starting(const std::vector<std::string>& lines,
+                                        const std::string& prefix) {
+  std::vector<std::string> out;
+  for (const auto& l : lines)
+    if (l.rfind(prefix, 0) == 0) out.push_back(l);
+  return out;
+}
+
+std::set<pid_t> pids_in_files(const TempDir& dir, const std::string& stem, int count) {
+  std::set<pid_t> pids;
+  for (int i = 0; i < count; ++i) {
+    std::string text = dir.read(stem + std::to_string(i));
+    if (!text.empty()) pids.insert(pid_t(std::stol(text)));
+  }
+  return pids;
+}
+
+TEST(RunLocal, EveryRankGetsItsOwnEnvironment) {
+  auto r = run_muster({"run", "-n", "4", "--tag", "none", "-x", "EXTRA=a b;$(x)", "--", "sh", "-c",
+                       "echo $RANK $LOCAL_RANK $WORLD_SIZE $LOCAL_WORLD_SIZE $GROUP_RANK "
+                       "$OMPI_COMM_WORLD_RANK $OMPI_COMM_WORLD_SIZE $OMPI_COMM_WORLD_LOCAL_RANK "
+                       "$OMPI_COMM_WORLD_LOCAL_SIZE $OMPI_COMM_WORLD_NODE_RANK $OMP_NUM_THREADS "
+                       "$MASTER_ADDR $MASTER_PORT $JAX_COORDINATOR_ADDRESS $MUSTER_JOB_ID "
+                       "\"[$EXTRA]\""});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto lines = r.out_lines();
+  ASSERT_EQ(lines.size(), 4u) << r.out;
+  std::set<std::string> ports, job_ids, ranks;
+  for (const auto& line : lines) {
+    std::istringstream in(line);
+    std::string rank, local, world, local_world, group, ompi_rank, ompi_size, ompi_local,
+        ompi_local_size, ompi_node, omp, addr, port, jax, job, extra;
+    in >> rank >> local >> world >> local_world >> group >> ompi_rank >> ompi_size >> ompi_local >>
+        ompi_local_size >> ompi_node >> omp >> addr >> port >> jax >> job;
+    std::getline(in, extra);
+    EXPECT_EQ(local, rank);  // one node: local rank is the rank
+    EXPECT_EQ(world, "4");
+    EXPECT_EQ(local_world, "4");
+    EXPECT_EQ(group, "0");
+    EXPECT_EQ(ompi_rank, rank);
+    EXPECT_EQ(ompi_size, "4");
+    EXPECT_EQ(ompi_local, rank);
+    EXPECT_EQ(ompi_local_size, "4");
+    EXPECT_EQ(ompi_node, "0");
+    EXPECT_EQ(omp, "1");
+    EXPECT_EQ(addr, "127.0.0.1");
+    EXPECT_GT(std::stoi(port), 0);
+    EXPECT_NE(jax, "127.0.0.1:" + port);  // its own port
+    EXPECT_EQ(jax.rfind("127.0.0.1:", 0), 0u);
+    EXPECT_EQ(job.size(), 16u);
+    EXPECT_EQ(extra, " [a b;$(x)]");  // verbatim, nothing expanded
+    ranks.insert(rank);
+    ports.insert(port);
+    job_ids.insert(job);
+  }
+  EXPECT_EQ(ranks, (std::set<std::string>{"0", "1", "2", "3"}));
+  EXPECT_EQ(ports.size(), 1u);
+  EXPECT_EQ(job_ids.size(), 1u);
+}
+
+TEST(RunLocal, ClusterFileEnvAndWorkdirReachTheRanks) {
+  TempDir dir;
+  dir.write("cluster.yaml", "launch:\n  workdir: " + dir.path() +
+                                "\n  env:\n    FROM_FILE: yes please\n"
+                                "nodes:\n  - host: localhost\n    slots: 2\n");
+  auto r = run_muster({"run", "-f", dir.file("cluster.yaml"), "--", "sh", "-c",
+                       "echo \"$FROM_FILE\" $(pwd)"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto lines = r.out_lines();
+  std::sort(lines.begin(), lines.end());
+  EXPECT_EQ(lines, (std::vector<std::string>{"[0] yes please " + dir.path(),
+                                             "[1] yes please " + dir.path()}));
+}
+
+TEST(RunLocal, TagsPrefixEveryLineAndStderrStaysStderr) {
+  auto r = run_muster({"run", "-n", "2", "--tag", "host-rank", "--", "sh", "-c",
+                       "echo out; echo err >&2; printf 'no newline'"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto out = r.out_lines();
+  ASSERT_EQ(out.size(), 4u) << r.out;
+  for (const auto& line : out) {
+    EXPECT_EQ(line.front(), '[');
+    EXPECT_NE(line.find(":0] ") == std::string::npos && line.find(":1] ") == std::string::npos,
+              true) << line;
+    EXPECT_TRUE(line.ends_with("] out") || line.ends_with("] no newline")) << line;
+  }
+  auto err = lines_starting(r.err_lines(), "[");
+  ASSERT_EQ(err.size(), 2u) << r.err;
+  for (const auto& line : err) EXPECT_TRUE(line.ends_with("] err")) << line;
+}
+
+TEST(RunLocal, FourRanksOfAHundredThousandLinesLoseCutOrInterleaveNothing) {
+  // Every 997th line is 20000 characters long: longer than a pipe's atomic write, so a
+  // launcher that forwarded bytes instead of lines would cut it.
+  const std::string program =
+      "BEGIN { pad = \"x\"; while (length(pad) < 20000) pad = pad pad;"
+      " pad = substr(pad, 1, 20000);"
+      " for (i = 0; i < 100000; i++) {"
+      "   if (i % 997 == 0) printf \"rank %s line %d %s\\n\", ENVIRON[\"RANK\"], i, pad;"
+      "   else printf \"rank %s line %d end\\n\", ENVIRON[\"RANK\"], i } }";
+  auto r = run_muster({"run", "-n", "4", "--", "awk", program});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::map<int, int> next_line;  // rank -> next expected line number
+  size_t count = 0;
+  std::istringstream in(r.out);
+  std::string line;
+  while (std::getline(in, line)) {
+    ++count;
+    int tag = -1, rank = -1, number = -1;
+    char tail[16] = {};
+    ASSERT_EQ(std::sscanf(line.c_str(), "[%d] rank %d line %d %15s", &tag, &rank, &number, tail), 4)
+        << line.substr(0, 200);
+    ASSERT_EQ(tag, rank) << line.substr(0, 200);
+    ASSERT_EQ(number, next_line[rank]) << "rank " << rank << " lost or reordered a line";
+    ++next_line[rank];
+    if (number % 997 == 0)
+      ASSERT_EQ(line.size(), line.find("line ") + 5 + std::to_string(number).size() + 1 + 20000);
+    else
+      ASSERT_TRUE(line.ends_with(" end")) << line;
+  }
+  EXPECT_EQ(count, 400000u);
+  for (int rank = 0; rank < 4; ++rank) EXPECT_EQ(next_line[rank], 100000) << rank;
+}
+
+TEST(RunLocal, AFailingRankTearsDownTheOthersAndSetsTheStatus) {
+  TempDir dir;
+  auto r = run_muster({"run", "-n", "4", "--grace", "1", "--", "sh", "-c",
+                       "echo $$ > " + dir.path() + "/pid.$RANK; "
+                       "if [ $RANK = 2 ]; then sleep 0.5; exit 7; fi; exec sleep 600"});
+  EXPECT_EQ(r.exit_code, 7) << r.err;
+  EXPECT_NE(r.err.find("muster: rank 2 ("), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find(") exited with status 7; stopped 3 other ranks"), std::string::npos) << r.err;
+  auto pids = pids_in_files(dir, "pid.", 4);
+  EXPECT_EQ(pids.size(), 4u);
+  for (pid_t pid : pids) EXPECT_FALSE(process_alive(pid)) << pid;
+}
+
+TEST(RunLocal, ARankKilledBySignalGives128PlusTheSignal) {
+  auto r = run_muster({"run", "-n", "2", "--", "sh", "-c",
+                       "if [ $RANK = 1 ]; then kill -SEGV $$; fi; sleep 600"});
+  EXPECT_EQ(r.exit_code, 128 + SIGSEGV) << r.err;
+  EXPECT_NE(r.err.find("was killed by SIGSEGV (signal 11)"), std::string::npos) << r.err;
+}
+
+TEST(RunLocal, SigintIsForwardedAsTeardownAndNothingSurvives) {
+  TempDir dir;
+  RunningCommand muster({MUSTER_BINARY, "run", "-n", "3", "--grace", "5", "--", "sh", "-c",
+                         "trap 'echo got-term; exit 0' TERM; echo $$ > " + dir.path() +
+                             "/pid.$RANK; while :; do sleep 0.05; done"});
+  ASSERT_TRUE(wait_until([&] { return pids_in_files(dir, "pid.", 3).size() == 3; }));
+  muster.signal(SIGINT);
+  auto r = muster.wait();
+  EXPECT_EQ(r.exit_code, 130) << r.err;
+  EXPECT_NE(r.err.find("interrupted by SIGINT; stopped 3 ranks"), std::string::npos) << r.err;
+  EXPECT_EQ(lines_starting(r.out_lines(), "[").size(), 3u) << r.out;  // each trapped SIGTERM
+  for (const auto& line : r.out_lines()) EXPECT_TRUE(line.ends_with("got-term")) << line;
+  for (pid_t pid : pids_in_files(dir, "pid.", 3)) EXPECT_FALSE(process_alive(pid));
+}
+
+TEST(RunLocal, AGrandchildIgnoringSigtermDiesWithTheJob) {
+  TempDir dir;
+  // Each rank leaves a grandchild that ignores SIGTERM (as a data-loader worker might)
+  // and then exits 0; one rank also fails so that teardown starts while they run.
+  auto r = run_muster({"run", "-n", "2", "--grace", "1", "--", "sh", "-c",
+                       "(trap '' TERM; exec sleep 600) & echo $! > " + dir.path() +
+                           "/grandchild.$RANK; sleep 0.3; exit $RANK"});
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  auto pids = pids_in_files(dir, "grandchild.", 2);
+  ASSERT_EQ(pids.size(), 2u);
+  for (pid_t pid : pids) EXPECT_FALSE(process_alive(pid)) << "grandchild " << pid << " survived";
+}
+
+TEST(RunLocal, ChildrenLeftBehindBySuccessfulRanksAreStoppedToo) {
+  TempDir dir;
+  auto r = run_muster({"run", "-n", "2", "--grace", "1", "--", "sh", "-c",
+                       "sleep 600 & echo $! > " + dir.path() + "/left.$RANK; exit 0"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  for (pid_t pid : pids_in_files(dir, "left.", 2)) EXPECT_FALSE(process_alive(pid));
+}
+
+TEST(RunLocal, AProcessThatLeftItsGroupIsFoundByJobId) {
+  TempDir dir;
+  auto r = run_muster({"run", "-n", "1", "--grace", "1", "--", "sh", "-c",
+                       "setsid sleep 600 & echo $! > " + dir.path() + "/escaped.0; sleep 0.3"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  auto pids = pids_in_files(dir, "escaped.", 1);
+  ASSERT_EQ(pids.size(), 1u);
+  EXPECT_FALSE(process_alive(*pids.begin()));
+  EXPECT_NE(r.err.find("found 1 process of this job outside its ranks' process groups"),
+            std::string::npos) << r.err;
+}
+
+TEST(RunLocal, TimeoutStopsTheJobWith124) {
+  auto r = run_muster({"run", "-n", "2", "--timeout", "0.5", "--grace", "1", "--", "sleep", "600"});
+  EXPECT_EQ(r.exit_code, 124);
+  EXPECT_NE(r.err.find("ran past --timeout 0.5s; stopped 2 ranks"), std::string::npos) << r.err;
+}
+
+TEST(RunLocal, BadInputStartsNothingAndExits2) {
+  TempDir dir;
+  dir.write("bad.yaml", "nodes:\n  - host: localhost\n    slot: 2\n  - host: localhost\n");
+  struct Case {
+    std::vector<std::string> args;
+    std::string message;
+  } cases[] = {
+      {{"run", "-n", "2", "--", "no-such-command-xyz"},
+       "muster: error: 'no-such-command-xyz': command not found in PATH"},
+      {{"run", "-f", dir.file("bad.yaml"), "--", "touch", dir.file("started")},
+       "muster: error: " + dir.file("bad.yaml") +
+           ":3:5: unknown key 'slot' in a node entry, did you mean 'slots'?"},
+      {{"run", "-H", "localhost:2", "-n", "3", "--", "touch", dir.file("started")},
+       "muster: error: -n 3 asks for more ranks than the 2 slots of -H"},
+      {{"run", "-H", "elsewhere-host:2", "--", "touch", dir.file("started")},
+       "muster: error: node 'elsewhere-host' is another machine"},
+      {{"run", "-x", "UNSET_VAR_FOR_TEST", "-n", "1", "--", "touch", dir.file("started")},
+       "muster: error: -x UNSET_VAR_FOR_TEST: UNSET_VAR_FOR_TEST is not set"},
+      {{"run", "--tag", "sideways", "--", "true"}, "muster: error: --tag: sideways not in"},
+      {{"run", "-n", "2"}, "muster: error: command is required"},
+  };
+  for (const auto& c : cases) {
+    auto r = run_muster(c.args);
+    EXPECT_EQ(r.exit_code, 2) << c.message << "\n" << r.err;
+    EXPECT_NE(r.err.find(c.message), std::string::npos) << r.err;
+  }
+  // Both problems of bad.yaml in one run.
+  auto r = run_muster({"run", "-f", dir.file("bad.yaml"), "--", "true"});
+  EXPECT_NE(r.err.find(":4:11: host 'localhost' is listed twice"), std::string::npos) << r.err;
+  EXPECT_FALSE(std::filesystem::exists(dir.file("started")));
+}
+
+}  // namespace
+}  // namespace muster::testing

@@ -1,1 +1,166 @@
+#include "tests/support/command_runner.h"
 
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <stdexcept>
+#include <thread>
+
+extern char** environ;
+
+namespace muster::testing {
+namespace {
+
+std::vector<std::string> split_lines(const std::string& text) {
+  std::vector<std::string> lines;
+  std::istringstream in(text);
+  std::string line;
+  while (std::getline(in, line)) lines.push_back(line);
+  return lines;
+}
+
+}  // namespace
+
+std::vector<std::string> CommandResult::out_lines() const { return split_lines(out); }
+std::vector<std::string> CommandResult::err_lines() const { return split_lines(err); }
+
+RunningCommand::RunningCommand(const std::vector<std::string>& argv,
+                               const std::vector<std::string>& extra_env) {
+  std::vector<std::string> env;
+  for (char** p = environ; *p; ++p) env.emplace_back(*p);
+  for (const auto& e : extra_env) env.push_back(e);
+  std::vector<char*> c_argv, c_env;
+  for (const auto& a : argv) c_argv.push_back(const_cast<char*>(a.c_str()));
+  c_argv.push_back(nullptr);
+  for (const auto& e : env) c_env.push_back(const_cast<char*>(e.c_str()));
+  c_env.push_back(nullptr);
+  int out[2], err[2];
+  if (pipe2(out, O_CLOEXEC) != 0 || pipe2(err, O_CLOEXEC) != 0) throw std::runtime_error("pipe");
+  pid_ = fork();
+  if (pid_ == 0) {
+    dup2(out[1], 1);
+    dup2(err[1], 2);
+    int devnull = open("/dev/null", O_RDONLY);
+    dup2(devnull, 0);
+    execvpe(c_argv[0], c_argv.data(), c_env.data());
+    _exit(127);
+  }
+  close(out[1]);
+  close(err[1]);
+  out_fd_ = out[0];
+  err_fd_ = err[0];
+}
+
+RunningCommand::~RunningCommand() {
+  if (!reaped_ && pid_ > 0) {
+    kill(pid_, SIGKILL);
+    waitpid(pid_, nullptr, 0);
+  }
+  if (out_fd_ >= 0) close(out_fd_);
+  if (err_fd_ >= 0) close(err_fd_);
+}
+
+void RunningCommand::signal(int sig) { kill(pid_, sig); }
+
+CommandResult RunningCommand::wait(std::chrono::seconds limit) {
+  CommandResult result;
+  auto deadline = std::chrono::steady_clock::now() + limit;
+  char buffer[65536];
+  bool killed = false;
+  while (out_fd_ >= 0 || err_fd_ >= 0) {
+    pollfd fds[2] = {{out_fd_, POLLIN, 0}, {err_fd_, POLLIN, 0}};
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) {
+      if (!killed) {
+        kill(pid_, SIGKILL);
+        result.err += "\n[test harness: command ran past its limit and was killed]\n";
+        killed = true;
+      }
+      left = std::chrono::milliseconds(2000);
+      deadline = std::chrono::steady_clock::now() + left;
+    }
+    poll(fds, 2, int(std::min<long>(left.count(), 1000)));
+    for (int i = 0; i < 2; ++i) {
+      int& fd = i == 0 ? out_fd_ : err_fd_;
+      if (fd < 0 || !(fds[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
+      ssize_t n = read(fd, buffer, sizeof buffer);
+      if (n > 0) {
+        (i == 0 ? result.out : result.err).append(buffer, size_t(n));
+      } else {
+        close(fd);
+        fd = -1;
+      }
+    }
+  }
+  int status = 0;
+  waitpid(pid_, &status, 0);
+  reaped_ = true;
+  result.exit_code = WIFSIGNALED(status) ? 128 + WTERMSIG(status) : WEXITSTATUS(status);
+  return result;
+}
+
+CommandResult run_command(const std::vector<std::string>& argv,
+                          const std::vector<std::string>& extra_env, std::chrono::seconds limit) {
+  return RunningCommand(argv, extra_env).wait(limit);
+}
+
+CommandResult run_muster(const std::vector<std::string>& args,
+                         const std::vector<std::string>& extra_env) {
+  std::vector<std::string> argv = {MUSTER_BINARY};
+  argv.insert(argv.end(), args.begin(), args.end());
+  return run_command(argv, extra_env);
+}
+
+bool process_alive(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string text;
+  if (!std::getline(in, text)) return false;
+  auto close = text.rfind(')');
+  return close != std::string::npos && close + 2 < text.size() && text[close + 2] != 'Z';
+}
+
+TempDir::TempDir() {
+  char pattern[] = "/tmp/muster-test-XXXXXX";
+  if (!mkdtemp(pattern)) throw std::runtime_error("mkdtemp");
+  path_ = pattern;
+}
+
+TempDir::~TempDir() {
+  std::error_code ignored;
+  std::filesystem::remove_all(path_, ignored);
+}
+
+void TempDir::write(const std::string& name, const std::string& text) const {
+  std::ofstream(file(name)) << text;
+}
+
+std::string TempDir::read(const std::string& name) const {
+  std::ifstream in(file(name));
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+bool wait_until(const std::function<bool()>& ready, std::chrono::milliseconds limit) {
+  auto deadline = std::chrono::steady_clock::now() + limit;
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (ready()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return ready();
+}
+
+bool in_ci() {
+  const char* ci = std::getenv("MUSTER_CI");
+  return ci && std::string(ci) == "1";
+}
+
+}  // namespace muster::testing

@@ -1,0 +1,72 @@
+// Running the real muster binary (and peer tools) from tests, with output captured.
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace muster::testing {
+
+// How a command ended and what it printed.
+struct CommandResult {
+  int exit_code = -1;  // 128+N when killed by signal N
+  std::string out;
+  std::string err;
+  std::vector<std::string> out_lines() const;
+  std::vector<std::string> err_lines() const;
+};
+
+// A command started in the background; its output is collected while waiting.
+class RunningCommand {
+ public:
+  explicit RunningCommand(const std::vector<std::string>& argv,
+                          const std::vector<std::string>& extra_env = {});
+  ~RunningCommand();
+  pid_t pid() const { return pid_; }
+  void signal(int sig);
+  // Waits at most `limit`, then kills the command (and says so in err).
+  CommandResult wait(std::chrono::seconds limit = std::chrono::seconds(180));
+
+ private:
+  pid_t pid_ = -1;
+  int out_fd_ = -1, err_fd_ = -1;
+  bool reaped_ = false;
+};
+
+// Runs a command to completion.
+CommandResult run_command(const std::vector<std::string>& argv,
+                          const std::vector<std::string>& extra_env = {},
+                          std::chrono::seconds limit = std::chrono::seconds(180));
+
+// `build/muster ARGS...` to completion.
+CommandResult run_muster(const std::vector<std::string>& args,
+                         const std::vector<std::string>& extra_env = {});
+
+// True when a process with this pid exists and is not a zombie.
+bool process_alive(pid_t pid);
+
+// A fresh directory under /tmp, removed with its contents when the object goes away.
+class TempDir {
+ public:
+  TempDir();
+  ~TempDir();
+  const std::string& path() const { return path_; }
+  std::string file(const std::string& name) const { return path_ + "/" + name; }
+  void write(const std::string& name, const std::string& text) const;
+  std::string read(const std::string& name) const;
+
+ private:
+  std::string path_;
+};
+
+// Waits up to `limit` for `ready()` to become true, polling.
+bool wait_until(const std::function<bool()>& ready,
+                std::chrono::milliseconds limit = std::chrono::milliseconds(20000));
+
+// True in CI (MUSTER_CI=1): tests that would skip for a missing tool must fail instead.
+bool in_ci();
+
+}  // namespace muster::testing
