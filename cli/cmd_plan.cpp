@@ -9,6 +9,7 @@
 #include "cli/commands.h"
 #include "cli/terminal_output.h"
 #include "launcher/rank_plan.h"
+#include "launcher/local_gpus.h"
 
 namespace muster::cli {
 
@@ -45,15 +46,16 @@ std::string plan_table(const RankPlan& plan, const ClusterSpec& cluster,
                                 plan.world_size(), input.map_by);
   size_t width = 4;
   for (const auto& n : plan.nodes) width = std::max(width, n.host.size());
+  out += fmt::format("{:<6}{:<{}}  {:<6}{:<6}{:<6}{}\n", "NODE", "HOST", width, "SLOTS", "RANK",
+                     "LOCAL", "GPU");
   for (const auto& n : plan.nodes) {
-    out += fmt::format("node {} {:<{}}  slots {}  ranks:", n.node_rank, n.host, width, n.slots);
-    if (n.ranks.empty()) out += " (none)";
+    if (n.ranks.empty())
+      out += fmt::format("{:<6}{:<{}}  {:<6}{}\n", n.node_rank, n.host, width, n.slots, "-");
     for (int rank : n.ranks) {
       const auto& r = plan.ranks[size_t(rank)];
-      out += fmt::format(" [{} local {} gpu {}]", r.rank, r.local_rank,
-                         r.gpu ? std::to_string(*r.gpu) : std::string("-"));
+      out += fmt::format("{:<6}{:<{}}  {:<6}{:<6}{:<6}{}\n", n.node_rank, n.host, width, n.slots,
+                         r.rank, r.local_rank, r.gpu ? std::to_string(*r.gpu) : std::string("-"));
     }
-    out += '\n';
   }
   return out;
 }
@@ -66,6 +68,8 @@ CommandAction setup_plan(CLI::App& app) {
   app.add_flag("--json", options->json, "print the plan as JSON");
   return [options]() {
     ClusterSpec cluster = load_cluster(options->cluster);
+    HwlocTopologySource this_machine;
+    learn_local_gpus(cluster, this_machine);
     RankPlan plan = make_rank_plan(cluster, options->cluster.ranks, map_by_of(options->cluster));
     if (options->json)
       print_out(plan_json(plan, options->cluster).dump(2) + "\n");

@@ -11,10 +11,13 @@
 #include "launcher/error.h"
 #include "launcher/hostfile.h"
 #include "launcher/job_id.h"
+#include "launcher/local_gpus.h"
 #include "launcher/node_launch.h"
 #include "launcher/posix_spawner.h"
 #include "launcher/shutdown_signals.h"
 #include "probes/free_port.h"
+#include "topology/cpu_list.h"
+#include "topology/topology_source.h"
 
 namespace muster::cli {
 
@@ -23,6 +26,8 @@ struct RunOptions {
   std::vector<std::string> command;
   std::vector<std::string> exports;
   std::string tag = "rank";
+  std::string bind = "core";
+  bool report_bindings = false;
   double grace_s = 3;
   double timeout_s = 0;
 };
@@ -46,6 +51,28 @@ void require_this_machine(const ClusterSpec& cluster, const RankPlan& plan) {
                   fmt::format("node '{}' is another machine, and this muster can start ranks "
                               "only on this one (launching over SSH is not built yet); run on "
                               "'localhost' or use -n", node.host));
+}
+
+BindPolicy bind_policy_of(const std::string& bind) {
+  if (bind == "none") return BindPolicy::None;
+  if (bind == "numa") return BindPolicy::Numa;
+  return BindPolicy::Core;
+}
+
+// Like mpirun --report-bindings: one line per rank, before the ranks start.
+void report_bindings(const std::vector<RankProcess>& ranks, const Topology& topology,
+                     const RankPlan& plan) {
+  for (const auto& r : ranks) {
+    const RankBinding& b = r.binding;
+    std::string gpu = b.gpu ? fmt::format("GPU {} ({})", *b.gpu,
+                                          topology.gpus[size_t(*b.gpu)].location.bus_id)
+                            : std::string("no GPU");
+    std::string numa = b.numa ? fmt::format("NUMA {}", *b.numa) : std::string("NUMA -");
+    print_note(fmt::format("rank {} ({}) bound to CPUs {} ({}), {}", r.rank,
+                           plan.ranks[size_t(r.rank)].host,
+                           b.cpus.empty() ? std::string("(not bound)") : format_cpu_list(b.cpus),
+                           numa, gpu));
+  }
 }
 
 std::string describe_rank(const RankPlan& plan, int rank) {
@@ -91,10 +118,12 @@ void report(const JobResult& result, const RankPlan& plan, const RunOptions& opt
 }
 
 int run_job(const RunOptions& options) {
-  // 1. Which cluster, and which rank runs where.
+  // 1. Which cluster, what this machine is made of, and which rank runs where.
   ClusterSpec cluster = load_cluster(options.cluster);
+  HwlocTopologySource this_machine;
+  std::optional<Topology> topology = learn_local_gpus(cluster, this_machine);
   RankPlan plan = make_rank_plan(cluster, options.cluster.ranks, map_by_of(options.cluster));
-  require_this_machine(cluster, plan);
+  require_this_machine(cluster, plan);  // so `topology` is set: every rank runs here
 
   // 2. Everything a rank will see, checked before anything starts.
   const Environment muster_env = Environment::current();
@@ -110,6 +139,9 @@ int run_job(const RunOptions& options) {
   request.job.master_addr = "127.0.0.1";  // every rank is on this machine
   request.job.master_port = find_free_tcp_port();
   request.job.jax_coordinator_port = find_free_tcp_port();
+  request.bind = bind_policy_of(options.bind);
+  std::vector<RankProcess> ranks = rank_processes_for_node(plan, 0, request, muster_env, *topology);
+  if (options.report_bindings) report_bindings(ranks, *topology, plan);
 
   // 3. Start the ranks and supervise them until every one has ended.
   TeardownPolicy policy;
@@ -120,8 +152,8 @@ int run_job(const RunOptions& options) {
   TaggedOutput output(tag_style_of(options.tag), hosts);
   ShutdownSignals signals;
   PosixSpawner spawner;
-  JobResult result = run_local_job(spawner, rank_processes_for_node(plan, 0, request, muster_env),
-                                   policy, output, signals.fd(), request.job.job_id);
+  JobResult result = run_local_job(spawner, ranks, policy, output, signals.fd(),
+                                   request.job.job_id);
 
   // 4. Say how it ended.
   output.flush();
@@ -140,6 +172,13 @@ CommandAction setup_run(CLI::App& app) {
   app.add_option("--tag", options->tag, "prefix of each output line")
       ->check(CLI::IsMember({"none", "rank", "host", "host-rank"}))
       ->capture_default_str();
+  app.add_option("--bind", options->bind,
+                 "core: each rank its share of the cores near its GPU (or of a NUMA node); "
+                 "numa: the whole NUMA node; none")
+      ->check(CLI::IsMember({"none", "numa", "core"}))
+      ->capture_default_str();
+  app.add_flag("--report-bindings", options->report_bindings,
+               "print each rank's CPUs, NUMA node and GPU before starting");
   app.add_option("--grace", options->grace_s,
                  "seconds between SIGTERM and SIGKILL when tearing the job down")
       ->check(CLI::NonNegativeNumber)

@@ -5,6 +5,7 @@ namespace muster::cli {
 const std::vector<Command>& all_commands() {
   static const std::vector<Command> commands = {
       {"run", "start a job's ranks with their environment, output and teardown", setup_run},
+      {"topo", "GPUs, NICs and the paths between them, like nvidia-smi topo -m", setup_topo},
       {"plan", "show which rank runs where, like mpirun --display-map", setup_plan},
       {"hostlist", "expand, fold or count host lists, like ClusterShell's nodeset",
        setup_hostlist},

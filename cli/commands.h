@@ -26,5 +26,6 @@ const std::vector<Command>& all_commands();
 CommandAction setup_hostlist(CLI::App& app);
 CommandAction setup_plan(CLI::App& app);
 CommandAction setup_run(CLI::App& app);
+CommandAction setup_topo(CLI::App& app);
 
 }  // namespace muster::cli

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "launcher/process_spawner.h"
+#include "topology/binding.h"
 
 namespace muster {
 
@@ -19,6 +20,7 @@ using Milliseconds = std::chrono::milliseconds;
 struct RankProcess {
   int rank = 0;
   ProcessSpec spec;
+  RankBinding binding;  // what spec.cpus was chosen from, for --report-bindings
 };
 
 // How long teardown waits at each step; every wait is bounded.

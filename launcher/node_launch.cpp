@@ -1,17 +1,33 @@
 #include "launcher/node_launch.h"
 
+#include <fmt/format.h>
+
+#include "launcher/error.h"
+
 namespace muster {
 
 std::vector<RankProcess> rank_processes_for_node(const RankPlan& plan, int node_rank,
                                                  const LaunchRequest& request,
-                                                 const Environment& base) {
+                                                 const Environment& base,
+                                                 const Topology& topology) {
+  if (request.bind != BindPolicy::None && !topology.is_this_machine)
+    throw Error(ErrorKind::Usage,
+                fmt::format("ranks can only be bound to this machine's CPUs, but the topology "
+                            "came from {}; unset it or use --bind none",
+                            topology.source));
+  const auto& ranks = plan.nodes.at(size_t(node_rank)).ranks;
+  std::vector<std::optional<int>> gpus;
+  for (int rank : ranks) gpus.push_back(plan.ranks[size_t(rank)].gpu);
+  std::vector<RankBinding> bindings = plan_bindings(topology, gpus, request.bind);
   std::vector<RankProcess> out;
-  for (int rank : plan.nodes.at(size_t(node_rank)).ranks) {
+  for (size_t i = 0; i < ranks.size(); ++i) {
     RankProcess p;
-    p.rank = rank;
+    p.rank = ranks[i];
     p.spec.argv = request.argv;
-    p.spec.env = rank_environment(base, plan, rank, request.job);
+    p.spec.env = rank_environment(base, plan, ranks[i], request.job);
     p.spec.workdir = request.workdir;
+    p.spec.cpus = bindings[i].cpus;
+    p.binding = bindings[i];
     out.push_back(std::move(p));
   }
   return out;

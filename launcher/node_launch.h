@@ -8,6 +8,8 @@
 #include "launcher/local_job.h"
 #include "launcher/rank_env.h"
 #include "launcher/rank_plan.h"
+#include "topology/binding.h"
+#include "topology/topology.h"
 
 namespace muster {
 
@@ -16,12 +18,16 @@ struct LaunchRequest {
   std::vector<std::string> argv;      // the command, passed verbatim
   std::optional<std::string> workdir;
   JobEnvironment job;
+  BindPolicy bind = BindPolicy::Core;
 };
 
-// The processes node `node_rank` starts for `plan`: each rank's command and environment
-// (`base` is the node's own environment, inherited as a local shell would).
+// The processes node `node_rank` starts for `plan`: each rank's command, environment
+// (`base` is the node's own environment, inherited as a local shell would) and CPU binding
+// from the node's `topology`. Throws Error(Usage) when binding is asked for against a
+// topology that is not this machine's.
 std::vector<RankProcess> rank_processes_for_node(const RankPlan& plan, int node_rank,
                                                  const LaunchRequest& request,
-                                                 const Environment& base);
+                                                 const Environment& base,
+                                                 const Topology& topology);
 
 }  // namespace muster

@@ -63,6 +63,9 @@ Environment rank_environment(const Environment& base, const RankPlan& plan, int 
   if (node.ranks.size() > 1 && !base.has("OMP_NUM_THREADS") &&
       !job.launch_env.count("OMP_NUM_THREADS") && !job.exports.count("OMP_NUM_THREADS"))
     env.set("OMP_NUM_THREADS", "1");
+  // muster numbers GPUs in PCI bus order; CUDA must count the same way for LOCAL_RANK to
+  // name the GPU the rank was bound next to.
+  if (!base.has("CUDA_DEVICE_ORDER")) env.set("CUDA_DEVICE_ORDER", "PCI_BUS_ID");
   for (const auto& [name, value] : job.launch_env) env.set(name, value);
   for (const auto& [name, value] : job.exports) env.set(name, value);
   return env;

@@ -1,0 +1,158 @@
+// muster topo: a machine's GPUs, NICs and the paths between them, like nvidia-smi topo -m.
+#include <memory>
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "cli/commands.h"
+#include "cli/terminal_output.h"
+#include "topology/cpu_list.h"
+#include "topology/topology_source.h"
+
+namespace muster::cli {
+
+struct TopoOptions {
+  std::string xml;
+  bool json = false;
+};
+
+namespace {
+
+nlohmann::json optional_int(const std::optional<int>& v) {
+  return v ? nlohmann::json(*v) : nlohmann::json(nullptr);
+}
+
+std::string device_label(const Topology& t, bool gpu, size_t i) {
+  return gpu ? fmt::format("GPU{}", i) : fmt::format("NIC{}", i);
+  (void)t;
+}
+
+// Every device against every device: GPUs first, then NICs, as nvidia-smi orders them.
+std::string cell(const Topology& t, size_t row, size_t col) {
+  const size_t g = t.gpus.size();
+  if (row < g && col < g) return gpu_to_gpu(t, int(row), int(col)).str();
+  if (row < g) return gpu_to_nic(t, int(row), int(col - g)).str();
+  if (col < g) return gpu_to_nic(t, int(col), int(row - g)).str();
+  const auto& a = t.nics[row - g].location;
+  const auto& b = t.nics[col - g].location;
+  return PathCell{classify_pci_path(a, b), 0}.str();
+}
+
+nlohmann::json topology_json(const Topology& t) {
+  nlohmann::json j;
+  j["source"] = t.source;
+  j["machine"] = {{"packages", t.packages}, {"cores", t.cores}, {"pus", t.pus}};
+  j["numa_nodes"] = nlohmann::json::array();
+  for (const auto& n : t.numa_nodes)
+    j["numa_nodes"].push_back({{"index", n.index}, {"memory_bytes", n.memory_bytes},
+                               {"cpuset", format_cpu_list(n.cpus)}});
+  j["gpus"] = nlohmann::json::array();
+  for (const auto& g : t.gpus)
+    j["gpus"].push_back({{"index", g.index}, {"pci_bus_id", g.location.bus_id},
+                         {"vendor", g.vendor}, {"vendor_id", fmt::format("{:04x}", g.vendor_id)},
+                         {"device_id", fmt::format("{:04x}", g.device_id)}, {"model", g.model},
+                         {"uuid", g.uuid ? nlohmann::json(*g.uuid) : nlohmann::json(nullptr)},
+                         {"numa", optional_int(g.location.numa)},
+                         {"cpuset", format_cpu_list(g.location.cpus)},
+                         {"nearest_nics", nlohmann::json::array()}});
+  j["nics"] = nlohmann::json::array();
+  for (const auto& n : t.nics)
+    j["nics"].push_back({{"name", n.name}, {"interfaces", n.interfaces},
+                         {"pci_bus_id", n.location.bus_id}, {"numa", optional_int(n.location.numa)},
+                         {"cpuset", format_cpu_list(n.location.cpus)}});
+  for (size_t g = 0; g < t.gpus.size(); ++g)
+    for (int nic : nearest_nics(t, int(g)))
+      j["gpus"][g]["nearest_nics"].push_back(t.nics[size_t(nic)].name);
+  j["paths"] = nlohmann::json::object();
+  const size_t total = t.gpus.size() + t.nics.size();
+  for (size_t r = 0; r < t.gpus.size(); ++r)
+    for (size_t c = 0; c < total; ++c)
+      j["paths"][device_label(t, true, r)]
+       [device_label(t, c < t.gpus.size(), c < t.gpus.size() ? c : c - t.gpus.size())] = cell(t, r, c);
+  j["nvlink"] = {{"known", t.nvlinks.has_value()}, {"source", t.nvlink_source}};
+  j["gpu_order"] = "PCI_BUS_ID";
+  return j;
+}
+
+std::string topology_text(const Topology& t) {
+  std::string out = fmt::format("{}: {} package{}, {} NUMA node{}, {} cores, {} PUs\n", t.source,
+                                t.packages, t.packages == 1 ? "" : "s", t.numa_nodes.size(),
+                                t.numa_nodes.size() == 1 ? "" : "s", t.cores, t.pus);
+  for (const auto& n : t.numa_nodes)
+    out += fmt::format("  NUMA {}: {:.1f} GiB, CPUs {}\n", n.index,
+                       double(n.memory_bytes) / (1024.0 * 1024 * 1024), format_cpu_list(n.cpus));
+  if (t.gpus.empty()) out += "GPUs: none\n";
+  for (const auto& g : t.gpus)
+    out += fmt::format("GPU{}  {}  {}{}  NUMA {}  CPUs {}\n", g.index, g.location.bus_id,
+                       g.model.rfind(g.vendor, 0) == 0 ? g.model : g.vendor + " " + g.model, g.uuid ? "  " + *g.uuid : "",
+                       g.location.numa ? std::to_string(*g.location.numa) : "-",
+                       format_cpu_list(g.location.cpus));
+  if (t.nics.empty()) out += "NICs: none\n";
+  for (size_t i = 0; i < t.nics.size(); ++i) {
+    const auto& n = t.nics[i];
+    out += fmt::format("NIC{}  {}  {}{}  NUMA {}\n", i, n.location.bus_id, n.name,
+                       n.interfaces.empty() || n.interfaces.front() == n.name
+                           ? ""
+                           : fmt::format(" ({})", fmt::join(n.interfaces, ", ")),
+                       n.location.numa ? std::to_string(*n.location.numa) : "-");
+  }
+  const size_t total = t.gpus.size() + t.nics.size();
+  if (!t.gpus.empty()) {
+    out += "\n      ";
+    for (size_t c = 0; c < total; ++c)
+      out += fmt::format("{:<6}", device_label(t, c < t.gpus.size(), c < t.gpus.size() ? c : c - t.gpus.size()));
+    out += "CPU Affinity    NUMA Affinity\n";
+    for (size_t r = 0; r < total; ++r) {
+      bool gpu = r < t.gpus.size();
+      size_t i = gpu ? r : r - t.gpus.size();
+      const PciLocation& loc = gpu ? t.gpus[i].location : t.nics[i].location;
+      out += fmt::format("{:<6}", device_label(t, gpu, i));
+      for (size_t c = 0; c < total; ++c) out += fmt::format("{:<6}", cell(t, r, c));
+      out += fmt::format("{:<16}{}\n", format_cpu_list(loc.cpus),
+                         loc.numa ? std::to_string(*loc.numa) : "N/A");
+    }
+    out += "\nNearest NICs:";
+    if (t.nics.empty()) out += " none";
+    out += "\n";
+    for (size_t g = 0; g < t.gpus.size() && !t.nics.empty(); ++g) {
+      std::vector<std::string> names;
+      for (int nic : nearest_nics(t, int(g))) names.push_back(t.nics[size_t(nic)].name);
+      out += fmt::format("  GPU{}: {} ({})\n", g, fmt::join(names, ", "),
+                         gpu_to_nic(t, int(g), nearest_nics(t, int(g)).front()).str());
+    }
+    out += fmt::format(
+        "\nLegend:\n"
+        "  X    = Self\n"
+        "  SYS  = Connection traversing PCIe as well as the SMP interconnect between NUMA nodes\n"
+        "  NODE = Connection traversing PCIe as well as the interconnect between PCIe Host "
+        "Bridges within a NUMA node\n"
+        "  PHB  = Connection traversing PCIe as well as a PCIe Host Bridge (typically the CPU)\n"
+        "  PXB  = Connection traversing multiple PCIe bridges (without traversing the PCIe Host "
+        "Bridge)\n"
+        "  PIX  = Connection traversing at most a single PCIe bridge (a PCIe switch counts as one)\n"
+        "  NV#  = Connection traversing a bonded set of # NVLinks\n"
+        "GPUs are numbered in PCI bus id order, as CUDA numbers them with "
+        "CUDA_DEVICE_ORDER=PCI_BUS_ID.\n"
+        "NVLink: {}\n", t.nvlinks ? "from " + t.nvlink_source : t.nvlink_source);
+  }
+  return out;
+}
+
+}  // namespace
+
+CommandAction setup_topo(CLI::App& app) {
+  auto options = std::make_shared<TopoOptions>();
+  app.add_option("--xml", options->xml, "read an hwloc XML export (lstopo FILE.xml) instead of "
+                                        "this machine");
+  app.add_flag("--json", options->json, "print JSON (schema: share/topology.schema.json)");
+  return [options]() {
+    HwlocTopologySource source(options->xml.empty() ? std::nullopt
+                                                    : std::optional<std::string>(options->xml));
+    Topology topology = source.load();
+    print_out(options->json ? topology_json(topology).dump(2) + "\n" : topology_text(topology));
+    return 0;
+  };
+}
+
+}  // namespace muster::cli

@@ -1,0 +1,277 @@
+// The only file that sees hwloc: it turns hwloc's object tree into muster's Topology.
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <memory>
+
+#include <fmt/format.h>
+#include <hwloc.h>
+
+#include "launcher/error.h"
+#include "topology/nvml.h"
+#include "topology/topology_source.h"
+
+namespace muster {
+namespace {
+
+using TopologyHandle = std::unique_ptr<hwloc_topology, decltype(&hwloc_topology_destroy)>;
+
+std::vector<int> cpus_of(hwloc_const_cpuset_t set) {
+  std::vector<int> out;
+  if (!set) return out;
+  for (int i = hwloc_bitmap_first(set); i >= 0; i = hwloc_bitmap_next(set, i)) out.push_back(i);
+  return out;
+}
+
+std::string bus_id_of(hwloc_obj_t pci) {
+  const auto& a = pci->attr->pcidev;
+  return fmt::format("{:04x}:{:02x}:{:02x}.{:x}", a.domain, a.bus, a.dev, a.func);
+}
+
+bool is_pci_bridge(hwloc_obj_t obj) {
+  return obj && obj->type == HWLOC_OBJ_BRIDGE &&
+         obj->attr->bridge.upstream_type == HWLOC_OBJ_BRIDGE_PCI;
+}
+
+// A PCIe switch shows up as an upstream-port bridge whose children are its downstream-port
+// bridges, all of one vendor:device. Cascaded switches of the same chip are told apart by
+// alternation: a port below a downstream port is the next switch's upstream port.
+bool is_downstream_port(hwloc_obj_t bridge) {
+  hwloc_obj_t parent = bridge->parent;
+  if (!is_pci_bridge(bridge) || !is_pci_bridge(parent)) return false;
+  if (parent->attr->pcidev.vendor_id != bridge->attr->pcidev.vendor_id ||
+      parent->attr->pcidev.device_id != bridge->attr->pcidev.device_id)
+    return false;
+  return !is_downstream_port(parent);
+}
+
+PciLocation location_of(hwloc_topology_t topo, hwloc_obj_t pci) {
+  PciLocation loc;
+  loc.bus_id = bus_id_of(pci);
+  loc.link_gbps = pci->attr->pcidev.linkspeed;
+  for (hwloc_obj_t up = pci->parent; up; up = up->parent) {
+    if (up->type == HWLOC_OBJ_BRIDGE) {
+      bool host = up->attr->bridge.upstream_type == HWLOC_OBJ_BRIDGE_HOST;
+      std::uint64_t switch_id = is_downstream_port(up) ? up->parent->gp_index : up->gp_index;
+      loc.hops.push_back({host ? PciHop::Kind::HostBridge : PciHop::Kind::PciBridge,
+                          up->gp_index, switch_id});
+      continue;
+    }
+    if (hwloc_obj_type_is_io(up->type)) continue;  // a PCI device that bridges (rare)
+    loc.hops.push_back({PciHop::Kind::Cpu, up->gp_index, up->gp_index});
+    break;
+  }
+  // I/O objects have no cpuset: locality is that of the first non-I/O ancestor.
+  hwloc_obj_t cpu_side = hwloc_get_non_io_ancestor_obj(topo, pci);
+  if (cpu_side) {
+    loc.cpus = cpus_of(cpu_side->cpuset);
+    if (cpu_side->nodeset && hwloc_bitmap_weight(cpu_side->nodeset) == 1)
+      loc.numa = hwloc_bitmap_first(cpu_side->nodeset);
+  }
+  return loc;
+}
+
+const char* gpu_vendor(hwloc_obj_t pci) {
+  const auto& a = pci->attr->pcidev;
+  const unsigned cls = a.class_id;
+  const bool display = cls == 0x0300 || cls == 0x0302 || cls == 0x0380;
+  if (!display) return nullptr;  // NVSwitches (0680) and the like are not GPUs
+  if (a.vendor_id == 0x10de) return "NVIDIA";
+  if (a.vendor_id == 0x1002) return "AMD";
+  // Intel's integrated graphics sit on bus 0; its discrete parts sit behind a bridge.
+  if (a.vendor_id == 0x8086 && a.bus != 0) return "Intel";
+  return nullptr;  // a BMC's VGA (Matrox, ASPEED) or an emulated display
+}
+
+std::string info_of(hwloc_obj_t obj, const char* name) {
+  const char* v = hwloc_obj_get_info_by_name(obj, name);
+  return v ? v : "";
+}
+
+std::string gpu_model(hwloc_obj_t pci) {
+  for (hwloc_obj_t child = pci->io_first_child; child; child = child->next_sibling) {
+    std::string model = info_of(child, "GPUModel");
+    if (!model.empty()) return model;
+  }
+  std::string name = info_of(pci, "PCIDevice");
+  if (!name.empty()) return name;
+  return fmt::format("{:04x}:{:04x}", pci->attr->pcidev.vendor_id, pci->attr->pcidev.device_id);
+}
+
+std::optional<std::string> gpu_uuid(hwloc_obj_t pci) {
+  for (hwloc_obj_t child = pci->io_first_child; child; child = child->next_sibling) {
+    std::string uuid = info_of(child, "NVIDIAUUID");
+    if (!uuid.empty()) return uuid;
+  }
+  return std::nullopt;
+}
+
+// hwloc's NVLinkBandwidth matrix (MB/s) as link counts; NVLink 2 to 4 carry 25 GB/s per link
+// and direction, NVLink 1 20 GB/s. Links into NVSwitches connect a GPU with every other.
+std::optional<std::vector<std::vector<int>>> nvlinks_from_hwloc(
+    hwloc_topology_t topo, const std::map<std::uint64_t, int>& gpu_of_pci) {
+  unsigned count = 1;
+  hwloc_distances_s* distances = nullptr;
+  if (hwloc_distances_get_by_name(topo, "NVLinkBandwidth", &count, &distances, 0) != 0 ||
+      count == 0)
+    return std::nullopt;
+  const size_t n_gpus = gpu_of_pci.size();
+  std::vector<std::vector<int>> links(n_gpus, std::vector<int>(n_gpus, 0));
+  std::vector<int> switch_links(n_gpus, 0);
+  auto gpu_index = [&](hwloc_obj_t obj) -> int {
+    if (obj && obj->type == HWLOC_OBJ_OS_DEVICE) obj = obj->parent;
+    if (!obj) return -1;
+    auto it = gpu_of_pci.find(obj->gp_index);
+    return it == gpu_of_pci.end() ? -1 : it->second;
+  };
+  auto to_links = [](std::uint64_t bandwidth) {
+    if (bandwidth == 0) return 0;
+    if (bandwidth % 25000 == 0) return int(bandwidth / 25000);
+    if (bandwidth % 20000 == 0) return int(bandwidth / 20000);
+    return std::max(1, int(std::lround(double(bandwidth) / 25000)));
+  };
+  const unsigned n = distances->nbobjs;
+  for (unsigned i = 0; i < n; ++i) {
+    int a = gpu_index(distances->objs[i]);
+    if (a < 0) continue;
+    for (unsigned j = 0; j < n; ++j) {
+      if (i == j) continue;
+      int b = gpu_index(distances->objs[j]);
+      int l = to_links(distances->values[i * n + j]);
+      if (b >= 0) links[size_t(a)][size_t(b)] = l;
+      else switch_links[size_t(a)] += l;
+    }
+  }
+  hwloc_distances_release(topo, distances);
+  for (size_t i = 0; i < n_gpus; ++i)
+    for (size_t j = 0; j < n_gpus; ++j)
+      if (i != j && links[i][j] == 0 && switch_links[i] > 0 && switch_links[j] > 0)
+        links[i][j] = std::min(switch_links[i], switch_links[j]);
+  return links;
+}
+
+TopologyHandle open_topology(const std::optional<std::string>& xml_path) {
+  hwloc_topology_t raw = nullptr;
+  if (hwloc_topology_init(&raw) != 0) throw Error(ErrorKind::Runtime, "hwloc failed to start");
+  TopologyHandle topo(raw, &hwloc_topology_destroy);
+  hwloc_topology_set_io_types_filter(raw, HWLOC_TYPE_FILTER_KEEP_ALL);
+  if (xml_path) {
+    int fd = open(xml_path->c_str(), O_RDONLY);
+    if (fd < 0)
+      throw Error(ErrorKind::Config, fmt::format("{}: cannot read the topology file: {}",
+                                                 *xml_path, std::strerror(errno)));
+    close(fd);
+    if (hwloc_topology_set_xml(raw, xml_path->c_str()) != 0 || hwloc_topology_load(raw) != 0)
+      throw Error(ErrorKind::Config,
+                  fmt::format("{}: not an hwloc XML topology that hwloc {}.{} can read; write "
+                              "one with 'lstopo FILE.xml' (hwloc 2.x format)", *xml_path,
+                              HWLOC_API_VERSION >> 16, (HWLOC_API_VERSION >> 8) & 0xff));
+    return topo;
+  }
+  if (hwloc_topology_load(raw) != 0)
+    throw Error(ErrorKind::Runtime, fmt::format("hwloc could not discover this machine: {}",
+                                                std::strerror(errno)));
+  return topo;
+}
+
+}  // namespace
+
+Topology HwlocTopologySource::load() {
+  TopologyHandle handle = open_topology(xml_path_);
+  hwloc_topology_t topo = handle.get();
+  Topology t;
+  t.source = xml_path_ ? *xml_path_ : "this machine";
+  t.is_this_machine = !xml_path_ && hwloc_topology_is_thissystem(topo);
+  if (!xml_path_ && !t.is_this_machine) {  // hwloc honours HWLOC_XMLFILE and friends
+    const char* file = std::getenv("HWLOC_XMLFILE");
+    t.source = file ? fmt::format("HWLOC_XMLFILE={}", file) : "a simulated topology";
+  }
+  t.packages = hwloc_get_nbobjs_by_type(topo, HWLOC_OBJ_PACKAGE);
+  t.cores = hwloc_get_nbobjs_by_type(topo, HWLOC_OBJ_CORE);
+  t.pus = hwloc_get_nbobjs_by_type(topo, HWLOC_OBJ_PU);
+  for (hwloc_obj_t numa = nullptr;
+       (numa = hwloc_get_next_obj_by_type(topo, HWLOC_OBJ_NUMANODE, numa));)
+    t.numa_nodes.push_back({int(numa->os_index), numa->attr->numanode.local_memory,
+                            cpus_of(numa->cpuset)});
+
+  for (hwloc_obj_t core = nullptr;
+       (core = hwloc_get_next_obj_by_type(topo, HWLOC_OBJ_CORE, core));)
+    t.core_cpus.push_back(cpus_of(core->cpuset));
+  if (t.core_cpus.empty())  // no core level (some VMs, trimmed exports): a PU is a core
+    for (hwloc_obj_t pu = nullptr; (pu = hwloc_get_next_obj_by_type(topo, HWLOC_OBJ_PU, pu));)
+      t.core_cpus.push_back({int(pu->os_index)});
+
+  std::vector<hwloc_obj_t> gpu_objects;
+  std::map<std::uint64_t, Nic> nic_of_pci;
+  for (hwloc_obj_t pci = nullptr; (pci = hwloc_get_next_pcidev(topo, pci));)
+    if (gpu_vendor(pci)) gpu_objects.push_back(pci);
+  for (hwloc_obj_t os = nullptr; (os = hwloc_get_next_osdev(topo, os));) {
+    auto type = os->attr->osdev.type;
+    if (type != HWLOC_OBJ_OSDEV_NETWORK && type != HWLOC_OBJ_OSDEV_OPENFABRICS) continue;
+    hwloc_obj_t pci = os->parent;
+    if (!pci || pci->type != HWLOC_OBJ_PCI_DEVICE) continue;
+    Nic& nic = nic_of_pci[pci->gp_index];
+    if (nic.location.bus_id.empty()) {
+      nic.location = location_of(topo, pci);
+      nic.vendor_id = pci->attr->pcidev.vendor_id;
+      nic.device_id = pci->attr->pcidev.device_id;
+    }
+    if (type == HWLOC_OBJ_OSDEV_OPENFABRICS) nic.name = os->name;
+    else nic.interfaces.push_back(os->name);
+  }
+  for (auto& [gp, nic] : nic_of_pci) {
+    if (nic.name.empty() && !nic.interfaces.empty()) nic.name = nic.interfaces.front();
+    t.nics.push_back(std::move(nic));
+  }
+  std::sort(t.nics.begin(), t.nics.end(),
+            [](const Nic& a, const Nic& b) { return a.location.bus_id < b.location.bus_id; });
+
+  std::sort(gpu_objects.begin(), gpu_objects.end(),
+            [](hwloc_obj_t a, hwloc_obj_t b) { return bus_id_of(a) < bus_id_of(b); });
+  std::map<std::uint64_t, int> gpu_of_pci;
+  for (hwloc_obj_t pci : gpu_objects) {
+    Gpu gpu;
+    gpu.index = int(t.gpus.size());
+    gpu.vendor = gpu_vendor(pci);
+    gpu.vendor_id = pci->attr->pcidev.vendor_id;
+    gpu.device_id = pci->attr->pcidev.device_id;
+    gpu.model = gpu_model(pci);
+    gpu.uuid = gpu_uuid(pci);
+    gpu.location = location_of(topo, pci);
+    gpu_of_pci[pci->gp_index] = gpu.index;
+    t.gpus.push_back(std::move(gpu));
+  }
+
+  t.nvlinks = nvlinks_from_hwloc(topo, gpu_of_pci);
+  t.nvlink_source = t.nvlinks ? "hwloc's NVLinkBandwidth matrix" : "unknown";
+  bool has_nvidia = std::any_of(t.gpus.begin(), t.gpus.end(),
+                                [](const Gpu& g) { return g.vendor_id == 0x10de; });
+  if (t.is_this_machine && has_nvidia) {
+    std::vector<std::string> bus_ids;
+    for (const auto& g : t.gpus) bus_ids.push_back(g.location.bus_id);
+    std::string why_not;
+    if (auto facts = query_nvml(bus_ids, why_not)) {
+      for (auto& g : t.gpus) {
+        auto it = facts->by_bus_id.find(g.location.bus_id);
+        if (it == facts->by_bus_id.end()) continue;
+        if (!it->second.name.empty()) g.model = it->second.name;
+        if (!it->second.uuid.empty()) g.uuid = it->second.uuid;
+      }
+      t.nvlinks = facts->nvlinks;
+      t.nvlink_source = "NVML";
+    } else if (!t.nvlinks) {
+      t.nvlink_source = "unknown: " + why_not;
+    }
+  } else if (!t.nvlinks && !t.gpus.empty()) {
+    t.nvlink_source = t.is_this_machine ? "unknown: no NVIDIA GPU" : "unknown: the export has no NVLink data";
+  }
+  return t;
+}
+
+}  // namespace muster
