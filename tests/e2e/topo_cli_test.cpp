@@ -1,0 +1,122 @@
+// `muster topo` and binding, through the real binary.
+#include <map>
+#include <set>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "tests/support/command_runner.h"
+#include "topology/cpu_list.h"
+
+namespace muster::testing {
+namespace {
+
+const std::string kFixtures = MUSTER_SOURCE_DIR "/tests/fixtures/hwloc/";
+
+TEST(TopoCli, ThisMachineJsonIsConsistent) {
+  auto r = run_muster({"topo", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto t = nlohmann::json::parse(r.out);
+  // Whatever this machine is: its NUMA nodes' CPUs are exactly its PUs, every GPU has a
+  // row of paths with X on the diagonal, and every NIC has a name and a bus id.
+  std::set<int> cpus;
+  for (const auto& n : t["numa_nodes"])
+    for (int c : parse_cpu_list(n["cpuset"].get<std::string>())) cpus.insert(c);
+  EXPECT_EQ(int(cpus.size()), t["machine"]["pus"].get<int>());
+  for (const auto& g : t["gpus"]) {
+    std::string label = "GPU" + std::to_string(g["index"].get<int>());
+    EXPECT_EQ(t["paths"][label][label], "X");
+  }
+  for (const auto& n : t["nics"]) {
+    EXPECT_FALSE(n["name"].get<std::string>().empty());
+    EXPECT_EQ(n["pci_bus_id"].get<std::string>().size(), 12u);
+  }
+  EXPECT_EQ(t["gpu_order"], "PCI_BUS_ID");
+  auto text = run_muster({"topo"});
+  EXPECT_EQ(text.exit_code, 0);
+  EXPECT_NE(text.out.find("this machine: "), std::string::npos) << text.out;
+}
+
+TEST(TopoCli, XmlJsonHasTheDocumentedShape) {
+  auto r = run_muster({"topo", "--xml", kFixtures + "2socket-gpus-ib-eth.xml", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto t = nlohmann::json::parse(r.out);
+  ASSERT_EQ(t["gpus"].size(), 4u);
+  EXPECT_EQ(t["gpus"][2]["pci_bus_id"], "0000:84:00.0");
+  EXPECT_EQ(t["gpus"][2]["vendor"], "NVIDIA");
+  EXPECT_EQ(t["gpus"][2]["numa"], 1);
+  EXPECT_EQ(t["gpus"][2]["cpuset"], "8-15,24-31");
+  EXPECT_EQ(t["gpus"][2]["nearest_nics"], nlohmann::json::array({"mlx5_0"}));
+  EXPECT_EQ(t["nics"][0]["name"], "mlx5_0");
+  EXPECT_EQ(t["paths"]["GPU2"]["GPU3"], "PIX");
+  EXPECT_EQ(t["paths"]["GPU2"]["NIC0"], "PIX");
+  EXPECT_EQ(t["paths"]["GPU0"]["GPU1"], "SYS");
+  EXPECT_EQ(t["nvlink"]["known"], false);
+  auto dgx = nlohmann::json::parse(run_muster({"topo", "--xml", kFixtures + "nvidia-dgx2.xml",
+                                               "--json"}).out);
+  EXPECT_EQ(dgx["paths"]["GPU0"]["GPU15"], "NV6");
+  EXPECT_EQ(dgx["nvlink"]["known"], true);
+}
+
+TEST(TopoCli, TextShowsTheMatrixAndTheLegend) {
+  auto r = run_muster({"topo", "--xml", kFixtures + "2socket-gpus-ib-eth.xml"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("GPU2  SYS   PHB   X     PIX   PIX   PHB   PHB   8-15,24-31      1"),
+            std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("CUDA_DEVICE_ORDER=PCI_BUS_ID"), std::string::npos);
+  EXPECT_NE(r.out.find("NVLink: unknown"), std::string::npos);
+}
+
+TEST(TopoCli, BadFilesAreOneLineAndExit2) {
+  for (const std::string& file : {std::string("/nonexistent.xml"), kFixtures + "README.md"}) {
+    auto r = run_muster({"topo", "--xml", file});
+    EXPECT_EQ(r.exit_code, 2) << file;
+    EXPECT_EQ(r.err_lines().size(), 1u) << r.err;
+    EXPECT_EQ(r.err.rfind("muster: error: " + file + ": ", 0), 0u) << r.err;
+  }
+}
+
+TEST(Binding, EachRankRunsOnTheCpusItWasReportedToGet) {
+  auto r = run_muster({"run", "-n", "2", "--report-bindings", "--", "sh", "-c",
+                       "grep Cpus_allowed_list /proc/self/status"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::map<int, std::string> reported, actual;
+  for (const auto& line : r.err_lines()) {
+    int rank = -1;
+    char cpus[128] = {};
+    if (std::sscanf(line.c_str(), "muster: rank %d (%*[^)]) bound to CPUs %127s", &rank, cpus) == 2)
+      reported[rank] = cpus;
+  }
+  for (const auto& line : r.out_lines()) {
+    int rank = -1;
+    char cpus[128] = {};
+    if (std::sscanf(line.c_str(), "[%d] Cpus_allowed_list: %127s", &rank, cpus) == 2)
+      actual[rank] = cpus;
+  }
+  ASSERT_EQ(reported.size(), 2u) << r.err;
+  EXPECT_EQ(actual, reported);
+  auto none = run_muster({"run", "-n", "1", "--bind", "none", "--report-bindings", "--", "true"});
+  EXPECT_NE(none.err.find("bound to CPUs (not bound)"), std::string::npos) << none.err;
+}
+
+TEST(Binding, AnXmlTopologyIsNotThisMachineSoBindingIsRefused) {
+  auto r = run_muster({"run", "-n", "1", "--", "true"},
+                      {"HWLOC_XMLFILE=" + kFixtures + "nvidia-dgx2.xml"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("can only be bound to this machine's CPUs"), std::string::npos) << r.err;
+  auto unbound = run_muster({"run", "-n", "2", "--bind", "none", "--", "true"},
+                            {"HWLOC_XMLFILE=" + kFixtures + "nvidia-dgx2.xml"});
+  EXPECT_EQ(unbound.exit_code, 0) << unbound.err;
+}
+
+TEST(PlanCli, SlotsAutoOnThisMachineIsItsGpuCount) {
+  // The DGX-2 export stands in for this machine: 16 GPUs, so 16 ranks, rank i on GPU i.
+  auto r = run_muster({"plan", "--json"}, {"HWLOC_XMLFILE=" + kFixtures + "nvidia-dgx2.xml"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto plan = nlohmann::json::parse(r.out);
+  EXPECT_EQ(plan["world_size"], 16);
+  EXPECT_EQ(plan["ranks"][15]["gpu"], 15);
+}
+
+}  // namespace
+}  // namespace muster::testing
