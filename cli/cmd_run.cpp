@@ -7,6 +7,7 @@
 
 #include "cli/cluster_input.h"
 #include "cli/commands.h"
+#include "cli/remote_options.h"
 #include "cli/terminal_output.h"
 #include "launcher/error.h"
 #include "launcher/hostfile.h"
@@ -14,6 +15,7 @@
 #include "launcher/local_gpus.h"
 #include "launcher/node_launch.h"
 #include "launcher/posix_spawner.h"
+#include "launcher/remote_job.h"
 #include "launcher/shutdown_signals.h"
 #include "probes/free_port.h"
 #include "topology/cpu_list.h"
@@ -23,6 +25,7 @@ namespace muster::cli {
 
 struct RunOptions {
   ClusterInputOptions cluster;
+  RemoteFlags remote;
   std::vector<std::string> command;
   std::vector<std::string> exports;
   std::string tag = "rank";
@@ -43,14 +46,10 @@ TagStyle tag_style_of(const std::string& tag) {
   return TagStyle::Rank;
 }
 
-// Multi-node launch needs the SSH transport; until then only this machine can run ranks.
-void require_this_machine(const ClusterSpec& cluster, const RankPlan& plan) {
-  for (const auto& node : plan.nodes)
-    if (!node.ranks.empty() && !is_this_machine(cluster.nodes[size_t(node.node_rank)].address))
-      throw Error(ErrorKind::Usage,
-                  fmt::format("node '{}' is another machine, and this muster can start ranks "
-                              "only on this one (launching over SSH is not built yet); run on "
-                              "'localhost' or use -n", node.host));
+// A cluster of this machine alone runs without SSH; any other machine means agents.
+bool only_this_machine(const ClusterSpec& cluster) {
+  return std::all_of(cluster.nodes.begin(), cluster.nodes.end(),
+                     [](const NodeSpec& n) { return is_this_machine(n.address); });
 }
 
 BindPolicy bind_policy_of(const std::string& bind) {
@@ -111,49 +110,65 @@ void report(const JobResult& result, const RankPlan& plan, const RunOptions& opt
                               "groups (MUSTER_JOB_ID) and stopped {}",
                               result.escaped_killed, result.escaped_killed == 1 ? "" : "es",
                               result.escaped_killed == 1 ? "it" : "them"));
+  for (const auto& note : result.notes) print_warning(note);
   for (const auto& s : result.stuck)
     print_warning(fmt::format("{}{} would not die after SIGKILL; muster exits without it",
                               s.description,
                               s.rank >= 0 ? fmt::format(" of rank {}", s.rank) : std::string()));
 }
 
-int run_job(const RunOptions& options) {
-  // 1. Which cluster, what this machine is made of, and which rank runs where.
-  ClusterSpec cluster = load_cluster(options.cluster);
-  HwlocTopologySource this_machine;
-  std::optional<Topology> topology = learn_local_gpus(cluster, this_machine);
-  RankPlan plan = make_rank_plan(cluster, options.cluster.ranks, map_by_of(options.cluster));
-  require_this_machine(cluster, plan);  // so `topology` is set: every rank runs here
-
-  // 2. Everything a rank will see, checked before anything starts.
-  const Environment muster_env = Environment::current();
+// What every rank runs and sees, checked before anything starts; the rendezvous is
+// filled in by the caller, which knows where rank 0 runs.
+LaunchRequest launch_request(const RunOptions& options, const ClusterSpec& cluster,
+                             const Environment& muster_env) {
   LaunchRequest request;
   request.argv = options.command;
   request.workdir = cluster.launch.workdir;
   request.job.exports = resolve_exports(options.exports, muster_env);
   request.job.launch_env = cluster.launch.env;
-  if (!find_program(options.command.front(), muster_env))
-    throw Error(ErrorKind::Usage, fmt::format("'{}': command not found in PATH",
-                                              options.command.front()));
   request.job.job_id = new_job_id();
-  request.job.master_addr = "127.0.0.1";  // every rank is on this machine
-  request.job.master_port = find_free_tcp_port();
-  request.job.jax_coordinator_port = find_free_tcp_port();
   request.bind = bind_policy_of(options.bind);
-  std::vector<RankProcess> ranks = rank_processes_for_node(plan, 0, request, muster_env, *topology);
-  if (options.report_bindings) report_bindings(ranks, *topology, plan);
+  return request;
+}
 
-  // 3. Start the ranks and supervise them until every one has ended.
+TeardownPolicy teardown_policy(const RunOptions& options) {
   TeardownPolicy policy;
   policy.grace = seconds_to_ms(options.grace_s);
   if (options.timeout_s > 0) policy.timeout = seconds_to_ms(options.timeout_s);
+  return policy;
+}
+
+std::vector<std::string> host_of_each_rank(const RankPlan& plan) {
   std::vector<std::string> hosts;
   for (const auto& r : plan.ranks) hosts.push_back(r.host);
-  TaggedOutput output(tag_style_of(options.tag), hosts);
+  return hosts;
+}
+
+// Every rank on this machine: the local launcher, no SSH.
+int run_here(const RunOptions& options, ClusterSpec& cluster) {
+  // 1. What this machine is made of, and which rank runs where.
+  HwlocTopologySource this_machine;
+  Topology topology = *learn_local_gpus(cluster, this_machine);
+  RankPlan plan = make_rank_plan(cluster, options.cluster.ranks, map_by_of(options.cluster));
+
+  // 2. Everything a rank will see, checked before anything starts.
+  const Environment muster_env = Environment::current();
+  if (!find_program(options.command.front(), muster_env))
+    throw Error(ErrorKind::Usage, fmt::format("'{}': command not found in PATH",
+                                              options.command.front()));
+  LaunchRequest request = launch_request(options, cluster, muster_env);
+  request.job.master_addr = "127.0.0.1";  // every rank is on this machine
+  request.job.master_port = find_free_tcp_port();
+  request.job.jax_coordinator_port = find_free_tcp_port();
+  std::vector<RankProcess> ranks = rank_processes_for_node(plan, 0, request, muster_env, topology);
+  if (options.report_bindings) report_bindings(ranks, topology, plan);
+
+  // 3. Start the ranks and supervise them until every one has ended.
+  TaggedOutput output(tag_style_of(options.tag), host_of_each_rank(plan));
   ShutdownSignals signals;
   PosixSpawner spawner;
-  JobResult result = run_local_job(spawner, ranks, policy, output, signals.fd(),
-                                   request.job.job_id);
+  JobResult result = run_local_job(spawner, ranks, teardown_policy(options), output,
+                                   {signals.fd()}, job_markers(request.job, 0));
 
   // 4. Say how it ended.
   output.flush();
@@ -161,11 +176,46 @@ int run_job(const RunOptions& options) {
   return result.exit_code();
 }
 
+// Ranks on other machines: an agent per node over SSH.
+int run_across_nodes(const RunOptions& options, ClusterSpec& cluster) {
+  // 1. Reach every node: SSH, muster there, an agent that says what the node is.
+  const Environment muster_env = Environment::current();
+  LaunchRequest request = launch_request(options, cluster, muster_env);
+  ShutdownSignals signals;
+  auto transport = make_libssh_transport();
+  auto job = RemoteJob::open(*transport, cluster, options.remote.options());
+
+  // 2. Plan with what the nodes reported (slots: auto is each node's GPU count).
+  for (size_t i = 0; i < cluster.nodes.size(); ++i) cluster.nodes[i].gpu_count = job->hellos()[i].gpus;
+  RankPlan plan = make_rank_plan(cluster, options.cluster.ranks, map_by_of(options.cluster));
+
+  // 3. Rank 0's rendezvous: node 0 at the address the cluster file gives for it, on ports
+  //    node 0 found free.
+  request.job.master_addr = cluster.nodes.front().address;
+  request.job.master_port = job->hellos().front().free_ports.at(0);
+  request.job.jax_coordinator_port = job->hellos().front().free_ports.at(1);
+
+  // 4. Start every node's ranks and supervise them as one job.
+  TaggedOutput output(tag_style_of(options.tag), host_of_each_rank(plan));
+  JobResult result = job->run(plan, request, teardown_policy(options), output, {signals.fd()});
+
+  // 5. Say how it ended.
+  output.flush();
+  report(result, plan, options);
+  return result.exit_code();
+}
+
+int run_job(const RunOptions& options) {
+  ClusterSpec cluster = load_cluster(options.cluster);
+  return only_this_machine(cluster) ? run_here(options, cluster) : run_across_nodes(options, cluster);
+}
+
 }  // namespace
 
 CommandAction setup_run(CLI::App& app) {
   auto options = std::make_shared<RunOptions>();
   add_cluster_input_options(app, options->cluster);
+  add_remote_flags(app, options->remote, true);
   app.add_option("-x,--export", options->exports,
                  "add VAR=VALUE (or VAR, copied from muster's environment) to every rank")
       ->allow_extra_args(false);

@@ -7,8 +7,10 @@ const std::vector<Command>& all_commands() {
       {"run", "start a job's ranks with their environment, output and teardown", setup_run},
       {"topo", "GPUs, NICs and the paths between them, like nvidia-smi topo -m", setup_topo},
       {"plan", "show which rank runs where, like mpirun --display-map", setup_plan},
+      {"exec", "run a command once on every node, like pdsh", setup_exec},
       {"hostlist", "expand, fold or count host lists, like ClusterShell's nodeset",
        setup_hostlist},
+      {"agent", "the per-node agent that muster starts over SSH", setup_agent},
   };
   return commands;
 }

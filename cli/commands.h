@@ -23,6 +23,8 @@ struct Command {
 // Every subcommand, in the order `muster --help` lists them.
 const std::vector<Command>& all_commands();
 
+CommandAction setup_agent(CLI::App& app);
+CommandAction setup_exec(CLI::App& app);
 CommandAction setup_hostlist(CLI::App& app);
 CommandAction setup_plan(CLI::App& app);
 CommandAction setup_run(CLI::App& app);

@@ -31,6 +31,7 @@ void print_note(std::string_view message) {
   write_all(STDERR_FILENO, fmt::format("muster: {}\n", message));
 }
 void print_out(std::string_view text) { write_all(STDOUT_FILENO, text); }
+void print_note_raw(std::string_view text) { write_all(STDERR_FILENO, text); }
 
 void TaggedOutput::line(int rank, OutputStream stream, std::string_view text) {
   std::string& out = pending_[stream == OutputStream::Stdout ? 0 : 1];

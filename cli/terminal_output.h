@@ -19,6 +19,8 @@ void print_warning(std::string_view message);
 void print_note(std::string_view message);
 // Writes text to stdout as is.
 void print_out(std::string_view text);
+// Writes text to stderr as is.
+void print_note_raw(std::string_view text);
 
 // How each output line of a rank is prefixed.
 enum class TagStyle { None, Rank, Host, HostRank };

@@ -42,9 +42,9 @@ struct RankSlot {
 class LocalJob {
  public:
   LocalJob(ProcessSpawner& spawner, const TeardownPolicy& policy, JobOutput& output,
-           int interrupt_fd, std::string job_id)
-      : spawner_(spawner), policy_(policy), output_(output), interrupt_fd_(interrupt_fd),
-        job_id_(std::move(job_id)) {}
+           std::vector<int> interrupt_fds, std::vector<std::string> job_markers)
+      : spawner_(spawner), policy_(policy), output_(output),
+        interrupt_fds_(std::move(interrupt_fds)), job_markers_(std::move(job_markers)) {}
 
   JobResult run(const std::vector<RankProcess>& ranks) {
     start_ranks(ranks);
@@ -70,6 +70,7 @@ class LocalJob {
       } catch (const Error& e) {
         result_.start_error = e.what();
         result_.first_failed_rank = ranks[i].rank;
+        output_.rank_ended(ranks[i].rank, ExitStatus::exited(127));
         begin_teardown(JobEnd::StartFailed);
       }
     }
@@ -99,7 +100,9 @@ class LocalJob {
         if (s.outcome.pid > 0)
           for (pid_t pid : spawner_.live_group_members(s.outcome.pid))
             out.emplace_back(s.outcome.rank, pid);
-      for (pid_t pid : spawner_.escaped_job_processes(job_id_, groups)) out.emplace_back(-1, pid);
+      if (!job_markers_.empty())
+        for (pid_t pid : spawner_.escaped_job_processes(job_markers_, groups))
+          out.emplace_back(-1, pid);
       return out;
     };
     auto remaining = leftovers();
@@ -153,7 +156,7 @@ class LocalJob {
 
   void wait_for_events(Milliseconds longest = Milliseconds(100)) {
     std::vector<pollfd> fds;
-    if (interrupt_fd_ >= 0) fds.push_back({interrupt_fd_, POLLIN, 0});
+    for (int fd : interrupt_fds_) fds.push_back({fd, POLLIN, 0});
     if (spawner_.child_event_fd() >= 0) fds.push_back({spawner_.child_event_fd(), POLLIN, 0});
     for (const auto& s : slots_)
       for (int fd : s.fds)
@@ -170,10 +173,13 @@ class LocalJob {
   }
 
   void read_interrupts() {
-    if (interrupt_fd_ < 0) return;
+    for (int fd : interrupt_fds_) read_interrupts_from(fd);
+  }
+
+  void read_interrupts_from(int fd) {
     unsigned char signals[16];
     ssize_t n;
-    while ((n = read(interrupt_fd_, signals, sizeof signals)) > 0) {
+    while ((n = read(fd, signals, sizeof signals)) > 0) {
       for (ssize_t i = 0; i < n; ++i) {
         if (!tearing_down_) {
           result_.received_signal = signals[i];
@@ -215,6 +221,7 @@ class LocalJob {
         if (s.outcome.pid != exit.pid || !s.running) continue;
         s.running = false;
         s.outcome.status = exit.status;
+        output_.rank_ended(s.outcome.rank, exit.status);
         if (!exit.status.success() && !tearing_down_) {
           result_.first_failed_rank = s.outcome.rank;
           begin_teardown(JobEnd::RankFailed);
@@ -255,8 +262,8 @@ class LocalJob {
   ProcessSpawner& spawner_;
   const TeardownPolicy& policy_;
   JobOutput& output_;
-  int interrupt_fd_;
-  std::string job_id_;
+  std::vector<int> interrupt_fds_;
+  std::vector<std::string> job_markers_;
   std::vector<RankSlot> slots_;
   JobResult result_;
   std::optional<Clock::time_point> deadline_;
@@ -269,9 +276,10 @@ class LocalJob {
 }  // namespace
 
 JobResult run_local_job(ProcessSpawner& spawner, const std::vector<RankProcess>& ranks,
-                        const TeardownPolicy& policy, JobOutput& output, int interrupt_fd,
-                        const std::string& job_id) {
-  return LocalJob(spawner, policy, output, interrupt_fd, job_id).run(ranks);
+                        const TeardownPolicy& policy, JobOutput& output,
+                        const std::vector<int>& interrupt_fds,
+                        const std::vector<std::string>& job_markers) {
+  return LocalJob(spawner, policy, output, interrupt_fds, job_markers).run(ranks);
 }
 
 }  // namespace muster

@@ -40,6 +40,8 @@ class JobOutput {
   virtual void line(int rank, OutputStream stream, std::string_view text) = 0;
   // Everything delivered so far should be written out now.
   virtual void flush() = 0;
+  // A rank's process ended (called as soon as it is reaped, before teardown finishes).
+  virtual void rank_ended(int rank, const ExitStatus& status) { (void)rank; (void)status; }
 };
 
 // Why a job ended.
@@ -74,16 +76,20 @@ struct JobResult {
   int received_signal = 0;               // for Interrupted
   std::vector<StuckProcess> stuck;
   int escaped_killed = 0;                // processes found by job id outside rank groups
+  std::vector<std::string> notes;        // other things to report (a node lost, ...)
 
   // The job's exit status: 0 when every rank exited 0; else the first failed rank's
   // (128+N for signal N); 128+N when muster got signal N; 124 on timeout.
   int exit_code() const;
 };
 
-// Starts every rank and supervises them until all have ended. `interrupt_fd` yields a byte
-// per signal received by muster (see ShutdownSignals); -1 for none.
+// Starts every rank and supervises them until all have ended. Each of `interrupt_fds`
+// yields a byte per stop request (a signal number; see ShutdownSignals). `job_markers` are
+// the "NAME=VALUE" environment entries that identify this job's processes on this node,
+// for finding the ones that left their rank's process group.
 JobResult run_local_job(ProcessSpawner& spawner, const std::vector<RankProcess>& ranks,
-                        const TeardownPolicy& policy, JobOutput& output, int interrupt_fd,
-                        const std::string& job_id);
+                        const TeardownPolicy& policy, JobOutput& output,
+                        const std::vector<int>& interrupt_fds,
+                        const std::vector<std::string>& job_markers);
 
 }  // namespace muster

@@ -204,9 +204,8 @@ std::vector<pid_t> PosixSpawner::live_group_members(pid_t pgid) {
   return out;
 }
 
-std::vector<pid_t> PosixSpawner::escaped_job_processes(const std::string& job_id,
+std::vector<pid_t> PosixSpawner::escaped_job_processes(const std::vector<std::string>& markers,
                                                        const std::vector<pid_t>& except_groups) {
-  const std::string marker = "MUSTER_JOB_ID=" + job_id;
   std::vector<pid_t> out;
   for (pid_t pid : all_pids()) {
     if (pid == getpid()) continue;
@@ -216,12 +215,10 @@ std::vector<pid_t> PosixSpawner::escaped_job_processes(const std::string& job_id
       continue;
     std::ifstream in(fmt::format("/proc/{}/environ", pid), std::ios::binary);
     std::string entry;
-    while (std::getline(in, entry, '\0')) {
-      if (entry == marker) {
-        out.push_back(pid);
-        break;
-      }
-    }
+    size_t matched = 0;
+    while (std::getline(in, entry, '\0'))
+      matched += std::count(markers.begin(), markers.end(), entry);
+    if (matched == markers.size()) out.push_back(pid);
   }
   return out;
 }

@@ -22,7 +22,7 @@ class PosixSpawner : public ProcessSpawner {
   void signal_process(pid_t pid, int signal) override;
   std::vector<ProcessExit> reap() override;
   std::vector<pid_t> live_group_members(pid_t pgid) override;
-  std::vector<pid_t> escaped_job_processes(const std::string& job_id,
+  std::vector<pid_t> escaped_job_processes(const std::vector<std::string>& markers,
                                            const std::vector<pid_t>& except_groups) override;
   std::string describe_process(pid_t pid) override;
   int child_event_fd() const override { return child_read_fd_; }

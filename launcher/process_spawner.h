@@ -49,9 +49,9 @@ class ProcessSpawner {
   virtual std::vector<ProcessExit> reap() = 0;
   // The processes of group `pgid` that are still alive (zombies excluded).
   virtual std::vector<pid_t> live_group_members(pid_t pgid) = 0;
-  // Live processes outside `except_groups` whose environment has MUSTER_JOB_ID=`job_id`:
-  // ones that left their rank's process group (setsid, daemons).
-  virtual std::vector<pid_t> escaped_job_processes(const std::string& job_id,
+  // Live processes outside `except_groups` whose environment holds every one of `markers`
+  // ("MUSTER_JOB_ID=..."): ones that left their rank's process group (setsid, daemons).
+  virtual std::vector<pid_t> escaped_job_processes(const std::vector<std::string>& markers,
                                                    const std::vector<pid_t>& except_groups) = 0;
   // The command line of `pid`, for naming a process that will not die.
   virtual std::string describe_process(pid_t pid) = 0;

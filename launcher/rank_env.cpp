@@ -8,6 +8,10 @@
 
 namespace muster {
 
+std::vector<std::string> job_markers(const JobEnvironment& job, int node_rank) {
+  return {"MUSTER_JOB_ID=" + job.job_id, "MUSTER_NODE_RANK=" + std::to_string(node_rank)};
+}
+
 std::map<std::string, std::string> resolve_exports(const std::vector<std::string>& options,
                                                    const Environment& muster_env) {
   static const std::regex name_pattern("[A-Za-z_][A-Za-z0-9_]*");
@@ -59,6 +63,7 @@ Environment rank_environment(const Environment& base, const RankPlan& plan, int 
   env.set("OMPI_COMM_WORLD_NODE_RANK", std::to_string(r.node_rank));
   env.set("MUSTER_JOB_ID", job.job_id);
   env.set("MUSTER_NNODES", std::to_string(nodes_used));
+  env.set("MUSTER_NODE_RANK", std::to_string(r.node_rank));
   // torchrun's rule: several ranks on one node would otherwise oversubscribe its cores.
   if (node.ranks.size() > 1 && !base.has("OMP_NUM_THREADS") &&
       !job.launch_env.count("OMP_NUM_THREADS") && !job.exports.count("OMP_NUM_THREADS"))

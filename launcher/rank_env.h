@@ -21,6 +21,10 @@ struct JobEnvironment {
   std::map<std::string, std::string> exports;     // -x, already resolved to values
 };
 
+// The environment entries that mark this job's processes on node `node_rank`: cleanup
+// recognises them by these, never by a pattern (several nodes may share a pid namespace).
+std::vector<std::string> job_markers(const JobEnvironment& job, int node_rank);
+
 // Resolves `-x VAR` (copy from muster's environment) and `-x VAR=VALUE`.
 // Throws Error(Usage) naming the option when a name is invalid or VAR is unset.
 std::map<std::string, std::string> resolve_exports(const std::vector<std::string>& options,

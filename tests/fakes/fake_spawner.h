@@ -72,7 +72,8 @@ class FakeSpawner : public ProcessSpawner {
     if (alive_.count(pgid)) return {pgid};
     return {};
   }
-  std::vector<pid_t> escaped_job_processes(const std::string&, const std::vector<pid_t>&) override {
+  std::vector<pid_t> escaped_job_processes(const std::vector<std::string>&,
+                                           const std::vector<pid_t>&) override {
     return {};
   }
   std::string describe_process(pid_t pid) override { return fmt::format("pid {} (fake)", pid); }

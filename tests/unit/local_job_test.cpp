@@ -43,7 +43,7 @@ TEST(LocalJob, AllRanksSucceedingIsStatusZeroWithNoSignals) {
   spawner.programs["ok"] = {"hello\npartial", 0};
   RecordedOutput output;
   JobResult result = run_local_job(spawner, ranks_running({"ok", "ok"}), quick_policy(), output,
-                                   -1, "job");
+                                   {}, {"MUSTER_JOB_ID=job"});
   EXPECT_EQ(result.end, JobEnd::Completed);
   EXPECT_EQ(result.exit_code(), 0);
   EXPECT_EQ(spawner.log, (std::vector<std::string>{"spawn ok 100", "spawn ok 101"}));
@@ -59,7 +59,7 @@ TEST(LocalJob, FirstFailureTearsDownTheOthersWithTermThenKill) {
   spawner.programs["stubborn"] = {"", std::nullopt, true};  // needs SIGKILL
   RecordedOutput output;
   JobResult result = run_local_job(spawner, ranks_running({"polite", "fails", "stubborn"}),
-                                   quick_policy(), output, -1, "job");
+                                   quick_policy(), output, {}, {"MUSTER_JOB_ID=job"});
   EXPECT_EQ(result.end, JobEnd::RankFailed);
   EXPECT_EQ(result.first_failed_rank, 1);
   EXPECT_EQ(result.exit_code(), 3);
@@ -81,7 +81,7 @@ TEST(LocalJob, AProcessThatSurvivesSigkillIsNamedAndTheWaitEnds) {
   spawner.programs["unkillable"] = {"", std::nullopt, true, true};
   RecordedOutput output;
   JobResult result = run_local_job(spawner, ranks_running({"fails", "unkillable"}),
-                                   quick_policy(), output, -1, "job");
+                                   quick_policy(), output, {}, {"MUSTER_JOB_ID=job"});
   EXPECT_EQ(result.exit_code(), 1);
   ASSERT_EQ(result.stuck.size(), 1u);
   EXPECT_EQ(result.stuck[0].rank, 1);
@@ -95,7 +95,7 @@ TEST(LocalJob, AStartFailureStartsNothingMoreAndStopsWhatStarted) {
   spawner.programs["missing"] = {"", std::nullopt, false, false, true};
   RecordedOutput output;
   JobResult result = run_local_job(spawner, ranks_running({"ok", "missing", "ok"}),
-                                   quick_policy(), output, -1, "job");
+                                   quick_policy(), output, {}, {"MUSTER_JOB_ID=job"});
   EXPECT_EQ(result.end, JobEnd::StartFailed);
   EXPECT_EQ(result.exit_code(), 127);
   EXPECT_EQ(result.first_failed_rank, 1);
@@ -112,7 +112,7 @@ TEST(LocalJob, ASignalToMusterStopsTheJobWithItsStatus) {
   ASSERT_EQ(write(fds[1], &sigint, 1), 1);
   RecordedOutput output;
   JobResult result = run_local_job(spawner, ranks_running({"runs", "runs"}), quick_policy(),
-                                   output, fds[0], "job");
+                                   output, {fds[0]}, {"MUSTER_JOB_ID=job"});
   close(fds[0]);
   close(fds[1]);
   EXPECT_EQ(result.end, JobEnd::Interrupted);
@@ -127,7 +127,7 @@ TEST(LocalJob, TheTimeoutStopsTheJob) {
   TeardownPolicy policy = quick_policy();
   policy.timeout = Milliseconds(20);
   RecordedOutput output;
-  JobResult result = run_local_job(spawner, ranks_running({"runs"}), policy, output, -1, "job");
+  JobResult result = run_local_job(spawner, ranks_running({"runs"}), policy, output, {}, {"MUSTER_JOB_ID=job"});
   EXPECT_EQ(result.end, JobEnd::TimedOut);
   EXPECT_EQ(result.exit_code(), 124);
   EXPECT_TRUE(result.ranks[0].stopped_by_teardown);

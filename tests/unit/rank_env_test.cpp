@@ -28,7 +28,7 @@ TEST(RankEnvironment, CarriesWhatTorchJaxAndOpenMpiRead) {
       {"OMPI_COMM_WORLD_SIZE", "4"}, {"OMPI_COMM_WORLD_RANK", "3"},
       {"OMPI_COMM_WORLD_LOCAL_RANK", "1"}, {"OMPI_COMM_WORLD_LOCAL_SIZE", "2"},
       {"OMPI_COMM_WORLD_NODE_RANK", "1"},
-      {"MUSTER_JOB_ID", "0123456789abcdef"}, {"MUSTER_NNODES", "2"},
+      {"MUSTER_JOB_ID", "0123456789abcdef"}, {"MUSTER_NNODES", "2"}, {"MUSTER_NODE_RANK", "1"},
       {"OMP_NUM_THREADS", "1"}, {"CUDA_DEVICE_ORDER", "PCI_BUS_ID"},
   };
   EXPECT_EQ(env.vars(), expected);

@@ -1,0 +1,76 @@
+// muster exec: a command once per node, like pdsh; --fold groups identical outputs like clush -b.
+#include <map>
+#include <memory>
+#include <mutex>
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include "cli/cluster_input.h"
+#include "cli/commands.h"
+#include "cli/remote_options.h"
+#include "cli/terminal_output.h"
+#include "launcher/hostlist.h"
+#include "launcher/remote_exec.h"
+
+namespace muster::cli {
+
+struct ExecOptions {
+  ClusterInputOptions cluster;
+  RemoteFlags remote;
+  std::vector<std::string> command;
+  bool fold = false;
+};
+
+namespace {
+
+// clush -b: one block per distinct output, under the folded list of the hosts that gave it.
+void print_folded(const std::vector<NodeExecResult>& results) {
+  std::map<std::string, std::vector<std::string>> hosts_by_output;
+  for (const auto& r : results)
+    if (!r.failure) hosts_by_output[r.out + r.err].push_back(r.host);
+  for (const auto& [text, hosts] : hosts_by_output) {
+    std::string title = fmt::format("{} ({})", fold_hostlist(hosts), hosts.size());
+    std::string rule(std::max<size_t>(15, title.size()), '-');
+    print_out(fmt::format("{}\n{}\n{}\n{}{}", rule, title, rule, text,
+                          text.empty() || text.back() == '\n' ? "" : "\n"));
+  }
+}
+
+int run_exec(const ExecOptions& options) {
+  ClusterSpec cluster = load_cluster(options.cluster);
+  auto transport = make_libssh_transport();
+  std::mutex print_lock;  // lines arrive from several node threads
+  ExecLineSink sink = [&](const std::string& host, OutputStream stream, std::string_view line) {
+    std::string text = fmt::format("[{}] {}\n", host, line);
+    std::lock_guard lock(print_lock);
+    if (stream == OutputStream::Stdout) print_out(text);
+    else print_note_raw(text);
+  };
+  auto results = exec_on_nodes(*transport, cluster, options.command, options.remote.fanout,
+                               options.fold ? ExecLineSink() : sink);
+  if (options.fold) print_folded(results);
+  // pdsh -S: the largest remote status; an unreachable node counts as ssh's 255.
+  int status = 0;
+  for (const auto& r : results) {
+    if (r.failure) print_error(*r.failure);
+    status = std::max(status, r.failure ? 255 : r.status);
+  }
+  return status;
+}
+
+}  // namespace
+
+CommandAction setup_exec(CLI::App& app) {
+  auto options = std::make_shared<ExecOptions>();
+  add_cluster_input_options(app, options->cluster);
+  add_remote_flags(app, options->remote, false);
+  app.add_flag("--fold", options->fold,
+               "print each distinct output once, under the hosts that gave it (clush -b)");
+  app.add_option("command", options->command, "the command, after --; its words arrive verbatim")
+      ->required();
+  app.footer("Exit status: the largest remote one (255 for a node that could not be reached).");
+  return [options]() { return run_exec(*options); };
+}
+
+}  // namespace muster::cli

@@ -1,0 +1,45 @@
+// The messages between the head and a node's agent, carried over the SSH channel's stdin
+// and stdout: "KIND RANK LENGTH\n" then LENGTH bytes of payload. Lengths make any bytes
+// safe (newlines, quotes, non-ASCII), and nothing is ever parsed by a shell.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace muster {
+
+// What a frame carries.
+enum class FrameKind {
+  Hello,  // agent -> head: JSON facts about the node (hostname, version, GPUs)
+  Spec,   // head -> agent: JSON launch spec for the node's ranks
+  Stop,   // head -> agent: tear the ranks down now
+  Beat,   // head -> agent: the head is alive (an agent that hears nothing stops its ranks)
+  Out,    // agent -> head: one stdout line of a rank
+  Err,    // agent -> head: one stderr line of a rank
+  Exit,   // agent -> head: JSON, a rank ended
+  Done,   // agent -> head: JSON, every rank ended and the node is clean (or not)
+  Fail,   // agent -> head: text, the agent could not do what was asked
+};
+
+struct Frame {
+  FrameKind kind = FrameKind::Hello;
+  int rank = -1;  // the rank an Out/Err/Exit frame is about; -1 otherwise
+  std::string payload;
+};
+
+// One frame in wire form.
+std::string encode_frame(const Frame& frame);
+
+// Accumulates received bytes and returns whole frames. Throws Error(Runtime) on a header
+// that is not a frame header (the other side is not a muster agent of this version).
+class FrameReader {
+ public:
+  void feed(std::string_view bytes) { buffer_.append(bytes); }
+  std::optional<Frame> next();
+
+ private:
+  std::string buffer_;
+};
+
+}  // namespace muster

@@ -1,0 +1,111 @@
+#include "launcher/launch_spec.h"
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "launcher/error.h"
+
+namespace muster {
+namespace {
+
+using nlohmann::json;
+
+const char* bind_name(BindPolicy p) {
+  return p == BindPolicy::None ? "none" : p == BindPolicy::Numa ? "numa" : "core";
+}
+BindPolicy bind_of(const std::string& s) {
+  return s == "none" ? BindPolicy::None : s == "numa" ? BindPolicy::Numa : BindPolicy::Core;
+}
+
+}  // namespace
+
+std::string to_json(const NodeLaunchSpec& spec) {
+  json ranks = json::array(), nodes = json::array();
+  for (const auto& r : spec.plan.ranks)
+    ranks.push_back({{"rank", r.rank}, {"local_rank", r.local_rank}, {"node_rank", r.node_rank},
+                     {"host", r.host}, {"gpu", r.gpu ? json(*r.gpu) : json(nullptr)}});
+  for (const auto& n : spec.plan.nodes)
+    nodes.push_back({{"node_rank", n.node_rank}, {"host", n.host}, {"slots", n.slots},
+                     {"ranks", n.ranks}});
+  const JobEnvironment& job = spec.request.job;
+  json j = {
+      {"protocol", kAgentProtocol},
+      {"node_rank", spec.node_rank},
+      {"plan", {{"ranks", ranks}, {"nodes", nodes}}},
+      {"argv", spec.request.argv},
+      {"workdir", spec.request.workdir ? json(*spec.request.workdir) : json(nullptr)},
+      {"bind", bind_name(spec.request.bind)},
+      {"job", {{"job_id", job.job_id}, {"master_addr", job.master_addr},
+               {"master_port", job.master_port}, {"jax_coordinator_port", job.jax_coordinator_port},
+               {"launch_env", job.launch_env}, {"exports", job.exports}}},
+      {"grace_ms", spec.teardown.grace.count()},
+      {"kill_wait_ms", spec.teardown.kill_wait.count()},
+  };
+  return j.dump();
+}
+
+NodeLaunchSpec node_launch_spec_from_json(const std::string& text) {
+  try {
+    json j = json::parse(text);
+    if (j.at("protocol").get<int>() != kAgentProtocol)
+      throw Error(ErrorKind::Runtime, "the head speaks another muster protocol version");
+    NodeLaunchSpec spec;
+    spec.node_rank = j.at("node_rank");
+    for (const auto& r : j.at("plan").at("ranks")) {
+      RankAssignment a;
+      a.rank = r.at("rank");
+      a.local_rank = r.at("local_rank");
+      a.node_rank = r.at("node_rank");
+      a.host = r.at("host");
+      if (!r.at("gpu").is_null()) a.gpu = r.at("gpu").get<int>();
+      spec.plan.ranks.push_back(a);
+    }
+    for (const auto& n : j.at("plan").at("nodes"))
+      spec.plan.nodes.push_back({n.at("node_rank"), n.at("host"), n.at("slots"),
+                                 n.at("ranks").get<std::vector<int>>()});
+    spec.request.argv = j.at("argv").get<std::vector<std::string>>();
+    if (!j.at("workdir").is_null()) spec.request.workdir = j.at("workdir").get<std::string>();
+    spec.request.bind = bind_of(j.at("bind"));
+    const json& job = j.at("job");
+    spec.request.job.job_id = job.at("job_id");
+    spec.request.job.master_addr = job.at("master_addr");
+    spec.request.job.master_port = job.at("master_port");
+    spec.request.job.jax_coordinator_port = job.at("jax_coordinator_port");
+    spec.request.job.launch_env = job.at("launch_env").get<std::map<std::string, std::string>>();
+    spec.request.job.exports = job.at("exports").get<std::map<std::string, std::string>>();
+    spec.teardown.grace = Milliseconds(j.at("grace_ms").get<long>());
+    spec.teardown.kill_wait = Milliseconds(j.at("kill_wait_ms").get<long>());
+    return spec;
+  } catch (const json::exception& e) {
+    throw Error(ErrorKind::Runtime, fmt::format("malformed launch spec: {}", e.what()));
+  }
+}
+
+std::string to_json(const NodeHello& h) {
+  return json{{"protocol", kAgentProtocol}, {"hostname", h.hostname}, {"version", h.version},
+              {"machine_id", h.machine_id}, {"boot_id", h.boot_id}, {"gpus", h.gpus},
+              {"gpu_models", h.gpu_models}, {"cpus", h.cpus}, {"free_ports", h.free_ports}}
+      .dump();
+}
+
+NodeHello node_hello_from_json(const std::string& text) {
+  try {
+    json j = json::parse(text);
+    if (j.at("protocol").get<int>() != kAgentProtocol)
+      throw Error(ErrorKind::Runtime, "the node's agent speaks another muster protocol version");
+    NodeHello h;
+    h.hostname = j.at("hostname");
+    h.version = j.at("version");
+    h.machine_id = j.at("machine_id");
+    h.boot_id = j.at("boot_id");
+    h.gpus = j.at("gpus");
+    h.gpu_models = j.at("gpu_models").get<std::vector<std::string>>();
+    h.cpus = j.at("cpus");
+    h.free_ports = j.at("free_ports").get<std::vector<int>>();
+    return h;
+  } catch (const json::exception& e) {
+    throw Error(ErrorKind::Runtime, fmt::format("malformed hello from agent: {}", e.what()));
+  }
+}
+
+}  // namespace muster

@@ -1,0 +1,239 @@
+// muster across real sshd hosts: the test cluster of network namespaces (needs root).
+#include <signal.h>
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include "launcher/sha256.h"
+#include "tests/support/test_cluster.h"
+
+namespace muster::testing {
+namespace {
+
+class SshCluster : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    if (TestCluster::unavailable_reason().empty()) cluster_ = new TestCluster(4);
+  }
+  static void TearDownTestSuite() {
+    delete cluster_;
+    cluster_ = nullptr;
+  }
+  void SetUp() override {
+    std::string why = TestCluster::unavailable_reason();
+    if (!why.empty()) {
+      if (in_ci()) FAIL() << why;
+      GTEST_SKIP() << why;
+    }
+    ASSERT_NE(cluster_, nullptr);
+    cluster_->trust_host_keys();
+  }
+  static std::string two_slots() { return cluster_->write_cluster_file("launch:\n  slots: 2\n"); }
+  static TestCluster* cluster_;
+};
+TestCluster* SshCluster::cluster_ = nullptr;
+
+std::map<std::string, std::vector<std::string>> lines_by_tag(const std::string& text) {
+  std::map<std::string, std::vector<std::string>> out;
+  std::istringstream in(text);
+  std::string line;
+  while (std::getline(in, line)) {
+    auto close = line.find("] ");
+    if (line.empty() || line[0] != '[' || close == std::string::npos) continue;
+    out[line.substr(1, close - 1)].push_back(line.substr(close + 2));
+  }
+  return out;
+}
+
+std::set<pid_t> pids_in(const std::string& dir, const std::string& stem) {
+  std::set<pid_t> pids;
+  for (const auto& entry : std::filesystem::directory_iterator(dir))
+    if (entry.path().filename().string().rfind(stem, 0) == 0) {
+      std::ifstream in(entry.path());
+      pid_t pid = 0;
+      if (in >> pid) pids.insert(pid);
+    }
+  return pids;
+}
+
+// --- muster exec --------------------------------------------------------------------------
+
+TEST_F(SshCluster, ExecRunsOnEveryHostWithItsOwnHostname) {
+  auto r = cluster_->muster({"exec", "-f", cluster_->write_cluster_file(), "--", "hostname"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto by_host = lines_by_tag(r.out);
+  ASSERT_EQ(by_host.size(), 4u) << r.out;
+  for (int i = 0; i < 4; ++i)
+    EXPECT_EQ(by_host[cluster_->host(i)], std::vector<std::string>{cluster_->host(i)}) << r.out;
+}
+
+TEST_F(SshCluster, ExecFoldPrintsIdenticalOutputOnceUnderTheFoldedHosts) {
+  auto r = cluster_->muster({"exec", "-f", cluster_->write_cluster_file(), "--fold", "--",
+                             "echo", "same everywhere"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "---------------\nnode[1-4] (4)\n---------------\nsame everywhere\n");
+}
+
+TEST_F(SshCluster, ExecExitStatusIsTheLargestRemoteOne) {
+  // nodeN exits N: the largest is 4, from node4.
+  auto r = cluster_->muster({"exec", "-f", cluster_->write_cluster_file(), "--", "sh", "-c",
+                             "exit $(hostname | tr -dc 0-9)"});
+  EXPECT_EQ(r.exit_code, 4) << r.err;
+}
+
+TEST_F(SshCluster, ArgumentsArriveVerbatim) {
+  const std::vector<std::string> words = {"a b", "it's", "\"dq\"", "$(id -u)", "`id -u`",
+                                          "x;y", "line1\nline2", "h\xc3\xa9llo \xe2\x9c\x93", "*", ""};
+  std::vector<std::string> args = {"exec", "-f", cluster_->write_cluster_file(), "--",
+                                   "printf", "<%s>\\n"};
+  args.insert(args.end(), words.begin(), words.end());
+  auto r = cluster_->muster(args);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::string expected;
+  for (const auto& w : words) expected += "<" + w + ">\n";
+  auto by_host = lines_by_tag(r.out);
+  for (int i = 0; i < 4; ++i) {
+    std::string got;
+    for (const auto& line : by_host[cluster_->host(i)]) got += line + "\n";
+    EXPECT_EQ(got, expected) << cluster_->host(i);
+  }
+}
+
+// --- failures: each node with its cause -----------------------------------------------------
+
+TEST_F(SshCluster, AStoppedSshdFailsOnlyItsHostAndIsNamed) {
+  cluster_->stop_sshd(2);
+  auto exec = cluster_->muster({"exec", "-f", cluster_->write_cluster_file(), "--", "hostname"});
+  auto run = cluster_->muster({"run", "-f", cluster_->write_cluster_file(), "--", "hostname"});
+  cluster_->start_sshd(2);
+  EXPECT_EQ(exec.exit_code, 255);
+  EXPECT_NE(exec.err.find("muster: error: node3: connection refused"), std::string::npos) << exec.err;
+  EXPECT_EQ(lines_by_tag(exec.out).size(), 3u) << exec.out;  // the others still ran
+  // run starts nothing unless every node is there.
+  EXPECT_EQ(run.exit_code, 1);
+  EXPECT_NE(run.err.find("node3: connection refused"), std::string::npos) << run.err;
+  EXPECT_NE(run.err.find("1 of 4 nodes could not be reached; nothing was started"),
+            std::string::npos) << run.err;
+  EXPECT_TRUE(run.out.empty()) << run.out;
+}
+
+TEST_F(SshCluster, AChangedHostKeyIsRefusedUnderBothPolicies) {
+  cluster_->change_host_key(1);
+  for (const char* policy : {"strict", "accept-new"}) {
+    auto r = cluster_->muster({"exec", "-f", cluster_->write_cluster_file("", policy), "--", "true"});
+    EXPECT_EQ(r.exit_code, 255) << policy;
+    EXPECT_NE(r.err.find("node2: host key: the host key CHANGED: the server offers ssh-ed25519 "
+                         "SHA256:"), std::string::npos) << policy << "\n" << r.err;
+    EXPECT_NE(r.err.find("ssh-keygen -R " + cluster_->address(1)), std::string::npos) << r.err;
+  }
+}
+
+TEST_F(SshCluster, AnUnknownHostKeyIsRefusedStrictlyAndRecordedWithAcceptNew) {
+  cluster_->trust_host_keys(/*except=*/3);
+  auto strict = cluster_->muster({"exec", "-f", cluster_->write_cluster_file(), "--", "true"});
+  EXPECT_EQ(strict.exit_code, 255);
+  EXPECT_NE(strict.err.find("node4: host key: unknown host key ssh-ed25519 SHA256:"),
+            std::string::npos) << strict.err;
+  EXPECT_NE(strict.err.find("ssh-keyscan -t ssh-ed25519 " + cluster_->address(3)),
+            std::string::npos) << strict.err;
+  auto accept = cluster_->muster({"exec", "-f", cluster_->write_cluster_file("", "accept-new"),
+                                  "--", "true"});
+  EXPECT_EQ(accept.exit_code, 0) << accept.err;
+  std::ifstream known(cluster_->known_hosts());
+  std::stringstream text;
+  text << known.rdbuf();
+  EXPECT_NE(text.str().find(cluster_->address(3)), std::string::npos) << text.str();
+  // Once recorded, strict accepts it too.
+  EXPECT_EQ(cluster_->muster({"exec", "-f", cluster_->write_cluster_file(), "--", "true"}).exit_code, 0);
+}
+
+// --- muster run -f ------------------------------------------------------------------------
+
+TEST_F(SshCluster, RunPlacesRanksOnTheirHostsWithTheirEnvironment) {
+  auto r = cluster_->muster({"run", "-f", two_slots(), "-x", "WORDS=a b $(c) 'd'", "--", "sh",
+                             "-c",
+                             "echo $RANK $LOCAL_RANK $WORLD_SIZE $LOCAL_WORLD_SIZE $GROUP_RANK "
+                             "$(hostname) $MASTER_ADDR $OMPI_COMM_WORLD_RANK \"[$WORDS]\""});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto by_rank = lines_by_tag(r.out);
+  ASSERT_EQ(by_rank.size(), 8u) << r.out;
+  for (int rank = 0; rank < 8; ++rank) {
+    ASSERT_EQ(by_rank[std::to_string(rank)].size(), 1u);
+    EXPECT_EQ(by_rank[std::to_string(rank)][0],
+              fmt::format("{} {} 8 2 {} node{} {} {} [a b $(c) 'd']", rank, rank % 2, rank / 2,
+                          rank / 2 + 1, cluster_->address(0), rank));
+  }
+}
+
+TEST_F(SshCluster, ARankFailingOnOneHostTearsDownEveryHost) {
+  TempDir dir;
+  auto r = cluster_->muster({"run", "-f", two_slots(), "--grace", "2", "--", "sh", "-c",
+                             "echo $$ > " + dir.path() + "/pid.$RANK; "
+                             "if [ $RANK = 5 ]; then sleep 1; exit 3; fi; exec sleep 600"});
+  EXPECT_EQ(r.exit_code, 3) << r.err;
+  EXPECT_NE(r.err.find("muster: rank 5 (node3) exited with status 3; stopped 7 other ranks"),
+            std::string::npos) << r.err;
+  auto pids = pids_in(dir.path(), "pid.");
+  EXPECT_EQ(pids.size(), 8u);
+  for (pid_t pid : pids) EXPECT_FALSE(process_alive(pid)) << pid;
+}
+
+TEST_F(SshCluster, KillingTheHeadWithSigkillLeavesNoRankOnAnyHost) {
+  TempDir dir;
+  RunningCommand head(cluster_->muster_argv({"run", "-f", two_slots(), "--", "sh", "-c",
+                                             "echo $$ > " + dir.path() + "/pid.$RANK; "
+                                             "exec sleep 600"}));
+  ASSERT_TRUE(wait_until([&] { return pids_in(dir.path(), "pid.").size() == 8; },
+                         std::chrono::milliseconds(60000)));
+  head.signal(SIGKILL);
+  head.wait();
+  auto pids = pids_in(dir.path(), "pid.");
+  // Within 10 s every agent has noticed and stopped its ranks.
+  EXPECT_TRUE(wait_until([&] {
+    for (pid_t pid : pids)
+      if (process_alive(pid)) return false;
+    return true;
+  }, std::chrono::milliseconds(10000)));
+  for (pid_t pid : pids) EXPECT_FALSE(process_alive(pid)) << "rank process " << pid << " survived";
+}
+
+TEST_F(SshCluster, MusterIsShippedToNodesThatLackItAndRefusedWithNoShip) {
+  const std::string cached = "/root/.cache/muster/" MUSTER_VERSION "/muster";
+  std::error_code ignored;
+  std::filesystem::remove(cached, ignored);
+  auto refused = cluster_->muster({"run", "-f", cluster_->write_cluster_file(), "--no-ship", "--",
+                                   "true"});
+  EXPECT_EQ(refused.exit_code, 1);
+  EXPECT_NE(refused.err.find("node1: remote command: no muster " MUSTER_VERSION
+                             " on the node's PATH or in ~/.cache/muster/"), std::string::npos)
+      << refused.err;
+  auto shipped = cluster_->muster({"run", "-f", cluster_->write_cluster_file(), "--", "true"});
+  EXPECT_EQ(shipped.exit_code, 0) << shipped.err;
+  ASSERT_TRUE(std::filesystem::exists(cached));
+  EXPECT_EQ(sha256_file(cached), sha256_file(MUSTER_BINARY));
+}
+
+TEST_F(SshCluster, TorchGlooAllReduceAcrossFourHostsTimesTwoRanks) {
+  if (run_command({"/usr/bin/python3", "-c", "import torch.distributed"}).exit_code != 0) {
+    if (in_ci()) FAIL() << "python3-torch is missing";
+    GTEST_SKIP() << "python3-torch is not installed";
+  }
+  auto r = cluster_->muster({"run", "-f", two_slots(), "--timeout", "240", "-x",
+                             "GLOO_SOCKET_IFNAME=eth0", "--", "/usr/bin/python3",
+                             MUSTER_SOURCE_DIR "/tests/e2e/torch_allreduce.py"}, 300);
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  auto by_rank = lines_by_tag(r.out);
+  ASSERT_EQ(by_rank.size(), 8u) << r.out;
+  for (int rank = 0; rank < 8; ++rank)
+    EXPECT_EQ(by_rank[std::to_string(rank)].at(0),
+              fmt::format("rank {} of 8 local_rank {} sum 36 expected 36 wrong 0", rank, rank % 2));
+}
+
+}  // namespace
+}  // namespace muster::testing

@@ -1,0 +1,280 @@
+#include "tests/support/test_cluster.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/file.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <mutex>
+#include <set>
+#include <sstream>
+#include <stdexcept>
+#include <thread>
+
+#include <fmt/format.h>
+
+namespace muster::testing {
+namespace {
+
+CommandResult must(const std::vector<std::string>& argv) {
+  CommandResult r = run_command(argv, {}, std::chrono::seconds(60));
+  if (r.exit_code != 0) {
+    std::string cmd;
+    for (const auto& a : argv) cmd += a + " ";
+    throw std::runtime_error(fmt::format("test cluster: '{}' failed ({}): {}", cmd, r.exit_code, r.err));
+  }
+  return r;
+}
+
+std::vector<std::string> namespaces() {
+  std::vector<std::string> out;
+  std::istringstream in(run_command({"ip", "netns", "list"}).out);
+  std::string line;
+  while (std::getline(in, line)) out.push_back(line.substr(0, line.find(' ')));
+  return out;
+}
+
+void kill_namespace(const std::string& ns) {
+  std::istringstream pids(run_command({"ip", "netns", "pids", ns}).out);
+  pid_t pid;
+  while (pids >> pid) kill(pid, SIGKILL);
+  run_command({"ip", "netns", "del", ns});
+}
+
+// Namespaces left by a test run that was killed before it could clean up ("mt<pid>-...").
+void remove_leftovers() {
+  for (const auto& ns : namespaces()) {
+    if (ns.rfind("mt", 0) != 0) continue;
+    pid_t owner = pid_t(std::atol(ns.c_str() + 2));
+    if (owner > 0 && owner != getpid() && kill(owner, 0) != 0) kill_namespace(ns);
+  }
+}
+
+// Clusters alive in this process, so a SIGINT/SIGTERM still removes them.
+std::mutex g_live_mutex;
+std::set<TestCluster*> g_live;
+
+void on_fatal_signal(int sig) {
+  for (TestCluster* c : g_live) c->tear_down();
+  signal(sig, SIG_DFL);
+  raise(sig);
+}
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+}  // namespace
+
+std::string TestCluster::unavailable_reason() {
+  if (geteuid() != 0) return "the test cluster needs root (network namespaces); run as root";
+  for (const char* tool : {"/usr/sbin/sshd", "/usr/sbin/ip", "/usr/bin/ssh-keygen", "/usr/bin/unshare"})
+    if (access(tool, X_OK) != 0)
+      return fmt::format("{} is missing (apt-get install openssh-server iproute2)", tool);
+  return "";
+}
+
+TestCluster::TestCluster(int hosts) {
+  // One cluster at a time on this machine: test processes run in parallel under ctest -j.
+  static int lock_fd = open("/tmp/muster-test-cluster.lock", O_CREAT | O_RDWR | O_CLOEXEC, 0644);
+  flock(lock_fd, LOCK_EX);
+  remove_leftovers();
+  prefix_ = fmt::format("mt{}-", getpid());
+  subnet_ = fmt::format("10.{}.{}", 200 + getpid() % 50, getpid() / 50 % 250);
+  head_ns_ = prefix_ + "head";
+  lan_ns_ = prefix_ + "lan";
+  char pattern[] = "/tmp/muster-cluster-XXXXXX";
+  dir_ = mkdtemp(pattern);
+  hosts_.resize(size_t(hosts));
+  {
+    std::lock_guard lock(g_live_mutex);
+    g_live.insert(this);
+    signal(SIGINT, on_fatal_signal);
+    signal(SIGTERM, on_fatal_signal);
+  }
+  try {
+    make_network();
+    make_keys();
+    for (int i = 0; i < hosts; ++i) {
+      write_sshd_config(i);
+      start_sshd(i);
+    }
+  } catch (...) {
+    tear_down();
+    throw;
+  }
+}
+
+TestCluster::~TestCluster() {
+  tear_down();
+  std::lock_guard lock(g_live_mutex);
+  g_live.erase(this);
+  static int lock_fd = open("/tmp/muster-test-cluster.lock", O_CREAT | O_RDWR | O_CLOEXEC, 0644);
+  flock(lock_fd, LOCK_UN);
+}
+
+void TestCluster::tear_down() {
+  for (int i = 0; i < size(); ++i) stop_sshd(i);
+  for (auto& h : hosts_)
+    if (!h.ns.empty()) kill_namespace(h.ns);
+  for (const auto& ns : {head_ns_, lan_ns_})
+    if (!ns.empty()) kill_namespace(ns);
+  hosts_.clear();
+  head_ns_.clear();
+  lan_ns_.clear();
+  std::error_code ignored;
+  if (!dir_.empty()) std::filesystem::remove_all(dir_, ignored);
+  dir_.clear();
+}
+
+std::string TestCluster::host(int i) const { return fmt::format("node{}", i + 1); }
+std::string TestCluster::address(int i) const { return fmt::format("{}.{}", subnet_, i + 1); }
+
+void TestCluster::make_network() {
+  // A bridge in a namespace of its own is the LAN; the head and each host plug into it
+  // with a veth pair. Nothing touches this machine's own network namespace.
+  must({"ip", "netns", "add", lan_ns_});
+  must({"ip", "-n", lan_ns_, "link", "add", "br0", "type", "bridge"});
+  must({"ip", "-n", lan_ns_, "link", "set", "br0", "up"});
+  auto plug = [&](const std::string& ns, const std::string& ip, int index) {
+    must({"ip", "netns", "add", ns});
+    std::string outside = fmt::format("p{}", index), inside = "eth0";
+    must({"ip", "-n", lan_ns_, "link", "add", outside, "type", "veth", "peer", "name", inside,
+          "netns", ns});
+    must({"ip", "-n", lan_ns_, "link", "set", outside, "master", "br0", "up"});
+    must({"ip", "-n", ns, "addr", "add", ip + "/24", "dev", inside});
+    must({"ip", "-n", ns, "link", "set", inside, "up"});
+    must({"ip", "-n", ns, "link", "set", "lo", "up"});
+  };
+  plug(head_ns_, subnet_ + ".254", 0);
+  for (int i = 0; i < size(); ++i) {
+    hosts_[size_t(i)].ns = prefix_ + host(i);
+    plug(hosts_[size_t(i)].ns, address(i), i + 1);
+  }
+}
+
+void TestCluster::make_keys() {
+  must({"ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "muster-test", "-f", dir_ + "/id_ed25519"});
+  std::filesystem::copy_file(dir_ + "/id_ed25519.pub", dir_ + "/authorized_keys");
+  for (int i = 0; i < size(); ++i)
+    must({"ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", host(i), "-f",
+          fmt::format("{}/host_key{}", dir_, i)});
+  trust_host_keys();
+  std::filesystem::create_directories("/run/sshd");  // sshd's privilege separation directory
+}
+
+void TestCluster::trust_host_keys(int except) const {
+  std::ofstream known(known_hosts());
+  for (int i = 0; i < size(); ++i) {
+    if (i == except) continue;
+    std::istringstream pub(read_file(fmt::format("{}/host_key{}.pub", dir_, i)));
+    std::string type, blob;
+    pub >> type >> blob;
+    known << address(i) << " " << type << " " << blob << "\n";
+  }
+}
+
+void TestCluster::write_sshd_config(int i) const {
+  std::ofstream(fmt::format("{}/sshd_config{}", dir_, i))
+      << "ListenAddress " << address(i) << "\n"
+      << "Port 22\n"
+      << "HostKey " << dir_ << "/host_key" << i << "\n"
+      << "PidFile " << dir_ << "/sshd" << i << ".pid\n"
+      << "AuthorizedKeysFile " << dir_ << "/authorized_keys\n"
+      << "PermitRootLogin prohibit-password\n"
+      << "PasswordAuthentication no\nKbdInteractiveAuthentication no\nUsePAM no\n"
+      << "StrictModes no\n"
+      << "Subsystem sftp internal-sftp\n"
+      << "LogLevel ERROR\n";
+}
+
+void TestCluster::start_sshd(int i) {
+  Host& h = hosts_[size_t(i)];
+  pid_t pid = fork();
+  if (pid == 0) {
+    // A UTS namespace of its own: everything sshd starts sees the host's own hostname.
+    std::string script = fmt::format("hostname {} && exec /usr/sbin/sshd -D -e -f {}/sshd_config{}",
+                                     host(i), dir_, i);
+    int devnull = open("/dev/null", O_RDWR);
+    int log = open(fmt::format("{}/sshd{}.log", dir_, i).c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+    dup2(devnull, 0);
+    dup2(devnull, 1);
+    dup2(log, 2);
+    execlp("ip", "ip", "netns", "exec", h.ns.c_str(), "unshare", "--uts", "sh", "-c",
+           script.c_str(), nullptr);
+    _exit(127);
+  }
+  h.sshd = pid;
+  wait_for_sshd(i);
+}
+
+void TestCluster::wait_for_sshd(int i) const {
+  auto probe = [&] {
+    return run_command({"ip", "netns", "exec", head_ns_, "bash", "-c",
+                        fmt::format("exec 3<>/dev/tcp/{}/22", address(i))},
+                       {}, std::chrono::seconds(5)).exit_code == 0;
+  };
+  if (!wait_until(probe, std::chrono::milliseconds(15000)))
+    throw std::runtime_error(fmt::format("test cluster: sshd on {} did not start", host(i)));
+}
+
+void TestCluster::stop_sshd(int i) {
+  Host& h = hosts_[size_t(i)];
+  if (h.sshd <= 0) return;
+  kill(h.sshd, SIGTERM);
+  int status = 0;
+  for (int tries = 0; tries < 100 && waitpid(h.sshd, &status, WNOHANG) == 0; ++tries)
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  kill(h.sshd, SIGKILL);
+  waitpid(h.sshd, &status, 0);
+  h.sshd = -1;
+}
+
+void TestCluster::change_host_key(int i) {
+  stop_sshd(i);
+  std::string key = fmt::format("{}/host_key{}", dir_, i);
+  std::filesystem::remove(key);
+  std::filesystem::remove(key + ".pub");
+  must({"ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", host(i), "-f", key});
+  start_sshd(i);
+}
+
+std::string TestCluster::write_cluster_file(const std::string& extra,
+                                            const std::string& host_keys) const {
+  std::string path = dir_ + "/cluster.yaml";
+  std::ofstream out(path);
+  out << "name: test-cluster\n"
+      << "ssh:\n  user: root\n  identity: " << dir_ << "/id_ed25519\n"
+      << "  known_hosts: " << known_hosts() << "\n  host_keys: " << host_keys << "\n"
+      << "  connect_timeout: 5\n"
+      << "nodes:\n";
+  for (int i = 0; i < size(); ++i)
+    out << "  - host: " << host(i) << "\n    address: " << address(i) << "\n";
+  out << extra;
+  return path;
+}
+
+std::vector<std::string> TestCluster::muster_argv(const std::vector<std::string>& args) const {
+  std::vector<std::string> argv = {"ip", "netns", "exec", head_ns_, MUSTER_BINARY};
+  argv.insert(argv.end(), args.begin(), args.end());
+  return argv;
+}
+
+CommandResult TestCluster::muster(const std::vector<std::string>& args, int limit_s) const {
+  return run_command(muster_argv(args), {}, std::chrono::seconds(limit_s));
+}
+
+CommandResult TestCluster::on_host(int i, const std::vector<std::string>& argv) const {
+  std::vector<std::string> full = {"ip", "netns", "exec", hosts_[size_t(i)].ns};
+  full.insert(full.end(), argv.begin(), argv.end());
+  return run_command(full);
+}
+
+}  // namespace muster::testing

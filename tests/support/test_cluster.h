@@ -1,0 +1,74 @@
+// A cluster of test hosts on this machine: each host a network namespace and a UTS
+// namespace (its own hostname) running Debian's sshd with keys made in a temporary
+// directory, all joined by a bridge. The head (muster) runs in a namespace of its own on
+// the same bridge. Everything is removed afterwards, also when a test fails; a run that was
+// killed outright is cleaned up by the next one. Needs root.
+#pragma once
+
+#include <sys/types.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "tests/support/command_runner.h"
+
+namespace muster::testing {
+
+class TestCluster {
+ public:
+  // Why this machine cannot host a test cluster (not root, no sshd, no ip), or "".
+  static std::string unavailable_reason();
+
+  explicit TestCluster(int hosts);
+  ~TestCluster();
+  TestCluster(const TestCluster&) = delete;
+  TestCluster& operator=(const TestCluster&) = delete;
+
+  int size() const { return int(hosts_.size()); }
+  // "node1", ...: the hostname inside host i (0-based) and its name in cluster files.
+  std::string host(int i) const;
+  // 10.x.y.(i+1): where host i's sshd listens.
+  std::string address(int i) const;
+
+  // A cluster file for the hosts with the test keys; `extra` is appended (e.g. "launch: ...").
+  std::string write_cluster_file(const std::string& extra = "",
+                                 const std::string& host_keys = "strict") const;
+  const std::string& dir() const { return dir_; }
+  std::string known_hosts() const { return dir_ + "/known_hosts"; }
+
+  // Runs build/muster ARGS in the head's namespace.
+  CommandResult muster(const std::vector<std::string>& args, int limit_s = 180) const;
+  std::vector<std::string> muster_argv(const std::vector<std::string>& args) const;
+  // Runs a command inside host i's namespaces.
+  CommandResult on_host(int i, const std::vector<std::string>& argv) const;
+
+  void stop_sshd(int i);
+  void start_sshd(int i);
+  // Gives host i a new host key (as a reinstall would); known_hosts keeps the old one.
+  void change_host_key(int i);
+  // Rewrites known_hosts with every host's current key, leaving out host `except`.
+  void trust_host_keys(int except = -1) const;
+
+  // Stops every sshd and removes the namespaces and files (also called on SIGINT/SIGTERM).
+  void tear_down();
+
+  struct Host {
+    std::string ns;
+    pid_t sshd = -1;
+  };
+
+ private:
+  void make_network();
+  void make_keys();
+  void write_sshd_config(int i) const;
+  void wait_for_sshd(int i) const;
+
+  std::string prefix_;   // namespace names start with it
+  std::string subnet_;   // "10.N.M"
+  std::string dir_;
+  std::string head_ns_, lan_ns_;
+  std::vector<Host> hosts_;
+};
+
+}  // namespace muster::testing
