@@ -50,13 +50,9 @@ int run_exec(const ExecOptions& options) {
   auto results = exec_on_nodes(*transport, cluster, options.command, options.remote.fanout,
                                options.fold ? ExecLineSink() : sink);
   if (options.fold) print_folded(results);
-  // pdsh -S: the largest remote status; an unreachable node counts as ssh's 255.
-  int status = 0;
-  for (const auto& r : results) {
+  for (const auto& r : results)
     if (r.failure) print_error(*r.failure);
-    status = std::max(status, r.failure ? 255 : r.status);
-  }
-  return status;
+  return exec_exit_status(results);
 }
 
 }  // namespace

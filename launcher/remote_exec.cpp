@@ -49,4 +49,10 @@ std::vector<NodeExecResult> exec_on_nodes(SshTransport& transport, const Cluster
   return results;
 }
 
+int exec_exit_status(const std::vector<NodeExecResult>& results) {
+  int status = 0;
+  for (const auto& r : results) status = std::max(status, r.failure ? 255 : r.status);
+  return status;
+}
+
 }  // namespace muster

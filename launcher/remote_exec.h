@@ -29,4 +29,8 @@ std::vector<NodeExecResult> exec_on_nodes(SshTransport& transport, const Cluster
                                           const std::vector<std::string>& argv, int fanout,
                                           const ExecLineSink& sink);
 
+// The exit status of a whole exec (pdsh -S): the largest remote status, an unreachable
+// node counting as ssh's 255.
+int exec_exit_status(const std::vector<NodeExecResult>& results);
+
 }  // namespace muster

@@ -123,6 +123,61 @@ TEST_F(SshCluster, AStoppedSshdFailsOnlyItsHostAndIsNamed) {
   EXPECT_TRUE(run.out.empty()) << run.out;
 }
 
+TEST_F(SshCluster, EachUnreachableNodeIsNamedWithItsCause) {
+  TempDir dir;
+  ASSERT_EQ(run_command({"ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", dir.file("stranger")}).exit_code, 0);
+  const std::string common = fmt::format("    ssh: {{user: root, known_hosts: {}, connect_timeout: 2, "
+                                         "identity: {}/id_ed25519}}\n",
+                                         cluster_->known_hosts(), cluster_->dir());
+  dir.write("cluster.yaml",
+            "nodes:\n"
+            "  - host: ghost\n    address: no-such-host.invalid\n" + common +
+            "  - host: " + cluster_->host(0) + "\n    address: " + cluster_->address(0) + "\n" +
+            fmt::format("    ssh: {{user: root, known_hosts: {}, identity: {}}}\n",
+                        cluster_->known_hosts(), dir.file("stranger")) +
+            "  - host: " + cluster_->host(1) + "\n    address: " + cluster_->address(1) + "\n" + common +
+            "  - host: " + cluster_->host(2) + "\n    address: " + cluster_->address(2) + "\n" + common);
+  cluster_->freeze_sshd(1, true);
+  auto r = cluster_->muster({"exec", "-f", dir.file("cluster.yaml"), "--", "hostname"});
+  cluster_->freeze_sshd(1, false);
+  EXPECT_EQ(r.exit_code, 255);
+  EXPECT_NE(r.err.find("ghost: name resolution: cannot resolve 'no-such-host.invalid'"),
+            std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("node1: authentication: no key was accepted for user 'root'"),
+            std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("node2: timeout"), std::string::npos) << r.err;
+  EXPECT_EQ(lines_by_tag(r.out)[cluster_->host(2)], std::vector<std::string>{cluster_->host(2)});
+}
+
+TEST_F(SshCluster, UserSshConfigSuppliesHostNameUserAndIdentity) {
+  // libssh reads the ~/.ssh/config of the user's passwd entry, so this test adds a block
+  // to it for a host alias nobody else uses, and puts the file back afterwards.
+  const std::string config = "/root/.ssh/config";
+  std::filesystem::create_directories("/root/.ssh");
+  std::string saved;
+  bool existed = std::filesystem::exists(config);
+  if (existed) {
+    std::ifstream in(config);
+    std::stringstream s;
+    s << in.rdbuf();
+    saved = s.str();
+  }
+  const std::string alias = fmt::format("muster-test-alias-{}", getpid());
+  {
+    std::ofstream out(config, std::ios::app);
+    out << "\nHost " << alias << "\n  HostName " << cluster_->address(0) << "\n  User root\n"
+        << "  IdentityFile " << cluster_->dir() << "/id_ed25519\n";
+  }
+  TempDir dir;
+  dir.write("cluster.yaml", fmt::format("ssh: {{known_hosts: {}}}\nnodes:\n  - host: {}\n",
+                                        cluster_->known_hosts(), alias));
+  auto r = cluster_->muster({"exec", "-f", dir.file("cluster.yaml"), "--", "hostname"});
+  if (existed) std::ofstream(config) << saved;
+  else std::filesystem::remove(config);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "[" + alias + "] " + cluster_->host(0) + "\n");
+}
+
 TEST_F(SshCluster, AChangedHostKeyIsRefusedUnderBothPolicies) {
   cluster_->change_host_key(1);
   for (const char* policy : {"strict", "accept-new"}) {

@@ -237,6 +237,11 @@ void TestCluster::stop_sshd(int i) {
   h.sshd = -1;
 }
 
+void TestCluster::freeze_sshd(int i, bool frozen) {
+  // `ip netns exec` has exec'd into unshare, which has exec'd into sshd: one pid.
+  kill(hosts_[size_t(i)].sshd, frozen ? SIGSTOP : SIGCONT);
+}
+
 void TestCluster::change_host_key(int i) {
   stop_sshd(i);
   std::string key = fmt::format("{}/host_key{}", dir_, i);

@@ -44,6 +44,8 @@ class TestCluster {
   CommandResult on_host(int i, const std::vector<std::string>& argv) const;
 
   void stop_sshd(int i);
+  // Freezes (SIGSTOP) or thaws (SIGCONT) host i's sshd: it accepts TCP but never answers.
+  void freeze_sshd(int i, bool frozen);
   void start_sshd(int i);
   // Gives host i a new host key (as a reinstall would); known_hosts keeps the old one.
   void change_host_key(int i);
