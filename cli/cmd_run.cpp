@@ -9,6 +9,7 @@
 #include "cli/commands.h"
 #include "cli/remote_options.h"
 #include "cli/terminal_output.h"
+#include "launcher/cluster_ping.h"
 #include "launcher/error.h"
 #include "launcher/hostfile.h"
 #include "launcher/job_id.h"
@@ -189,9 +190,26 @@ int run_across_nodes(const RunOptions& options, ClusterSpec& cluster) {
   for (size_t i = 0; i < cluster.nodes.size(); ++i) cluster.nodes[i].gpu_count = job->hellos()[i].gpus;
   RankPlan plan = make_rank_plan(cluster, options.cluster.ranks, map_by_of(options.cluster));
 
-  // 3. Rank 0's rendezvous: node 0 at the address the cluster file gives for it, on ports
-  //    node 0 found free.
-  request.job.master_addr = cluster.nodes.front().address;
+  // 3. Rank 0's rendezvous and each node's interfaces, chosen from what was measured:
+  //    an address of node 0 every node reached, and per node the interface in the subnet
+  //    that joins them all. Nothing starts when there is none, or a machine is listed twice.
+  PingOptions quick;
+  quick.round_trips = 5;
+  PingReport network = ping_cluster(*job, cluster, quick);
+  std::vector<std::string> blocking;
+  for (const auto& p : network.problems)
+    if (p.severity == Problem::Severity::Fail && (p.check == "identity" || p.check == "rendezvous"))
+      blocking.push_back(p.message);
+  if (!blocking.empty()) {
+    blocking.push_back("nothing was started; 'muster ping -f FILE' shows the whole picture");
+    throw Error(ErrorKind::Runtime, blocking);
+  }
+  for (const auto& p : network.problems)
+    if (p.check == "pair" || p.check == "interfaces") print_warning(p.message);
+  request.job.master_addr = *network.choice.master_addr;
+  for (const auto& [node, name] : network.choice.interface_of)
+    request.job.node_env[node] = {{"NCCL_SOCKET_IFNAME", "=" + name},
+                                  {"GLOO_SOCKET_IFNAME", name}};
   request.job.master_port = job->hellos().front().free_ports.at(0);
   request.job.jax_coordinator_port = job->hellos().front().free_ports.at(1);
 

@@ -7,6 +7,8 @@ const std::vector<Command>& all_commands() {
       {"run", "start a job's ranks with their environment, output and teardown", setup_run},
       {"topo", "GPUs, NICs and the paths between them, like nvidia-smi topo -m", setup_topo},
       {"plan", "show which rank runs where, like mpirun --display-map", setup_plan},
+      {"ping", "reachability, RTT and bandwidth between every pair of nodes; picks interfaces",
+       setup_ping},
       {"exec", "run a command once on every node, like pdsh", setup_exec},
       {"hostlist", "expand, fold or count host lists, like ClusterShell's nodeset",
        setup_hostlist},

@@ -26,6 +26,7 @@ const std::vector<Command>& all_commands();
 CommandAction setup_agent(CLI::App& app);
 CommandAction setup_exec(CLI::App& app);
 CommandAction setup_hostlist(CLI::App& app);
+CommandAction setup_ping(CLI::App& app);
 CommandAction setup_plan(CLI::App& app);
 CommandAction setup_run(CLI::App& app);
 CommandAction setup_topo(CLI::App& app);

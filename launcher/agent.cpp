@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <poll.h>
+#include <sys/utsname.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -19,6 +20,8 @@
 #include "launcher/posix_spawner.h"
 #include "launcher/shutdown_signals.h"
 #include "probes/free_port.h"
+#include "probes/interfaces.h"
+#include "probes/tcp_probe.h"
 #include "topology/topology_source.h"
 
 namespace muster {
@@ -77,7 +80,7 @@ std::string first_line_of(const std::string& path) {
   return line;
 }
 
-NodeHello describe_this_node(const Topology& topology) {
+NodeHello describe_this_node(const Topology& topology, int probe_port) {
   NodeHello hello;
   char name[256] = {};
   gethostname(name, sizeof name - 1);
@@ -90,16 +93,54 @@ NodeHello describe_this_node(const Topology& topology) {
   hello.cpus = topology.pus;
   // If this node is node 0, rank 0's rendezvous (torch, JAX) listens on these.
   hello.free_ports = {find_free_tcp_port(), find_free_tcp_port()};
+  hello.probe_port = probe_port;
+  hello.addresses = local_addresses();
+  hello.nics = int(topology.nics.size());
+  for (const auto& n : topology.numa_nodes) hello.memory_bytes += n.memory_bytes;
+  utsname u{};
+  if (uname(&u) == 0) hello.kernel = u.release;
   return hello;
 }
 
-// Reads frames from the head until a Spec arrives; nullopt when the head went away.
-std::optional<NodeLaunchSpec> receive_spec(int in_fd, FrameReader& reader) {
+// Probes the given addresses of other nodes one after the other; the head's schedule makes
+// sure this node is in one measurement at a time.
+std::string answer_probe(const nlohmann::json& ask) {
+  nlohmann::json results = nlohmann::json::array();
+  std::optional<std::chrono::milliseconds> bulk;
+  if (ask.value("bulk_ms", 0) > 0) bulk = std::chrono::milliseconds(ask.at("bulk_ms").get<int>());
+  for (const auto& t : ask.at("targets")) {
+    ProbeResult r = probe_peer(t.at("address"), t.at("port"), ask.at("count"),
+                               std::chrono::milliseconds(ask.at("timeout_ms").get<int>()), bulk);
+    nlohmann::json one = {{"address", t.at("address")}, {"reachable", r.reachable},
+                          {"error", r.error},
+                          {"rtt_us", {{"min", r.rtt.min_us}, {"median", r.rtt.median_us},
+                                      {"p99", r.rtt.p99_us}, {"samples", r.rtt.samples}}}};
+    if (r.gbps) one["gbps"] = *r.gbps;
+    results.push_back(one);
+  }
+  return results.dump();
+}
+
+std::string answer(const std::string& payload) {
+  auto ask = nlohmann::json::parse(payload);
+  const std::string op = ask.at("op");
+  if (op == "probe") return answer_probe(ask);
+  if (op == "clock")
+    return nlohmann::json{{"unix_ns", std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                          std::chrono::system_clock::now().time_since_epoch())
+                                          .count()}}
+        .dump();
+  throw Error(ErrorKind::Runtime, "unknown request '" + op + "'");
+}
+
+// Answers the head's requests until a Spec arrives; nullopt when the head went away.
+std::optional<NodeLaunchSpec> receive_spec(int in_fd, FrameReader& reader, FrameWriter& writer) {
   char buffer[65536];
   for (;;) {
     while (auto frame = reader.next()) {
       if (frame->kind == FrameKind::Spec) return node_launch_spec_from_json(frame->payload);
       if (frame->kind == FrameKind::Stop) return std::nullopt;
+      if (frame->kind == FrameKind::Ask) writer.send({FrameKind::Answer, -1, answer(frame->payload)});
     }
     pollfd p{in_fd, POLLIN, 0};
     if (poll(&p, 1, int(std::chrono::milliseconds(kHeadSilenceLimit).count()) * 24) <= 0)
@@ -143,11 +184,12 @@ int run_agent(int in_fd, int out_fd) {
   try {
     // 1. Say what this node is, so the head can plan (GPU counts) and check identity.
     Topology topology = HwlocTopologySource().load();
-    writer.send({FrameKind::Hello, -1, to_json(describe_this_node(topology))});
+    ProbeServer probe_server;  // other nodes measure their way here while the head asks
+    writer.send({FrameKind::Hello, -1, to_json(describe_this_node(topology, probe_server.port()))});
 
     // 2. Wait for this node's part of the job.
     FrameReader reader;
-    std::optional<NodeLaunchSpec> spec = receive_spec(in_fd, reader);
+    std::optional<NodeLaunchSpec> spec = receive_spec(in_fd, reader, writer);
     if (!spec) return 0;  // the head changed its mind or went away: nothing was started
 
     // 3. Start the ranks as the local launcher does, and supervise them while watching the head.

@@ -15,6 +15,8 @@ enum class FrameKind {
   Spec,   // head -> agent: JSON launch spec for the node's ranks
   Stop,   // head -> agent: tear the ranks down now
   Beat,   // head -> agent: the head is alive (an agent that hears nothing stops its ranks)
+  Ask,    // head -> agent: JSON request before the spec ({"op": "probe" | "clock", ...})
+  Answer, // agent -> head: JSON answer to the last Ask
   Out,    // agent -> head: one stdout line of a rank
   Err,    // agent -> head: one stderr line of a rank
   Exit,   // agent -> head: JSON, a rank ended

@@ -37,7 +37,12 @@ std::string to_json(const NodeLaunchSpec& spec) {
       {"bind", bind_name(spec.request.bind)},
       {"job", {{"job_id", job.job_id}, {"master_addr", job.master_addr},
                {"master_port", job.master_port}, {"jax_coordinator_port", job.jax_coordinator_port},
-               {"launch_env", job.launch_env}, {"exports", job.exports}}},
+               {"launch_env", job.launch_env}, {"exports", job.exports},
+               {"node_env", [&] {
+                  json by_node = json::object();
+                  for (const auto& [node, vars] : job.node_env) by_node[std::to_string(node)] = vars;
+                  return by_node;
+                }()}}},
       {"grace_ms", spec.teardown.grace.count()},
       {"kill_wait_ms", spec.teardown.kill_wait.count()},
   };
@@ -73,6 +78,8 @@ NodeLaunchSpec node_launch_spec_from_json(const std::string& text) {
     spec.request.job.jax_coordinator_port = job.at("jax_coordinator_port");
     spec.request.job.launch_env = job.at("launch_env").get<std::map<std::string, std::string>>();
     spec.request.job.exports = job.at("exports").get<std::map<std::string, std::string>>();
+    for (const auto& [node, vars] : job.at("node_env").items())
+      spec.request.job.node_env[std::stoi(node)] = vars.get<std::map<std::string, std::string>>();
     spec.teardown.grace = Milliseconds(j.at("grace_ms").get<long>());
     spec.teardown.kill_wait = Milliseconds(j.at("kill_wait_ms").get<long>());
     return spec;
@@ -82,9 +89,15 @@ NodeLaunchSpec node_launch_spec_from_json(const std::string& text) {
 }
 
 std::string to_json(const NodeHello& h) {
+  json addresses = json::array();
+  for (const auto& a : h.addresses)
+    addresses.push_back({{"interface", a.interface}, {"address", a.address},
+                         {"prefix_length", a.prefix_length}});
   return json{{"protocol", kAgentProtocol}, {"hostname", h.hostname}, {"version", h.version},
               {"machine_id", h.machine_id}, {"boot_id", h.boot_id}, {"gpus", h.gpus},
-              {"gpu_models", h.gpu_models}, {"cpus", h.cpus}, {"free_ports", h.free_ports}}
+              {"gpu_models", h.gpu_models}, {"cpus", h.cpus}, {"free_ports", h.free_ports},
+              {"probe_port", h.probe_port}, {"addresses", addresses}, {"nics", h.nics},
+              {"memory_bytes", h.memory_bytes}, {"kernel", h.kernel}}
       .dump();
 }
 
@@ -102,6 +115,12 @@ NodeHello node_hello_from_json(const std::string& text) {
     h.gpu_models = j.at("gpu_models").get<std::vector<std::string>>();
     h.cpus = j.at("cpus");
     h.free_ports = j.at("free_ports").get<std::vector<int>>();
+    h.probe_port = j.at("probe_port");
+    for (const auto& a : j.at("addresses"))
+      h.addresses.push_back({a.at("interface"), a.at("address"), a.at("prefix_length")});
+    h.nics = j.at("nics");
+    h.memory_bytes = j.at("memory_bytes");
+    h.kernel = j.at("kernel");
     return h;
   } catch (const json::exception& e) {
     throw Error(ErrorKind::Runtime, fmt::format("malformed hello from agent: {}", e.what()));

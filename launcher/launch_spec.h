@@ -8,6 +8,7 @@
 #include "launcher/local_job.h"
 #include "launcher/node_launch.h"
 #include "launcher/rank_plan.h"
+#include "probes/interfaces.h"
 
 namespace muster {
 
@@ -29,6 +30,11 @@ struct NodeHello {
   std::vector<std::string> gpu_models;
   int cpus = 0;
   std::vector<int> free_ports;  // two TCP ports free on the node: rendezvous candidates
+  int probe_port = 0;           // where the agent's probe server listens
+  std::vector<LocalAddress> addresses;  // non-loopback IPv4 addresses, with interfaces
+  int nics = 0;
+  std::uint64_t memory_bytes = 0;
+  std::string kernel;           // uname -r
 };
 
 std::string to_json(const NodeLaunchSpec& spec);

@@ -8,6 +8,11 @@
 #include <netinet/tcp.h>
 #include <sys/socket.h>
 
+#include <poll.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
@@ -97,8 +102,9 @@ class LibsshCommand : public RemoteCommand {
 
 class LibsshConnection : public SshConnection {
  public:
-  LibsshConnection(ssh_session session, std::string host)
-      : session_(session), host_(std::move(host)) {}
+  LibsshConnection(ssh_session session, std::string host, ConnectTimings timings)
+      : session_(session), host_(std::move(host)), timings_(timings) {}
+  ConnectTimings timings() const override { return timings_; }
   ~LibsshConnection() override {
     ssh_disconnect(session_);
     ssh_free(session_);
@@ -141,25 +147,40 @@ class LibsshConnection : public SshConnection {
  private:
   ssh_session session_;
   std::string host_;
+  ConnectTimings timings_;
 };
+
+using Clock = std::chrono::steady_clock;
+double ms_since(Clock::time_point start) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+}
 
 class LibsshTransport : public SshTransport {
  public:
   std::unique_ptr<SshConnection> connect(const SshTarget& target) override {
     ssh_session session = ssh_new();
     if (!session) throw SshError(SshFailure::Connection, target.host, "libssh could not start");
+    ConnectTimings timings;
     try {
       configure(session, target);
-      open(session, target);
+      open(session, target, timings);
+      auto ssh_start = Clock::now();
+      if (ssh_connect(session) != SSH_OK) {
+        std::string why = ssh_get_error(session);
+        SshFailure failure = why.find("imeout") != std::string::npos ? SshFailure::Timeout
+                                                                     : SshFailure::Connection;
+        throw SshError(failure, target.host, why);
+      }
       check_host_key(session, target);
       authenticate(session, target);
+      timings.ssh_ms = ms_since(ssh_start);
       keep_alive(session);
     } catch (...) {
       ssh_disconnect(session);
       ssh_free(session);
       throw;
     }
-    return std::make_unique<LibsshConnection>(session, target.host);
+    return std::make_unique<LibsshConnection>(session, target.host, timings);
   }
 
  private:
@@ -195,25 +216,64 @@ class LibsshTransport : public SshTransport {
     ssh_set_callbacks(session, &callbacks);
   }
 
-  static void open(ssh_session session, const SshTarget& target) {
+  // Resolves and connects the TCP socket ourselves, timing each step, then hands the
+  // socket to libssh.
+  static void open(ssh_session session, const SshTarget& target, ConnectTimings& timings) {
     char* host = nullptr;
     ssh_options_get(session, SSH_OPTIONS_HOST, &host);  // after ~/.ssh/config's HostName
     std::string address = host ? host : target.address;
     ssh_string_free_char(host);
+    unsigned port = 22;
+    ssh_options_get_port(session, &port);
+    long timeout_ms = long(target.options.connect_timeout_s.value_or(10.0) * 1000);
+
+    auto start = Clock::now();
     addrinfo hints{}, *found = nullptr;
     hints.ai_socktype = SOCK_STREAM;
-    int rc = getaddrinfo(address.c_str(), nullptr, &hints, &found);
+    int rc = getaddrinfo(address.c_str(), std::to_string(port).c_str(), &hints, &found);
     if (rc != 0)
       throw SshError(SshFailure::NameResolution, target.host,
                      fmt::format("cannot resolve '{}': {}", address, gai_strerror(rc)));
-    freeaddrinfo(found);
-    if (ssh_connect(session) == SSH_OK) return;
-    std::string why = ssh_get_error(session);
+    timings.resolve_ms = ms_since(start);
+
+    start = Clock::now();
+    int fd = -1;
+    std::string why;
     SshFailure failure = SshFailure::Connection;
-    if (why.find("refused") != std::string::npos) failure = SshFailure::ConnectionRefused;
-    if (why.find("imeout") != std::string::npos || why.find("timed out") != std::string::npos)
-      failure = SshFailure::Timeout;
-    throw SshError(failure, target.host, fmt::format("{} ({})", why, address));
+    for (addrinfo* a = found; a && fd < 0; a = a->ai_next) {
+      int s = socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK, a->ai_protocol);
+      if (s < 0) continue;
+      int r = ::connect(s, a->ai_addr, a->ai_addrlen);
+      if (r != 0 && errno == EINPROGRESS) {
+        pollfd p{s, POLLOUT, 0};
+        r = poll(&p, 1, int(timeout_ms)) > 0 ? 0 : -1;
+        if (r != 0) {
+          why = fmt::format("no answer from {} port {} within {:g} s", address, port,
+                            double(timeout_ms) / 1000);
+          failure = SshFailure::Timeout;
+        } else {
+          int err = 0;
+          socklen_t len = sizeof err;
+          getsockopt(s, SOL_SOCKET, SO_ERROR, &err, &len);
+          if (err != 0) {
+            r = -1;
+            errno = err;
+          }
+        }
+      }
+      if (r != 0 && failure != SshFailure::Timeout) {
+        failure = errno == ECONNREFUSED ? SshFailure::ConnectionRefused : SshFailure::Connection;
+        why = fmt::format("{} port {}: {}", address, port, std::strerror(errno));
+      }
+      if (r == 0) fd = s;
+      else close(s);
+    }
+    freeaddrinfo(found);
+    if (fd < 0) throw SshError(failure, target.host, why);
+    timings.tcp_connect_ms = ms_since(start);
+    fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+    socket_t handed = fd;
+    ssh_options_set(session, SSH_OPTIONS_FD, &handed);
   }
 
   static void check_host_key(ssh_session session, const SshTarget& target) {

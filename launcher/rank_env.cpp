@@ -8,6 +8,24 @@
 
 namespace muster {
 
+namespace {
+// torch's TCPStore and JAX's coordinator honour proxy variables; a proxy that cannot reach
+// the rendezvous turns into a hang at init (field notes #13).
+void bypass_proxy_for(Environment& env, const std::string& address) {
+  bool proxied = false;
+  for (const char* name : {"http_proxy", "https_proxy", "all_proxy", "HTTP_PROXY", "HTTPS_PROXY",
+                           "ALL_PROXY"})
+    proxied |= !env.get(name).empty();
+  if (!proxied || address.empty()) return;
+  for (const char* name : {"NO_PROXY", "no_proxy"}) {
+    std::string list = env.get(name);
+    std::string padded = "," + list + ",";
+    if (padded.find("," + address + ",") != std::string::npos) continue;
+    env.set(name, list.empty() ? address : list + "," + address);
+  }
+}
+}  // namespace
+
 std::vector<std::string> job_markers(const JobEnvironment& job, int node_rank) {
   return {"MUSTER_JOB_ID=" + job.job_id, "MUSTER_NODE_RANK=" + std::to_string(node_rank)};
 }
@@ -71,8 +89,11 @@ Environment rank_environment(const Environment& base, const RankPlan& plan, int 
   // muster numbers GPUs in PCI bus order; CUDA must count the same way for LOCAL_RANK to
   // name the GPU the rank was bound next to.
   if (!base.has("CUDA_DEVICE_ORDER")) env.set("CUDA_DEVICE_ORDER", "PCI_BUS_ID");
+  if (auto it = job.node_env.find(r.node_rank); it != job.node_env.end())
+    for (const auto& [name, value] : it->second) env.set(name, value);
   for (const auto& [name, value] : job.launch_env) env.set(name, value);
   for (const auto& [name, value] : job.exports) env.set(name, value);
+  bypass_proxy_for(env, env.get("MASTER_ADDR"));
   return env;
 }
 

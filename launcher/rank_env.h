@@ -17,6 +17,9 @@ struct JobEnvironment {
   std::string master_addr;        // where rank 0's rendezvous listens
   int master_port = 0;            // torch's MASTER_PORT
   int jax_coordinator_port = 0;   // JAX's coordinator; its own port so torch and JAX can coexist
+  // Per node (by node rank), chosen from measurements (NCCL_SOCKET_IFNAME, ...); the
+  // cluster file's launch.env and -x still win.
+  std::map<int, std::map<std::string, std::string>> node_env;
   std::map<std::string, std::string> launch_env;  // cluster file's launch.env
   std::map<std::string, std::string> exports;     // -x, already resolved to values
 };
@@ -30,8 +33,9 @@ std::vector<std::string> job_markers(const JobEnvironment& job, int node_rank);
 std::map<std::string, std::string> resolve_exports(const std::vector<std::string>& options,
                                                    const Environment& muster_env);
 
-// The environment of `rank`: `base` (muster's own, for local ranks), then the variables
-// frameworks read, then launch.env, then -x; later ones win.
+// The environment of `rank`: `base` (the node's own), then the variables frameworks read,
+// then the node's measured choices, then launch.env, then -x; later ones win. When a proxy
+// is configured, MASTER_ADDR joins NO_PROXY/no_proxy so rendezvous never goes through it.
 Environment rank_environment(const Environment& base, const RankPlan& plan, int rank,
                              const JobEnvironment& job);
 

@@ -129,6 +129,7 @@ std::unique_ptr<RemoteJob> RemoteJob::open(SshTransport& transport, const Cluste
   std::unique_ptr<RemoteJob> job(new RemoteJob);
   const size_t n = cluster.nodes.size();
   job->hellos_.resize(n);
+  job->reach_.resize(n);
   std::vector<std::string> failures(n);
   for (const auto& node : cluster.nodes) {
     job->links_.push_back(std::make_unique<Link>());
@@ -138,6 +139,13 @@ std::unique_ptr<RemoteJob> RemoteJob::open(SshTransport& transport, const Cluste
     Link& link = *job->links_[i];
     try {
       link.connection = transport.connect(ssh_target_of(cluster.nodes[i]));
+      job->reach_[i].timings = link.connection->timings();
+      if (options.time_command) {
+        auto start = Clock::now();
+        run_remote(*link.connection, link.host, "true");
+        job->reach_[i].command_rtt_ms =
+            std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+      }
       std::string muster = ensure_muster_on_node(*link.connection, link.host, options.shipping);
       link.agent = link.connection->start(shell_quote(muster) + " agent");
       auto hello = await_frame(link, FrameKind::Hello, std::chrono::seconds(60));
@@ -146,19 +154,42 @@ std::unique_ptr<RemoteJob> RemoteJob::open(SshTransport& transport, const Cluste
                        "the agent ended before saying hello" +
                            (link.agent_stderr.empty() ? "" : ": " + link.agent_stderr.substr(0, 300)));
       job->hellos_[i] = node_hello_from_json(hello->payload);
+      job->reach_[i].ok = true;
     } catch (const std::exception& e) {
       failures[i] = e.what();
+      job->reach_[i].failure = e.what();
+      link.agent.reset();
+      link.connection.reset();
     }
   });
   std::vector<std::string> problems;
   for (const auto& f : failures)
     if (!f.empty()) problems.push_back(f);
-  if (!problems.empty()) {
+  if (!problems.empty() && options.reach == Reach::AllOrNothing) {
     problems.push_back(fmt::format("{} of {} node{} could not be reached; nothing was started",
                                    problems.size(), n, n == 1 ? "" : "s"));
     throw Error(ErrorKind::Runtime, problems);
   }
   return job;
+}
+
+std::vector<std::optional<std::string>> RemoteJob::ask(
+    const std::vector<std::pair<size_t, std::string>>& requests, std::chrono::seconds limit) {
+  std::vector<std::optional<std::string>> answers(requests.size());
+  std::vector<std::thread> threads;
+  for (size_t k = 0; k < requests.size(); ++k)
+    threads.emplace_back([&, k] {
+      Link& link = *links_[requests[k].first];
+      if (!link.agent) return;
+      try {
+        link.agent->write(encode_frame({FrameKind::Ask, -1, requests[k].second}));
+        if (auto answer = await_frame(link, FrameKind::Answer, limit)) answers[k] = answer->payload;
+      } catch (const std::exception&) {
+        // no answer: the caller reports the node
+      }
+    });
+  for (auto& t : threads) t.join();
+  return answers;
 }
 
 RemoteJob::~RemoteJob() {

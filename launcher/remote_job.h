@@ -15,9 +15,22 @@
 
 namespace muster {
 
+// Whether one unreachable node stops everything (a launch) or only itself (a check).
+enum class Reach { AllOrNothing, BestEffort };
+
 struct RemoteOptions {
   int fanout = kDefaultFanout;  // at most this many SSH handshakes at once
   Shipping shipping = Shipping::Allowed;
+  Reach reach = Reach::AllOrNothing;
+  bool time_command = false;    // also time a trivial remote command's round trip
+};
+
+// How reaching one node went.
+struct NodeReach {
+  bool ok = false;
+  std::string failure;          // "HOST: cause: detail" when not ok
+  ConnectTimings timings;       // the steps that completed
+  double command_rtt_ms = 0;    // with RemoteOptions::time_command
 };
 
 // The SSH target for a node of the cluster.
@@ -33,8 +46,15 @@ class RemoteJob {
                                          const RemoteOptions& options);
   ~RemoteJob();
 
-  // What each node's agent reported, by node rank.
+  // What each node's agent reported, by node rank (empty for unreachable nodes).
   const std::vector<NodeHello>& hellos() const { return hellos_; }
+  // How reaching each node went, by node rank.
+  const std::vector<NodeReach>& reach() const { return reach_; }
+
+  // Sends each request (a JSON Ask) to its node, all at once (one per node), and returns
+  // each answer, or nullopt for a node that did not answer within `limit`.
+  std::vector<std::optional<std::string>> ask(const std::vector<std::pair<size_t, std::string>>& requests,
+                                              std::chrono::seconds limit);
 
   // Starts the plan's ranks on their nodes and supervises them until all ended: the first
   // failure anywhere stops every node, as do `interrupt_fds` and the policy's timeout.
@@ -47,6 +67,7 @@ class RemoteJob {
   RemoteJob() = default;
   std::vector<std::unique_ptr<Link>> links_;
   std::vector<NodeHello> hellos_;
+  std::vector<NodeReach> reach_;
 };
 
 }  // namespace muster

@@ -63,10 +63,19 @@ class RemoteCommand {
   virtual int exit_status() = 0;
 };
 
+// How long each step of reaching a node took, in milliseconds.
+struct ConnectTimings {
+  double resolve_ms = 0;      // name resolution
+  double tcp_connect_ms = 0;  // the TCP handshake
+  double ssh_ms = 0;          // SSH key exchange, host key check and authentication
+};
+
 // An authenticated connection to one node. Not thread-safe: one thread drives it.
 class SshConnection {
  public:
   virtual ~SshConnection() = default;
+  // How long reaching the node took.
+  virtual ConnectTimings timings() const { return {}; }
   // Starts `command_line` through the remote user's shell.
   virtual std::unique_ptr<RemoteCommand> start(const std::string& command_line) = 0;
   // Copies `content` to `remote_path` (mode 0755) over SFTP.

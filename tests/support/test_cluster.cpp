@@ -167,6 +167,11 @@ void TestCluster::make_keys() {
     must({"ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", host(i), "-f",
           fmt::format("{}/host_key{}", dir_, i)});
   trust_host_keys();
+  for (int i = 0; i < size(); ++i) {
+    std::ofstream(fmt::format("{}/machine-id{}", dir_, i)) << fmt::format("{:032x}\n", 0xabc000 + i);
+    std::ofstream(fmt::format("{}/boot-id{}", dir_, i))
+        << fmt::format("00000000-0000-4000-8000-{:012x}\n", 0xb007 + i);
+  }
   std::filesystem::create_directories("/run/sshd");  // sshd's privilege separation directory
 }
 
@@ -183,7 +188,7 @@ void TestCluster::trust_host_keys(int except) const {
 
 void TestCluster::write_sshd_config(int i) const {
   std::ofstream(fmt::format("{}/sshd_config{}", dir_, i))
-      << "ListenAddress " << address(i) << "\n"
+      << "ListenAddress 0.0.0.0\n"
       << "Port 22\n"
       << "HostKey " << dir_ << "/host_key" << i << "\n"
       << "PidFile " << dir_ << "/sshd" << i << ".pid\n"
@@ -199,15 +204,18 @@ void TestCluster::start_sshd(int i) {
   Host& h = hosts_[size_t(i)];
   pid_t pid = fork();
   if (pid == 0) {
-    // A UTS namespace of its own: everything sshd starts sees the host's own hostname.
-    std::string script = fmt::format("hostname {} && exec /usr/sbin/sshd -D -e -f {}/sshd_config{}",
-                                     host(i), dir_, i);
+    // UTS and mount namespaces of its own: everything sshd starts sees the host's own
+    // hostname, /etc/machine-id and boot id, as on separate machines.
+    std::string script = fmt::format(
+        "mount --bind {0}/machine-id{1} /etc/machine-id && "
+        "mount --bind {0}/boot-id{1} /proc/sys/kernel/random/boot_id && "
+        "hostname {2} && exec /usr/sbin/sshd -D -e -f {0}/sshd_config{1}", dir_, i, host(i));
     int devnull = open("/dev/null", O_RDWR);
     int log = open(fmt::format("{}/sshd{}.log", dir_, i).c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
     dup2(devnull, 0);
     dup2(devnull, 1);
     dup2(log, 2);
-    execlp("ip", "ip", "netns", "exec", h.ns.c_str(), "unshare", "--uts", "sh", "-c",
+    execlp("ip", "ip", "netns", "exec", h.ns.c_str(), "unshare", "--uts", "--mount", "sh", "-c",
            script.c_str(), nullptr);
     _exit(127);
   }
@@ -235,6 +243,27 @@ void TestCluster::stop_sshd(int i) {
   kill(h.sshd, SIGKILL);
   waitpid(h.sshd, &status, 0);
   h.sshd = -1;
+}
+
+void TestCluster::add_second_network() {
+  if (!second_subnet_.empty()) return;
+  auto parts = subnet_.substr(subnet_.rfind('.') + 1);
+  second_subnet_ = subnet_.substr(0, subnet_.rfind('.') + 1) + std::to_string((std::stoi(parts) + 1) % 250);
+  must({"ip", "-n", lan_ns_, "link", "add", "br1", "type", "bridge"});
+  must({"ip", "-n", lan_ns_, "link", "set", "br1", "up"});
+  for (int i = 0; i < size(); ++i) {
+    const std::string& ns = hosts_[size_t(i)].ns;
+    std::string outside = fmt::format("q{}", i + 1);
+    must({"ip", "-n", lan_ns_, "link", "add", outside, "type", "veth", "peer", "name", "eth1",
+          "netns", ns});
+    must({"ip", "-n", lan_ns_, "link", "set", outside, "master", "br1", "up"});
+    must({"ip", "-n", ns, "addr", "add", second_address(i) + "/24", "dev", "eth1"});
+    must({"ip", "-n", ns, "link", "set", "eth1", "up"});
+  }
+}
+
+std::string TestCluster::second_address(int i) const {
+  return fmt::format("{}.{}", second_subnet_, i + 1);
 }
 
 void TestCluster::freeze_sshd(int i, bool frozen) {

@@ -43,6 +43,10 @@ class TestCluster {
   // Runs a command inside host i's namespaces.
   CommandResult on_host(int i, const std::vector<std::string>& argv) const;
 
+  // Adds a second LAN: every host gets eth1 with second_address(i).
+  void add_second_network();
+  std::string second_address(int i) const;
+
   void stop_sshd(int i);
   // Freezes (SIGSTOP) or thaws (SIGCONT) host i's sshd: it accepts TCP but never answers.
   void freeze_sshd(int i, bool frozen);
@@ -68,6 +72,7 @@ class TestCluster {
 
   std::string prefix_;   // namespace names start with it
   std::string subnet_;   // "10.N.M"
+  std::string second_subnet_;
   std::string dir_;
   std::string head_ns_, lan_ns_;
   std::vector<Host> hosts_;

@@ -55,6 +55,31 @@ TEST(RankEnvironment, LaunchEnvThenExportsWin) {
   EXPECT_EQ(env.get("MASTER_ADDR"), "from-file");
 }
 
+TEST(RankEnvironment, NodeChoicesComeBeforeTheClusterFileAndExports) {
+  RankPlan plan = make_rank_plan(parse_host_option("a,b"), std::nullopt, MapBy::Slot);
+  JobEnvironment job = a_job();
+  job.node_env[1] = {{"NCCL_SOCKET_IFNAME", "=eth1"}, {"GLOO_SOCKET_IFNAME", "eth1"}};
+  job.exports = {{"GLOO_SOCKET_IFNAME", "ib0"}};
+  Environment on_a = rank_environment(Environment(), plan, 0, job);
+  Environment on_b = rank_environment(Environment(), plan, 1, job);
+  EXPECT_FALSE(on_a.has("NCCL_SOCKET_IFNAME"));
+  EXPECT_EQ(on_b.get("NCCL_SOCKET_IFNAME"), "=eth1");
+  EXPECT_EQ(on_b.get("GLOO_SOCKET_IFNAME"), "ib0");
+}
+
+TEST(RankEnvironment, AProxyNeverCarriesTheRendezvous) {
+  RankPlan plan = make_rank_plan(parse_host_option("a"), std::nullopt, MapBy::Slot);
+  Environment plain = rank_environment(Environment(), plan, 0, a_job());
+  EXPECT_FALSE(plain.has("NO_PROXY"));
+  Environment proxied = rank_environment(
+      Environment({{"HTTPS_PROXY", "http://proxy:3128"}, {"no_proxy", "localhost"}}), plan, 0, a_job());
+  EXPECT_EQ(proxied.get("NO_PROXY"), "10.0.0.1");
+  EXPECT_EQ(proxied.get("no_proxy"), "localhost,10.0.0.1");
+  JobEnvironment job = a_job();
+  job.exports = {{"NO_PROXY", "10.0.0.1,x"}, {"all_proxy", "socks://p"}};
+  EXPECT_EQ(rank_environment(Environment(), plan, 0, job).get("NO_PROXY"), "10.0.0.1,x");
+}
+
 TEST(Exports, CopyFromMusterOrTakeTheGivenValue) {
   auto exports = resolve_exports({"PATH", "A=b=c", "EMPTY="}, Environment({{"PATH", "/bin"}}));
   EXPECT_EQ(exports, (std::map<std::string, std::string>{{"PATH", "/bin"}, {"A", "b=c"},

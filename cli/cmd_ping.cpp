@@ -1,0 +1,180 @@
+// muster ping: how every node is reached, the RTT between every pair, and the interface
+// choice that follows.
+#include <memory>
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "cli/cluster_input.h"
+#include "cli/commands.h"
+#include "cli/remote_options.h"
+#include "cli/terminal_output.h"
+#include "launcher/cluster_ping.h"
+
+namespace muster::cli {
+
+struct PingCliOptions {
+  ClusterInputOptions cluster;
+  RemoteFlags remote;
+  int count = 50;
+  bool bandwidth = false;
+  bool json = false;
+};
+
+namespace {
+
+// The probe shown for a pair: on the chosen subnet's address when there is one.
+const PairProbe* shown_probe(const PingReport& r, int src, int dst) {
+  const PairProbe* first = nullptr;
+  for (const auto& p : r.pairs) {
+    if (p.src != src || p.dst != dst) continue;
+    if (!first) first = &p;
+    auto it = r.choice.interface_of.find(dst);
+    if (it != r.choice.interface_of.end() && p.interface == it->second) return &p;
+  }
+  return first;
+}
+
+nlohmann::json report_json(const PingReport& r) {
+  nlohmann::json nodes = nlohmann::json::array();
+  for (const auto& n : r.nodes) {
+    nlohmann::json node = {
+        {"host", n.host}, {"address", n.address}, {"reachable", n.reach.ok},
+        {"error", n.reach.ok ? nlohmann::json(nullptr) : nlohmann::json(n.reach.failure)},
+        {"steps_ms", {{"resolve", n.reach.timings.resolve_ms},
+                      {"tcp_connect", n.reach.timings.tcp_connect_ms},
+                      {"ssh_handshake_auth", n.reach.timings.ssh_ms},
+                      {"command_round_trip", n.reach.command_rtt_ms}}},
+        {"clock_offset_ms", n.clock_offset_ms ? nlohmann::json(*n.clock_offset_ms) : nlohmann::json(nullptr)}};
+    if (n.facts) {
+      nlohmann::json addresses = nlohmann::json::array();
+      for (const auto& a : n.facts->addresses)
+        addresses.push_back({{"interface", a.interface}, {"address", a.address},
+                             {"prefix_length", a.prefix_length}});
+      node["facts"] = {{"hostname", n.facts->hostname}, {"machine_id", n.facts->machine_id},
+                       {"boot_id", n.facts->boot_id}, {"gpus", n.facts->gpus},
+                       {"gpu_models", n.facts->gpu_models}, {"nics", n.facts->nics},
+                       {"cpus", n.facts->cpus}, {"memory_bytes", n.facts->memory_bytes},
+                       {"kernel", n.facts->kernel}, {"muster_version", n.facts->version},
+                       {"addresses", addresses}};
+    }
+    nodes.push_back(node);
+  }
+  nlohmann::json pairs = nlohmann::json::array();
+  for (const auto& p : r.pairs) {
+    nlohmann::json pair = {{"src", r.nodes[size_t(p.src)].host}, {"dst", r.nodes[size_t(p.dst)].host},
+                           {"address", p.address}, {"interface", p.interface},
+                           {"reachable", p.result.reachable}};
+    if (p.result.reachable)
+      pair["rtt_us"] = {{"min", p.result.rtt.min_us}, {"median", p.result.rtt.median_us},
+                        {"p99", p.result.rtt.p99_us}, {"samples", p.result.rtt.samples}};
+    else
+      pair["error"] = p.result.error;
+    if (p.result.gbps) pair["bandwidth_gbps"] = *p.result.gbps;
+    pairs.push_back(pair);
+  }
+  nlohmann::json problems = nlohmann::json::array();
+  for (const auto& p : r.problems)
+    problems.push_back({{"severity", p.severity == Problem::Severity::Fail ? "fail" : "warn"},
+                        {"check", p.check}, {"message", p.message}});
+  nlohmann::json ifnames = nlohmann::json::object();
+  for (const auto& [node, name] : r.choice.interface_of) ifnames[r.nodes[size_t(node)].host] = "=" + name;
+  return {{"nodes", nodes}, {"pairs", pairs}, {"problems", problems},
+          {"choices", {{"master_addr", r.choice.master_addr ? nlohmann::json(*r.choice.master_addr)
+                                                            : nlohmann::json(nullptr)},
+                       {"subnet", r.choice.subnet},
+                       {"nccl_socket_ifname", ifnames}, {"gloo_socket_ifname", ifnames}}},
+          {"passed", !r.failed()}};
+}
+
+std::string report_text(const PingReport& r) {
+  std::string out = "reaching each node (ms): resolve / TCP / SSH+auth / command\n";
+  size_t width = 4;
+  for (const auto& n : r.nodes) width = std::max(width, n.host.size());
+  for (const auto& n : r.nodes) {
+    if (!n.reach.ok) {
+      out += fmt::format("  {:<{}}  FAILED  {}\n", n.host, width, n.reach.failure);
+      continue;
+    }
+    out += fmt::format("  {:<{}}  {:6.2f} {:6.2f} {:7.2f} {:7.2f}   clock {:+.2f} ms\n", n.host,
+                       width, n.reach.timings.resolve_ms, n.reach.timings.tcp_connect_ms,
+                       n.reach.timings.ssh_ms, n.reach.command_rtt_ms, n.clock_offset_ms.value_or(0));
+  }
+  std::vector<int> outliers;
+  for (const auto& p : r.problems)
+    if (p.check == "rtt" && p.severity == Problem::Severity::Warn)
+      for (size_t i = 0; i < r.nodes.size(); ++i)
+        if (p.message.rfind(r.nodes[i].host + ":", 0) == 0) outliers.push_back(int(i));
+  out += fmt::format("\nmedian RTT (us), row to column{}:\n{:<{}}", r.bandwidth_measured ? "" : "", "", width + 2);
+  for (const auto& n : r.nodes) out += fmt::format("{:>10}", n.host.substr(0, 9));
+  out += "\n";
+  for (size_t i = 0; i < r.nodes.size(); ++i) {
+    out += fmt::format("  {:<{}}", r.nodes[i].host, width);
+    for (size_t j = 0; j < r.nodes.size(); ++j) {
+      const PairProbe* p = shown_probe(r, int(i), int(j));
+      std::string cell = i == j ? "-" : !p ? "?" : !p->result.reachable ? "UNREACH" :
+          fmt::format("{:.0f}{}", p->result.rtt.median_us,
+                      std::count(outliers.begin(), outliers.end(), int(i)) ||
+                      std::count(outliers.begin(), outliers.end(), int(j)) ? "*" : "");
+      out += fmt::format("{:>10}", cell);
+    }
+    out += "\n";
+  }
+  if (r.bandwidth_measured) {
+    out += fmt::format("\nbandwidth (Gbit/s), row to column:\n{:<{}}", "", width + 2);
+    for (const auto& n : r.nodes) out += fmt::format("{:>10}", n.host.substr(0, 9));
+    out += "\n";
+    for (size_t i = 0; i < r.nodes.size(); ++i) {
+      out += fmt::format("  {:<{}}", r.nodes[i].host, width);
+      for (size_t j = 0; j < r.nodes.size(); ++j) {
+        const PairProbe* p = shown_probe(r, int(i), int(j));
+        out += fmt::format("{:>10}", i == j ? "-" : p && p->result.gbps ? fmt::format("{:.2f}", *p->result.gbps) : "?");
+      }
+      out += "\n";
+    }
+  }
+  out += "\n";
+  if (r.problems.empty()) out += "no problems found\n";
+  for (const auto& p : r.problems)
+    out += fmt::format("{} {}\n", p.severity == Problem::Severity::Fail ? "FAIL" : "warn", p.message);
+  out += fmt::format("\nMASTER_ADDR: {}\n", r.choice.master_addr.value_or("(none every node reached)"));
+  if (!r.choice.interface_of.empty()) {
+    out += fmt::format("NCCL_SOCKET_IFNAME / GLOO_SOCKET_IFNAME (subnet {}):", r.choice.subnet);
+    for (const auto& [node, name] : r.choice.interface_of)
+      out += fmt::format(" {}: ={}", r.nodes[size_t(node)].host, name);
+    out += "\n";
+  }
+  return out;
+}
+
+}  // namespace
+
+CommandAction setup_ping(CLI::App& app) {
+  auto options = std::make_shared<PingCliOptions>();
+  add_cluster_input_options(app, options->cluster);
+  add_remote_flags(app, options->remote, true);
+  app.add_option("--count", options->count, "round trips per pair and address (K)")
+      ->check(CLI::Range(1, 100000))
+      ->capture_default_str();
+  app.add_flag("--bandwidth", options->bandwidth, "also measure bulk TCP throughput per pair");
+  app.add_flag("--json", options->json, "print the whole report as JSON");
+  app.footer("Exit status: 0 when every check passed, 1 when one failed, 2 for usage or "
+             "configuration errors.");
+  return [options]() {
+    ClusterSpec cluster = load_cluster(options->cluster);
+    auto transport = make_libssh_transport();
+    RemoteOptions remote = options->remote.options();
+    remote.reach = Reach::BestEffort;
+    remote.time_command = true;
+    auto job = RemoteJob::open(*transport, cluster, remote);
+    PingOptions ping;
+    ping.round_trips = options->count;
+    ping.bandwidth = options->bandwidth;
+    PingReport report = ping_cluster(*job, cluster, ping);
+    print_out(options->json ? report_json(report).dump(2) + "\n" : report_text(report));
+    return report.failed() ? 1 : 0;
+  };
+}
+
+}  // namespace muster::cli

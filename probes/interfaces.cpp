@@ -1,0 +1,47 @@
+#include "probes/interfaces.h"
+
+#include <arpa/inet.h>
+#include <ifaddrs.h>
+#include <net/if.h>
+#include <netinet/in.h>
+
+#include <fmt/format.h>
+
+namespace muster {
+
+std::vector<LocalAddress> local_addresses() {
+  std::vector<LocalAddress> out;
+  ifaddrs* list = nullptr;
+  if (getifaddrs(&list) != 0) return out;
+  for (ifaddrs* a = list; a; a = a->ifa_next) {
+    if (!a->ifa_addr || a->ifa_addr->sa_family != AF_INET) continue;
+    if (!(a->ifa_flags & IFF_UP) || (a->ifa_flags & IFF_LOOPBACK)) continue;
+    char text[INET_ADDRSTRLEN] = {};
+    inet_ntop(AF_INET, &reinterpret_cast<sockaddr_in*>(a->ifa_addr)->sin_addr, text, sizeof text);
+    int prefix = 0;
+    if (a->ifa_netmask)
+      prefix = __builtin_popcount(reinterpret_cast<sockaddr_in*>(a->ifa_netmask)->sin_addr.s_addr);
+    out.push_back({a->ifa_name, text, prefix});
+  }
+  freeifaddrs(list);
+  return out;
+}
+
+std::string subnet_of(const std::string& address, int prefix_length) {
+  in_addr addr{};
+  if (inet_pton(AF_INET, address.c_str(), &addr) != 1) return address;
+  std::uint32_t host = ntohl(addr.s_addr);
+  std::uint32_t mask = prefix_length <= 0 ? 0 : ~std::uint32_t(0) << (32 - prefix_length);
+  addr.s_addr = htonl(host & mask);
+  char text[INET_ADDRSTRLEN] = {};
+  inet_ntop(AF_INET, &addr, text, sizeof text);
+  return fmt::format("{}/{}", text, prefix_length);
+}
+
+bool is_loopback(const std::string& address) {
+  in_addr addr{};
+  if (inet_pton(AF_INET, address.c_str(), &addr) != 1) return address == "::1" || address == "localhost";
+  return (ntohl(addr.s_addr) >> 24) == 127;
+}
+
+}  // namespace muster

@@ -1,0 +1,25 @@
+// This machine's network addresses, as candidates for reaching it.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace muster {
+
+// One IPv4 address of an interface.
+struct LocalAddress {
+  std::string interface;  // "eth0"
+  std::string address;    // "10.1.0.3"
+  int prefix_length = 0;  // 24
+};
+
+// Every non-loopback IPv4 address of an interface that is up.
+std::vector<LocalAddress> local_addresses();
+
+// "10.1.0.0/24" for 10.1.0.3 with prefix 24.
+std::string subnet_of(const std::string& address, int prefix_length);
+
+// True for 127.0.0.0/8 (and unparsable text).
+bool is_loopback(const std::string& address);
+
+}  // namespace muster

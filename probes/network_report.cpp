@@ -1,0 +1,145 @@
+#include "probes/network_report.h"
+
+#include <algorithm>
+#include <set>
+
+namespace muster {
+namespace {
+
+double median_of(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  return v[(v.size() - 1) / 2];
+}
+
+}  // namespace
+
+std::vector<std::vector<std::pair<int, int>>> tournament_rounds(int n) {
+  std::vector<std::vector<std::pair<int, int>>> rounds;
+  if (n < 2) return rounds;
+  // The circle method: fix node 0, rotate the others; with an odd count a "bye" (-1) pads.
+  std::vector<int> ring;
+  for (int i = 0; i < n; ++i) ring.push_back(i);
+  if (n % 2) ring.push_back(-1);
+  const int m = int(ring.size());
+  for (int r = 0; r < m - 1; ++r) {
+    std::vector<std::pair<int, int>> forward, backward;
+    for (int k = 0; k < m / 2; ++k) {
+      int a = ring[size_t(k)], b = ring[size_t(m - 1 - k)];
+      if (a < 0 || b < 0) continue;
+      forward.emplace_back(a, b);
+      backward.emplace_back(b, a);
+    }
+    rounds.push_back(forward);
+    rounds.push_back(backward);
+    std::rotate(ring.begin() + 1, ring.end() - 1, ring.end());
+  }
+  return rounds;
+}
+
+NetworkChoice choose_network(const std::vector<std::vector<LocalAddress>>& addresses_of_node,
+                             const std::vector<PairProbe>& probes,
+                             const std::string& preferred_address) {
+  const int n = int(addresses_of_node.size());
+  NetworkChoice choice;
+  if (n == 0) return choice;
+  // An address is good when every other node reached it.
+  auto reached_by_all = [&](int node, const std::string& address) {
+    for (int src = 0; src < n; ++src) {
+      if (src == node) continue;
+      bool reached = std::any_of(probes.begin(), probes.end(), [&](const PairProbe& p) {
+        return p.src == src && p.dst == node && p.address == address && p.result.reachable;
+      });
+      if (!reached) return false;
+    }
+    return true;
+  };
+  // Subnets in the order of node 0's addresses, the preferred one first.
+  std::vector<LocalAddress> node0 = addresses_of_node[0];
+  std::stable_partition(node0.begin(), node0.end(),
+                        [&](const LocalAddress& a) { return a.address == preferred_address; });
+  for (const LocalAddress& candidate : node0) {
+    if (is_loopback(candidate.address)) continue;
+    const std::string subnet = subnet_of(candidate.address, candidate.prefix_length);
+    std::map<int, std::string> interface_of;
+    for (int node = 0; node < n; ++node)
+      for (const auto& a : addresses_of_node[size_t(node)])
+        if (subnet_of(a.address, a.prefix_length) == subnet && reached_by_all(node, a.address)) {
+          interface_of[node] = a.interface;
+          break;
+        }
+    if (int(interface_of.size()) == n && reached_by_all(0, candidate.address)) {
+      choice.master_addr = candidate.address;
+      choice.subnet = subnet;
+      choice.interface_of = interface_of;
+      return choice;
+    }
+  }
+  // No one subnet joins everyone: still a rendezvous address if routing gets everyone to it.
+  for (const LocalAddress& candidate : node0)
+    if (!is_loopback(candidate.address) && reached_by_all(0, candidate.address)) {
+      choice.master_addr = candidate.address;
+      break;
+    }
+  return choice;
+}
+
+std::vector<Outlier> rtt_outliers(int nodes, const std::vector<PairProbe>& probes, double factor) {
+  std::vector<double> all;
+  std::vector<std::vector<double>> per_node(size_t(std::max(nodes, 0)));
+  for (const auto& p : probes) {
+    if (!p.result.reachable) continue;
+    all.push_back(p.result.rtt.median_us);
+    per_node[size_t(p.src)].push_back(p.result.rtt.median_us);
+    per_node[size_t(p.dst)].push_back(p.result.rtt.median_us);
+  }
+  const double cluster = median_of(all);
+  std::vector<Outlier> out;
+  if (nodes < 3 || cluster <= 0) return out;  // with two nodes there is no majority to compare
+  for (int node = 0; node < nodes; ++node) {
+    // Every one of the node's links is slow, not just one bad pair.
+    const auto& mine = per_node[size_t(node)];
+    if (mine.empty()) continue;
+    double fastest = *std::min_element(mine.begin(), mine.end());
+    if (fastest >= factor * cluster) out.push_back({node, median_of(mine) / cluster});
+  }
+  return out;
+}
+
+std::vector<Outlier> bandwidth_outliers(int nodes, const std::vector<PairProbe>& probes,
+                                        double fraction) {
+  std::vector<double> all;
+  std::vector<std::vector<double>> sending(size_t(std::max(nodes, 0)));
+  for (const auto& p : probes) {
+    if (!p.result.gbps) continue;
+    all.push_back(*p.result.gbps);
+    sending[size_t(p.src)].push_back(*p.result.gbps);
+  }
+  const double cluster = median_of(all);
+  std::vector<Outlier> out;
+  if (nodes < 3 || cluster <= 0) return out;
+  for (int node = 0; node < nodes; ++node) {
+    double mine = median_of(sending[size_t(node)]);
+    if (!sending[size_t(node)].empty() && mine <= fraction * cluster)
+      out.push_back({node, mine / cluster});
+  }
+  return out;
+}
+
+std::vector<bool> differs_from_majority(const std::vector<std::string>& values) {
+  std::map<std::string, int> count;
+  for (const auto& v : values) ++count[v];
+  std::string mode;
+  int best = 0;
+  for (const auto& [v, c] : count)
+    if (c > best) {
+      best = c;
+      mode = v;
+    }
+  std::vector<bool> out;
+  // Only a strict majority makes the others odd: with two nodes that differ, neither is.
+  for (const auto& v : values) out.push_back(best * 2 > int(values.size()) && v != mode);
+  return out;
+}
+
+}  // namespace muster

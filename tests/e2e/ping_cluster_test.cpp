@@ -1,0 +1,150 @@
+// muster ping on the test cluster: unreachable pairs, slow links, duplicate machines,
+// interface choice and stopped hosts, each as a user would meet them.
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "tests/support/test_cluster.h"
+
+namespace muster::testing {
+namespace {
+
+class PingCluster : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string why = TestCluster::unavailable_reason();
+    if (!why.empty()) {
+      if (in_ci()) FAIL() << why;
+      GTEST_SKIP() << why;
+    }
+    cluster_ = std::make_unique<TestCluster>(4);
+  }
+  nlohmann::json ping_json(const std::vector<std::string>& extra = {}, int* status = nullptr,
+                           const std::string& file = "") {
+    std::vector<std::string> args = {"ping", "-f", file.empty() ? cluster_->write_cluster_file() : file,
+                                     "--json", "--count", "20"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    auto r = cluster_->muster(args);
+    if (status) *status = r.exit_code;
+    EXPECT_FALSE(r.out.empty()) << r.err;
+    return r.out.empty() ? nlohmann::json() : nlohmann::json::parse(r.out);
+  }
+  static bool has_problem(const nlohmann::json& report, const std::string& text) {
+    for (const auto& p : report["problems"])
+      if (p["message"].get<std::string>().find(text) != std::string::npos) return true;
+    return false;
+  }
+  std::unique_ptr<TestCluster> cluster_;
+};
+
+TEST_F(PingCluster, AHealthyClusterPassesWithEveryPairMeasured) {
+  int status = -1;
+  auto r = ping_json({}, &status);
+  EXPECT_EQ(status, 0) << r.dump(2);
+  EXPECT_EQ(r["passed"], true);
+  ASSERT_EQ(r["pairs"].size(), 12u);  // 4 x 3 ordered pairs, one address each
+  for (const auto& p : r["pairs"]) {
+    EXPECT_EQ(p["reachable"], true);
+    EXPECT_GT(p["rtt_us"]["median"].get<double>(), 0);
+    EXPECT_LE(p["rtt_us"]["min"].get<double>(), p["rtt_us"]["median"].get<double>());
+    EXPECT_LE(p["rtt_us"]["median"].get<double>(), p["rtt_us"]["p99"].get<double>());
+    EXPECT_EQ(p["rtt_us"]["samples"], 20);
+  }
+  for (int i = 0; i < 4; ++i) {
+    const auto& node = r["nodes"][size_t(i)];
+    EXPECT_EQ(node["reachable"], true);
+    EXPECT_GT(node["steps_ms"]["ssh_handshake_auth"].get<double>(), 0);
+    EXPECT_GT(node["steps_ms"]["command_round_trip"].get<double>(), 0);
+    EXPECT_EQ(node["facts"]["hostname"], cluster_->host(i));
+    EXPECT_LT(std::abs(node["clock_offset_ms"].get<double>()), 1000);  // one machine's clock
+    EXPECT_EQ(r["choices"]["nccl_socket_ifname"][cluster_->host(i)], "=eth0");
+  }
+  EXPECT_EQ(r["choices"]["master_addr"], cluster_->address(0));
+}
+
+TEST_F(PingCluster, APairWithoutARouteIsNamedWithBothHostsAndTheAddress) {
+  ASSERT_EQ(cluster_->on_host(1, {"ip", "route", "add", "unreachable", cluster_->address(2) + "/32"}).exit_code, 0);
+  int status = -1;
+  auto r = ping_json({}, &status);
+  EXPECT_EQ(status, 1);
+  EXPECT_TRUE(has_problem(r, "node2 cannot reach node3 at " + cluster_->address(2) + " (eth0)"))
+      << r["problems"].dump(2);
+  // node2 cannot answer node3 either: its replies have no route back.
+  EXPECT_TRUE(has_problem(r, "node3 cannot reach node2 at " + cluster_->address(1) + " (eth0)"))
+      << r["problems"].dump(2);
+  int unreachable = 0;
+  for (const auto& p : r["pairs"]) unreachable += p["reachable"] == false;
+  EXPECT_EQ(unreachable, 2);
+}
+
+TEST_F(PingCluster, ARateLimitedHostIsTheBandwidthOutlier) {
+  ASSERT_EQ(cluster_->on_host(3, {"tc", "qdisc", "add", "dev", "eth0", "root", "tbf", "rate",
+                                  "20mbit", "burst", "32kbit", "latency", "50ms"}).exit_code, 0);
+  int status = -1;
+  auto r = ping_json({"--bandwidth"}, &status);
+  EXPECT_TRUE(has_problem(r, "node4: bandwidth to its peers is")) << r["problems"].dump(2);
+  for (const char* other : {"node1:", "node2:", "node3:"})
+    EXPECT_FALSE(has_problem(r, std::string(other) + " bandwidth")) << r["problems"].dump(2);
+  for (const auto& p : r["pairs"]) EXPECT_TRUE(p.contains("bandwidth_gbps")) << p.dump();
+}
+
+TEST_F(PingCluster, TwoEntriesForOneMachineAreCaught) {
+  const std::string alias = cluster_->address(0).substr(0, cluster_->address(0).rfind('.')) + ".101";
+  ASSERT_EQ(cluster_->on_host(0, {"ip", "addr", "add", alias + "/24", "dev", "eth0"}).exit_code, 0);
+  std::string file = cluster_->write_cluster_file("  - host: node1-again\n    address: " + alias + "\n",
+                                                  "accept-new");
+  int status = -1;
+  auto r = ping_json({}, &status, file);
+  EXPECT_EQ(status, 1);
+  EXPECT_TRUE(has_problem(r, "node1 (" + cluster_->address(0) + ") and node1-again (" + alias +
+                             ") are the same machine (same /etc/machine-id"))
+      << r["problems"].dump(2);
+  // muster run refuses to start such a job.
+  auto run = cluster_->muster({"run", "-f", file, "--", "true"});
+  EXPECT_EQ(run.exit_code, 1);
+  EXPECT_NE(run.err.find("are the same machine"), std::string::npos) << run.err;
+  EXPECT_NE(run.err.find("nothing was started"), std::string::npos) << run.err;
+}
+
+TEST_F(PingCluster, OnlyTheNetworkThatJoinsEveryHostIsChosen) {
+  cluster_->add_second_network();
+  // eth0 no longer joins everyone: node2 cannot reach node3 there. eth1 does.
+  ASSERT_EQ(cluster_->on_host(1, {"ip", "route", "add", "unreachable", cluster_->address(2) + "/32"}).exit_code, 0);
+  auto r = ping_json();
+  EXPECT_EQ(r["choices"]["master_addr"], cluster_->second_address(0)) << r["choices"].dump(2);
+  for (int i = 0; i < 4; ++i)
+    EXPECT_EQ(r["choices"]["nccl_socket_ifname"][cluster_->host(i)], "=eth1");
+  auto run = cluster_->muster({"run", "-f", cluster_->write_cluster_file(), "--", "sh", "-c",
+                               "echo $MASTER_ADDR $NCCL_SOCKET_IFNAME $GLOO_SOCKET_IFNAME"});
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  for (int i = 0; i < 4; ++i)
+    EXPECT_NE(run.out.find(fmt::format("[{}] {} =eth1 eth1", i, cluster_->second_address(0))),
+              std::string::npos) << run.out;
+  // The cluster file's launch.env still wins over the measured choice.
+  auto pinned = cluster_->muster({"run", "-f", cluster_->write_cluster_file(
+                                      "launch:\n  env:\n    NCCL_SOCKET_IFNAME: =eth0\n"),
+                                  "--", "sh", "-c", "echo $NCCL_SOCKET_IFNAME"});
+  EXPECT_NE(pinned.out.find("[0] =eth0"), std::string::npos) << pinned.out << pinned.err;
+}
+
+TEST_F(PingCluster, AStoppedHostFailsOnlyItself) {
+  cluster_->stop_sshd(3);
+  int status = -1;
+  auto r = ping_json({}, &status);
+  EXPECT_EQ(status, 1);
+  EXPECT_EQ(r["nodes"][3]["reachable"], false);
+  EXPECT_NE(r["nodes"][3]["error"].get<std::string>().find("node4: connection refused"),
+            std::string::npos);
+  EXPECT_EQ(r["pairs"].size(), 6u);  // the other three measured each other
+  for (const auto& p : r["pairs"]) EXPECT_EQ(p["reachable"], true);
+}
+
+TEST_F(PingCluster, ThresholdsFromTheClusterFileBecomeFailures) {
+  int status = -1;
+  auto r = ping_json({}, &status, cluster_->write_cluster_file("checks:\n  max_rtt_ms: 0.000001\n"));
+  EXPECT_EQ(status, 1);
+  EXPECT_TRUE(has_problem(r, "is above checks.max_rtt_ms")) << r["problems"].dump(2);
+}
+
+}  // namespace
+}  // namespace muster::testing
