@@ -305,10 +305,14 @@ CommandResult TestCluster::muster(const std::vector<std::string>& args, int limi
   return run_command(muster_argv(args), {}, std::chrono::seconds(limit_s));
 }
 
-CommandResult TestCluster::on_host(int i, const std::vector<std::string>& argv) const {
+std::vector<std::string> TestCluster::host_argv(int i, const std::vector<std::string>& argv) const {
   std::vector<std::string> full = {"ip", "netns", "exec", hosts_[size_t(i)].ns};
   full.insert(full.end(), argv.begin(), argv.end());
-  return run_command(full);
+  return full;
+}
+
+CommandResult TestCluster::on_host(int i, const std::vector<std::string>& argv) const {
+  return run_command(host_argv(i, argv));
 }
 
 }  // namespace muster::testing

@@ -40,8 +40,9 @@ class TestCluster {
   // Runs build/muster ARGS in the head's namespace.
   CommandResult muster(const std::vector<std::string>& args, int limit_s = 180) const;
   std::vector<std::string> muster_argv(const std::vector<std::string>& args) const;
-  // Runs a command inside host i's namespaces.
+  // Runs a command inside host i's network namespace.
   CommandResult on_host(int i, const std::vector<std::string>& argv) const;
+  std::vector<std::string> host_argv(int i, const std::vector<std::string>& argv) const;
 
   // Adds a second LAN: every host gets eth1 with second_address(i).
   void add_second_network();
