@@ -1,10 +1,20 @@
 #include "launcher/node_launch.h"
 
+#include <unistd.h>
+
 #include <fmt/format.h>
 
 #include "launcher/error.h"
 
 namespace muster {
+
+namespace {
+std::string this_executable() {
+  char path[4096] = {};
+  ssize_t n = readlink("/proc/self/exe", path, sizeof path - 1);
+  return n > 0 ? std::string(path, size_t(n)) : std::string("muster");
+}
+}  // namespace
 
 std::vector<RankProcess> rank_processes_for_node(const RankPlan& plan, int node_rank,
                                                  const LaunchRequest& request,
@@ -24,6 +34,7 @@ std::vector<RankProcess> rank_processes_for_node(const RankPlan& plan, int node_
     RankProcess p;
     p.rank = ranks[i];
     p.spec.argv = request.argv;
+    if (!p.spec.argv.empty() && p.spec.argv[0] == kMusterSelf) p.spec.argv[0] = this_executable();
     p.spec.env = rank_environment(base, plan, ranks[i], request.job);
     p.spec.workdir = request.workdir;
     p.spec.cpus = bindings[i].cpus;

@@ -13,6 +13,10 @@
 
 namespace muster {
 
+// As argv[0]: the muster binary itself on the node that starts the rank (for probe ranks
+// such as smoke's), whatever path it has there.
+inline constexpr const char* kMusterSelf = "muster:self";
+
 // What every rank of a job runs, and where.
 struct LaunchRequest {
   std::vector<std::string> argv;      // the command, passed verbatim

@@ -1,0 +1,43 @@
+// A collective communication backend (Gloo on CPUs, NCCL on GPUs) behind one small
+// interface, so that the smoke sweep is the same code for both and testable with a fake.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace muster {
+
+enum class CollectiveOp { Barrier, AllReduce, AllGather, ReduceScatter, Broadcast };
+
+// "all_reduce", ...
+const char* op_name(CollectiveOp op);
+
+// One group of ranks that can run collectives on float32 buffers.
+class Collective {
+ public:
+  virtual ~Collective() = default;
+  virtual std::string backend() const = 0;  // "gloo" or "nccl"
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+
+  // Buffers live where the backend computes (host memory for Gloo, GPU memory for NCCL).
+  virtual float* allocate(size_t elements) = 0;
+  virtual void release(float* buffer) = 0;
+  virtual void upload(float* buffer, const std::vector<float>& host) = 0;
+  virtual std::vector<float> download(const float* buffer, size_t elements) = 0;
+
+  // Runs one collective to completion. `count` is elements per rank: all-reduce and
+  // broadcast use `count` in both buffers; all-gather sends `count` and receives
+  // size()*count; reduce-scatter sends size()*count and receives `count`. Throws
+  // Error(Runtime) when it does not finish within the backend's timeout.
+  virtual void run(CollectiveOp op, const float* send, float* recv, size_t count) = 0;
+
+  // A sub-group of the given ranks (every rank calls this with the same arguments);
+  // nullptr for ranks outside it.
+  virtual std::unique_ptr<Collective> subgroup(const std::string& name,
+                                               const std::vector<int>& members) = 0;
+};
+
+}  // namespace muster

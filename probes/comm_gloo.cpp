@@ -1,0 +1,181 @@
+#include "probes/comm_gloo.h"
+
+#include <cstring>
+#include <map>
+#include <mutex>
+
+#include <fmt/format.h>
+#include <gloo/allgather.h>
+#include <gloo/allreduce.h>
+#include <gloo/barrier.h>
+#include <gloo/broadcast.h>
+#include <gloo/common/error.h>
+#include <gloo/math.h>
+#include <gloo/reduce_scatter.h>
+#include <gloo/rendezvous/context.h>
+#include <gloo/rendezvous/store.h>
+#include <gloo/transport/tcp/device.h>
+
+#include "launcher/error.h"
+
+namespace muster {
+namespace {
+
+// Gloo's store interface over muster's rendezvous, with a per-group key prefix.
+class GlooStore : public gloo::rendezvous::Store {
+ public:
+  GlooStore(RendezvousClient& client, std::string prefix, std::chrono::milliseconds timeout)
+      : client_(client), prefix_(std::move(prefix)), timeout_(timeout) {}
+  void set(const std::string& key, const std::vector<char>& data) override {
+    client_.set(prefix_ + key, std::string(data.begin(), data.end()));
+  }
+  std::vector<char> get(const std::string& key) override {
+    std::string v = client_.get(prefix_ + key, timeout_);
+    return {v.begin(), v.end()};
+  }
+  void wait(const std::vector<std::string>& keys) override { wait(keys, timeout_); }
+  void wait(const std::vector<std::string>& keys, const std::chrono::milliseconds& limit) override {
+    for (const auto& k : keys) client_.get(prefix_ + k, limit);
+  }
+
+ private:
+  RendezvousClient& client_;
+  std::string prefix_;
+  std::chrono::milliseconds timeout_;
+};
+
+class GlooCollective : public Collective {
+ public:
+  GlooCollective(RendezvousClient& store, std::shared_ptr<gloo::transport::Device> device,
+                 int rank, int size, const std::string& name, std::chrono::milliseconds timeout)
+      : store_(store), device_(std::move(device)), timeout_(timeout), name_(name) {
+    context_ = std::make_shared<gloo::rendezvous::Context>(rank, size);
+    context_->setTimeout(timeout);
+    GlooStore prefixed(store, "gloo/" + name + "/", timeout);
+    try {
+      context_->connectFullMesh(prefixed, device_);
+    } catch (const std::exception& e) {
+      throw Error(ErrorKind::Runtime, fmt::format("Gloo could not connect {}'s ranks: {}", name, e.what()));
+    }
+  }
+
+  std::string backend() const override { return "gloo"; }
+  int rank() const override { return context_->rank; }
+  int size() const override { return context_->size; }
+
+  float* allocate(size_t elements) override { return new float[std::max<size_t>(elements, 1)](); }
+  void release(float* buffer) override { delete[] buffer; }
+  void upload(float* buffer, const std::vector<float>& host) override {
+    std::memcpy(buffer, host.data(), host.size() * sizeof(float));
+  }
+  std::vector<float> download(const float* buffer, size_t elements) override {
+    return {buffer, buffer + elements};
+  }
+
+  void run(CollectiveOp op, const float* send, float* recv, size_t count) override {
+    try {
+      run_unchecked(op, send, recv, count);
+    } catch (const gloo::Exception& e) {
+      throw Error(ErrorKind::Runtime, fmt::format("{} failed: {}", op_name(op), e.what()));
+    }
+  }
+
+  std::unique_ptr<Collective> subgroup(const std::string& name,
+                                       const std::vector<int>& members) override {
+    auto it = std::find(members.begin(), members.end(), rank());
+    if (it == members.end()) return nullptr;
+    return std::make_unique<GlooCollective>(store_, device_, int(it - members.begin()),
+                                            int(members.size()), name_ + "/" + name, timeout_);
+  }
+
+ private:
+  void run_unchecked(CollectiveOp op, const float* send, float* recv, size_t count) {
+    float* input = const_cast<float*>(send);  // Gloo's options are not const-correct
+    switch (op) {
+      case CollectiveOp::Barrier: {
+        gloo::BarrierOptions opts(context_);
+        opts.setTimeout(timeout_);
+        gloo::barrier(opts);
+        break;
+      }
+      case CollectiveOp::AllReduce: {
+        gloo::AllreduceOptions opts(context_);
+        opts.setInput(input, count);
+        opts.setOutput(recv, count);
+        opts.setAlgorithm(gloo::AllreduceOptions::Algorithm::RING);
+        opts.setReduceFunction(
+            static_cast<void (*)(void*, const void*, const void*, size_t)>(&gloo::sum<float>));
+        opts.setTimeout(timeout_);
+        gloo::allreduce(opts);
+        break;
+      }
+      case CollectiveOp::AllGather: {
+        gloo::AllgatherOptions opts(context_);
+        opts.setInput(input, count);
+        opts.setOutput(recv, count * size_t(size()));
+        opts.setTimeout(timeout_);
+        gloo::allgather(opts);
+        break;
+      }
+      case CollectiveOp::Broadcast: {
+        gloo::BroadcastOptions opts(context_);
+        opts.setRoot(0);
+        if (rank() == 0) opts.setInput(input, count);
+        opts.setOutput(recv, count);
+        opts.setTimeout(timeout_);
+        gloo::broadcast(opts);
+        break;
+      }
+      case CollectiveOp::ReduceScatter: {
+        // Gloo's halving-doubling reduce-scatter works in place over the whole buffer and
+        // leaves this rank's block at its offset; it is built once per buffer and size.
+        const size_t total = count * size_t(size());
+        auto& cached = reduce_scatter_[{send, count}];
+        if (!cached.algorithm) {
+          cached.scratch.assign(total, 0);
+          cached.algorithm = std::make_unique<gloo::ReduceScatterHalvingDoubling<float>>(
+              context_, std::vector<float*>{cached.scratch.data()}, int(total),
+              std::vector<int>(size_t(size()), int(count)));
+        }
+        std::memcpy(cached.scratch.data(), send, total * sizeof(float));
+        cached.algorithm->run();
+        std::memcpy(recv, cached.scratch.data() + size_t(rank()) * count, count * sizeof(float));
+        break;
+      }
+    }
+  }
+
+  struct ReduceScatterState {
+    std::vector<float> scratch;
+    std::unique_ptr<gloo::ReduceScatterHalvingDoubling<float>> algorithm;
+  };
+
+  RendezvousClient& store_;
+  std::shared_ptr<gloo::transport::Device> device_;
+  std::chrono::milliseconds timeout_;
+  std::string name_;
+  std::shared_ptr<gloo::rendezvous::Context> context_;
+  std::map<std::pair<const float*, size_t>, ReduceScatterState> reduce_scatter_;
+};
+
+}  // namespace
+
+std::unique_ptr<Collective> make_gloo_collective(RendezvousClient& store, int rank, int size,
+                                                 const GlooSettings& settings) {
+  gloo::transport::tcp::attr attr;
+  if (!settings.interface.empty()) attr.iface = settings.interface;
+  else attr.hostname = settings.address;
+  std::shared_ptr<gloo::transport::Device> device;
+  try {
+    device = gloo::transport::tcp::CreateDevice(attr);
+  } catch (const std::exception& e) {
+    throw Error(ErrorKind::Runtime,
+                fmt::format("Gloo cannot use {}: {}", settings.interface.empty()
+                                                          ? "address " + settings.address
+                                                          : "interface " + settings.interface,
+                            e.what()));
+  }
+  return std::make_unique<GlooCollective>(store, device, rank, size, "world", settings.timeout);
+}
+
+}  // namespace muster

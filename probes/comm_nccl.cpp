@@ -1,0 +1,250 @@
+#include "probes/comm_nccl.h"
+
+#include <dlfcn.h>
+
+#include <algorithm>
+#include <cstring>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "launcher/error.h"
+
+namespace muster {
+namespace {
+
+// The NCCL and CUDA runtime declarations muster uses, as their APIs document them; neither
+// header is on a CPU-only machine, and muster must build there.
+using cudaError_t = int;
+using cudaStream_t = struct CUstream_st*;
+using ncclComm_t = struct ncclComm*;
+using ncclResult_t = int;
+struct ncclUniqueId {
+  char internal[128];
+};
+constexpr int kNcclFloat32 = 7;
+constexpr int kNcclSum = 0;
+constexpr int kCudaMemcpyHostToDevice = 1;
+constexpr int kCudaMemcpyDeviceToHost = 2;
+constexpr cudaError_t kCudaNotReady = 600;
+constexpr ncclResult_t kNcclInProgress = 7;
+
+struct Libraries {
+  void* nccl = nullptr;
+  void* cudart = nullptr;
+  std::string why_not;
+  ncclResult_t (*get_unique_id)(ncclUniqueId*) = nullptr;
+  ncclResult_t (*comm_init_rank)(ncclComm_t*, int, ncclUniqueId, int) = nullptr;
+  ncclResult_t (*comm_abort)(ncclComm_t) = nullptr;
+  ncclResult_t (*comm_destroy)(ncclComm_t) = nullptr;
+  ncclResult_t (*comm_async_error)(ncclComm_t, ncclResult_t*) = nullptr;
+  const char* (*error_string)(ncclResult_t) = nullptr;
+  ncclResult_t (*all_reduce)(const void*, void*, size_t, int, int, ncclComm_t, cudaStream_t) = nullptr;
+  ncclResult_t (*all_gather)(const void*, void*, size_t, int, ncclComm_t, cudaStream_t) = nullptr;
+  ncclResult_t (*reduce_scatter)(const void*, void*, size_t, int, int, ncclComm_t, cudaStream_t) = nullptr;
+  ncclResult_t (*broadcast)(const void*, void*, size_t, int, int, ncclComm_t, cudaStream_t) = nullptr;
+  cudaError_t (*set_device)(int) = nullptr;
+  cudaError_t (*device_count)(int*) = nullptr;
+  cudaError_t (*malloc)(void**, size_t) = nullptr;
+  cudaError_t (*free)(void*) = nullptr;
+  cudaError_t (*memcpy)(void*, const void*, size_t, int) = nullptr;
+  cudaError_t (*stream_create)(cudaStream_t*) = nullptr;
+  cudaError_t (*stream_query)(cudaStream_t) = nullptr;
+  const char* (*cuda_error_string)(cudaError_t) = nullptr;
+  cudaError_t (*bus_id)(char*, int, int) = nullptr;
+
+  template <typename Fn>
+  bool bind(void* lib, Fn& fn, const char* symbol) {
+    fn = reinterpret_cast<Fn>(dlsym(lib, symbol));
+    if (!fn && why_not.empty()) why_not = fmt::format("{} lacks {}", lib == nccl ? "libnccl.so.2" : "the CUDA runtime", symbol);
+    return fn != nullptr;
+  }
+};
+
+// Opened once per process; kept open for its lifetime (NCCL cannot be unloaded safely).
+Libraries& libraries() {
+  static Libraries libs = [] {
+    Libraries l;
+    for (const char* name : {"libcudart.so.13", "libcudart.so.12", "libcudart.so.11.0", "libcudart.so"})
+      if ((l.cudart = dlopen(name, RTLD_NOW | RTLD_GLOBAL))) break;
+    if (!l.cudart) {
+      l.why_not = "the CUDA runtime (libcudart.so) is not installed on this node; use --backend gloo";
+      return l;
+    }
+    l.nccl = dlopen("libnccl.so.2", RTLD_NOW | RTLD_GLOBAL);
+    if (!l.nccl) {
+      l.why_not = "libnccl.so.2 is not installed on this node; use --backend gloo";
+      return l;
+    }
+    l.bind(l.cudart, l.set_device, "cudaSetDevice");
+    l.bind(l.cudart, l.device_count, "cudaGetDeviceCount");
+    l.bind(l.cudart, l.malloc, "cudaMalloc");
+    l.bind(l.cudart, l.free, "cudaFree");
+    l.bind(l.cudart, l.memcpy, "cudaMemcpy");
+    l.bind(l.cudart, l.stream_create, "cudaStreamCreate");
+    l.bind(l.cudart, l.stream_query, "cudaStreamQuery");
+    l.bind(l.cudart, l.cuda_error_string, "cudaGetErrorString");
+    l.bind(l.cudart, l.bus_id, "cudaDeviceGetPCIBusId");
+    l.bind(l.nccl, l.get_unique_id, "ncclGetUniqueId");
+    l.bind(l.nccl, l.comm_init_rank, "ncclCommInitRank");
+    l.bind(l.nccl, l.comm_abort, "ncclCommAbort");
+    l.bind(l.nccl, l.comm_destroy, "ncclCommDestroy");
+    l.bind(l.nccl, l.comm_async_error, "ncclCommGetAsyncError");
+    l.bind(l.nccl, l.error_string, "ncclGetErrorString");
+    l.bind(l.nccl, l.all_reduce, "ncclAllReduce");
+    l.bind(l.nccl, l.all_gather, "ncclAllGather");
+    l.bind(l.nccl, l.reduce_scatter, "ncclReduceScatter");
+    l.bind(l.nccl, l.broadcast, "ncclBroadcast");
+    if (l.why_not.empty()) {
+      int devices = 0;
+      cudaError_t rc = l.device_count(&devices);
+      if (rc != 0 || devices == 0)
+        l.why_not = fmt::format("no CUDA device here ({}); use --backend gloo",
+                                rc != 0 ? l.cuda_error_string(rc) : "0 devices");
+    }
+    return l;
+  }();
+  return libs;
+}
+
+class NcclCollective : public Collective {
+ public:
+  NcclCollective(RendezvousClient& store, int rank, int size, int device,
+                 std::chrono::milliseconds timeout, std::string name)
+      : store_(store), rank_(rank), size_(size), device_(device), timeout_(timeout),
+        name_(std::move(name)), libs_(libraries()) {
+    check_cuda(libs_.set_device(device), "cudaSetDevice");
+    check_cuda(libs_.stream_create(&stream_), "cudaStreamCreate");
+    // Rank 0 of the group makes the unique id; the others fetch it from the rendezvous.
+    ncclUniqueId id{};
+    const std::string key = "nccl/" + name_ + "/id";
+    if (rank == 0) {
+      check_nccl(libs_.get_unique_id(&id), "ncclGetUniqueId");
+      store.set(key, std::string(id.internal, sizeof id.internal));
+    } else {
+      std::string bytes = store.get(key, timeout);
+      std::memcpy(id.internal, bytes.data(), std::min(bytes.size(), sizeof id.internal));
+    }
+    check_nccl(libs_.comm_init_rank(&comm_, size, id, rank), "ncclCommInitRank");
+  }
+  ~NcclCollective() override {
+    if (comm_) (aborted_ ? libs_.comm_abort : libs_.comm_destroy)(comm_);
+  }
+
+  std::string backend() const override { return "nccl"; }
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+
+  float* allocate(size_t elements) override {
+    void* p = nullptr;
+    check_cuda(libs_.malloc(&p, std::max<size_t>(elements, 1) * sizeof(float)), "cudaMalloc");
+    return static_cast<float*>(p);
+  }
+  void release(float* buffer) override { libs_.free(buffer); }
+  void upload(float* buffer, const std::vector<float>& host) override {
+    check_cuda(libs_.memcpy(buffer, host.data(), host.size() * sizeof(float), kCudaMemcpyHostToDevice), "cudaMemcpy");
+  }
+  std::vector<float> download(const float* buffer, size_t elements) override {
+    std::vector<float> host(elements);
+    check_cuda(libs_.memcpy(host.data(), buffer, elements * sizeof(float), kCudaMemcpyDeviceToHost), "cudaMemcpy");
+    return host;
+  }
+
+  void run(CollectiveOp op, const float* send, float* recv, size_t count) override {
+    switch (op) {
+      case CollectiveOp::Barrier:  // NCCL has none: a one-element all-reduce is one
+        if (!barrier_) barrier_ = allocate(1);
+        check_nccl(libs_.all_reduce(barrier_, barrier_, 1, kNcclFloat32, kNcclSum, comm_, stream_), "barrier");
+        break;
+      case CollectiveOp::AllReduce:
+        check_nccl(libs_.all_reduce(send, recv, count, kNcclFloat32, kNcclSum, comm_, stream_), "ncclAllReduce");
+        break;
+      case CollectiveOp::AllGather:
+        check_nccl(libs_.all_gather(send, recv, count, kNcclFloat32, comm_, stream_), "ncclAllGather");
+        break;
+      case CollectiveOp::ReduceScatter:
+        check_nccl(libs_.reduce_scatter(send, recv, count, kNcclFloat32, kNcclSum, comm_, stream_), "ncclReduceScatter");
+        break;
+      case CollectiveOp::Broadcast:
+        check_nccl(libs_.broadcast(send, recv, count, kNcclFloat32, 0, comm_, stream_), "ncclBroadcast");
+        break;
+    }
+    wait_or_abort(op);
+  }
+
+  std::unique_ptr<Collective> subgroup(const std::string& name,
+                                       const std::vector<int>& members) override {
+    auto it = std::find(members.begin(), members.end(), rank_);
+    if (it == members.end()) return nullptr;
+    return std::make_unique<NcclCollective>(store_, int(it - members.begin()), int(members.size()),
+                                            device_, timeout_, name_ + "/" + name);
+  }
+
+ private:
+  // NCCL work is asynchronous: poll the stream, and abort the communicator when the
+  // collective does not finish in time, so a missing peer cannot hang the rank.
+  void wait_or_abort(CollectiveOp op) {
+    auto deadline = std::chrono::steady_clock::now() + timeout_;
+    for (;;) {
+      cudaError_t state = libs_.stream_query(stream_);
+      if (state == 0) return;
+      if (state != kCudaNotReady) check_cuda(state, op_name(op));
+      ncclResult_t async = 0;
+      libs_.comm_async_error(comm_, &async);
+      if (async != 0 && async != kNcclInProgress) check_nccl(async, op_name(op));
+      if (std::chrono::steady_clock::now() > deadline) {
+        aborted_ = true;
+        throw Error(ErrorKind::Runtime, fmt::format("{} did not finish within {} ms; the NCCL "
+                                                    "communicator was aborted", op_name(op),
+                                                    timeout_.count()));
+      }
+      std::this_thread::sleep_for(std::chrono::microseconds(20));
+    }
+  }
+  void check_cuda(cudaError_t rc, const char* what) const {
+    if (rc != 0) throw Error(ErrorKind::Runtime, fmt::format("{}: {}", what, libs_.cuda_error_string(rc)));
+  }
+  void check_nccl(ncclResult_t rc, const char* what) {
+    if (rc != 0) {
+      aborted_ = true;
+      throw Error(ErrorKind::Runtime, fmt::format("{}: {}", what, libs_.error_string(rc)));
+    }
+  }
+
+  RendezvousClient& store_;
+  int rank_, size_, device_;
+  std::chrono::milliseconds timeout_;
+  std::string name_;
+  Libraries& libs_;
+  ncclComm_t comm_ = nullptr;
+  cudaStream_t stream_ = nullptr;
+  float* barrier_ = nullptr;
+  bool aborted_ = false;
+};
+
+}  // namespace
+
+std::optional<std::string> nccl_unavailable_reason() {
+  const Libraries& libs = libraries();
+  if (libs.why_not.empty()) return std::nullopt;
+  return libs.why_not;
+}
+
+std::unique_ptr<Collective> make_nccl_collective(RendezvousClient& store, int rank, int size,
+                                                 int device, std::chrono::milliseconds timeout) {
+  if (auto why = nccl_unavailable_reason()) throw Error(ErrorKind::Runtime, *why);
+  return std::make_unique<NcclCollective>(store, rank, size, device, timeout, "world");
+}
+
+std::optional<std::string> cuda_device_bus_id(int device) {
+  const Libraries& libs = libraries();
+  if (!libs.bus_id) return std::nullopt;
+  char text[64] = {};
+  if (libs.bus_id(text, sizeof text, device) != 0) return std::nullopt;
+  std::string id = text;
+  for (auto& c : id) c = char(std::tolower(static_cast<unsigned char>(c)));
+  if (id.size() > 12) id = id.substr(id.size() - 12);  // "00000000:3b:00.0" -> "0000:3b:00.0"
+  return id;
+}
+
+}  // namespace muster

@@ -1,0 +1,186 @@
+#include "probes/rendezvous_store.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include <fmt/format.h>
+
+#include "launcher/error.h"
+
+namespace muster {
+namespace {
+
+// Wire: 'S' key value -> 'O';  'G' key wait_ms -> 'V' value | 'T'. Strings are a 32-bit
+// length and bytes.
+bool read_exact(int fd, void* data, size_t size) {
+  char* p = static_cast<char*>(data);
+  while (size > 0) {
+    ssize_t n = read(fd, p, size);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    p += n;
+    size -= size_t(n);
+  }
+  return true;
+}
+
+bool write_exact(int fd, const void* data, size_t size) {
+  const char* p = static_cast<const char*>(data);
+  while (size > 0) {
+    ssize_t n = send(fd, p, size, MSG_NOSIGNAL);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    p += n;
+    size -= size_t(n);
+  }
+  return true;
+}
+
+bool write_string(int fd, const std::string& s) {
+  std::uint32_t n = std::uint32_t(s.size());
+  return write_exact(fd, &n, 4) && write_exact(fd, s.data(), s.size());
+}
+
+bool read_string(int fd, std::string& s) {
+  std::uint32_t n = 0;
+  if (!read_exact(fd, &n, 4) || n > (64u << 20)) return false;
+  s.resize(n);
+  return read_exact(fd, s.data(), n);
+}
+
+}  // namespace
+
+RendezvousServer::RendezvousServer(int port) {
+  listen_fd_ = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  int yes = 1;
+  setsockopt(listen_fd_, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_ANY);
+  addr.sin_port = htons(uint16_t(port));
+  if (bind(listen_fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 ||
+      listen(listen_fd_, 1024) != 0 || pipe2(wake_, O_CLOEXEC) != 0)
+    throw Error(ErrorKind::Runtime, fmt::format("rank 0 cannot serve the rendezvous on port {}: {}",
+                                                port, std::strerror(errno)));
+  thread_ = std::thread([this] { accept_loop(); });
+}
+
+RendezvousServer::~RendezvousServer() {
+  {
+    std::lock_guard lock(mutex_);
+    stopping_ = true;
+  }
+  changed_.notify_all();
+  [[maybe_unused]] auto n = write(wake_[1], "x", 1);
+  thread_.join();
+  shutdown(listen_fd_, SHUT_RDWR);
+  for (auto& t : connections_) t.detach();  // blocked readers end with the process
+  close(listen_fd_);
+  close(wake_[0]);
+  close(wake_[1]);
+}
+
+void RendezvousServer::accept_loop() {
+  for (;;) {
+    pollfd fds[2] = {{listen_fd_, POLLIN, 0}, {wake_[0], POLLIN, 0}};
+    if (poll(fds, 2, -1) < 0 && errno != EINTR) return;
+    if (fds[1].revents) return;
+    if (!(fds[0].revents & POLLIN)) continue;
+    int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
+    if (fd >= 0) connections_.emplace_back([this, fd] { serve(fd); });
+  }
+}
+
+void RendezvousServer::serve(int fd) {
+  char op = 0;
+  std::string key, value;
+  while (read_exact(fd, &op, 1) && read_string(fd, key)) {
+    if (op == 'S') {
+      if (!read_string(fd, value)) break;
+      {
+        std::lock_guard lock(mutex_);
+        values_[key] = value;
+      }
+      changed_.notify_all();
+      if (!write_exact(fd, "O", 1)) break;
+    } else if (op == 'G') {
+      std::uint32_t wait_ms = 0;
+      if (!read_exact(fd, &wait_ms, 4)) break;
+      std::unique_lock lock(mutex_);
+      bool found = changed_.wait_for(lock, std::chrono::milliseconds(wait_ms),
+                                     [&] { return stopping_ || values_.count(key); }) &&
+                   values_.count(key);
+      std::string answer = found ? values_[key] : "";
+      lock.unlock();
+      if (!(found ? write_exact(fd, "V", 1) && write_string(fd, answer) : write_exact(fd, "T", 1)))
+        break;
+    } else {
+      break;
+    }
+  }
+  close(fd);
+}
+
+RendezvousClient::RendezvousClient(const std::string& host, int port,
+                                   std::chrono::milliseconds limit) {
+  auto deadline = std::chrono::steady_clock::now() + limit;
+  std::string why = "no answer";
+  while (std::chrono::steady_clock::now() < deadline) {
+    addrinfo hints{}, *found = nullptr;
+    hints.ai_family = AF_INET;
+    hints.ai_socktype = SOCK_STREAM;
+    if (getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &found) == 0) {
+      int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+      if (connect(fd, found->ai_addr, found->ai_addrlen) == 0) {
+        freeaddrinfo(found);
+        int yes = 1;
+        setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &yes, sizeof yes);
+        fd_ = fd;
+        return;
+      }
+      why = std::strerror(errno);
+      close(fd);
+      freeaddrinfo(found);
+    } else {
+      why = "cannot resolve " + host;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  throw Error(ErrorKind::Runtime, fmt::format("cannot reach the rendezvous at {}:{} ({}); is "
+                                              "MASTER_ADDR reachable from this node?", host, port, why));
+}
+
+RendezvousClient::~RendezvousClient() {
+  if (fd_ >= 0) close(fd_);
+}
+
+void RendezvousClient::set(const std::string& key, const std::string& value) {
+  char ok = 0;
+  if (!write_exact(fd_, "S", 1) || !write_string(fd_, key) || !write_string(fd_, value) ||
+      !read_exact(fd_, &ok, 1))
+    throw Error(ErrorKind::Runtime, "the rendezvous connection broke (rank 0 gone?)");
+}
+
+std::string RendezvousClient::get(const std::string& key, std::chrono::milliseconds limit) {
+  std::uint32_t wait_ms = std::uint32_t(limit.count());
+  char answer = 0;
+  if (!write_exact(fd_, "G", 1) || !write_string(fd_, key) || !write_exact(fd_, &wait_ms, 4) ||
+      !read_exact(fd_, &answer, 1))
+    throw Error(ErrorKind::Runtime, "the rendezvous connection broke (rank 0 gone?)");
+  if (answer == 'T')
+    throw Error(ErrorKind::Runtime, fmt::format("timed out waiting for '{}' at the rendezvous", key));
+  std::string value;
+  if (!read_string(fd_, value)) throw Error(ErrorKind::Runtime, "the rendezvous connection broke");
+  return value;
+}
+
+}  // namespace muster

@@ -1,0 +1,225 @@
+#include "probes/smoke.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+
+#include <fmt/format.h>
+
+#include "launcher/error.h"
+#include "probes/network_report.h"
+
+namespace muster {
+
+const char* op_name(CollectiveOp op) {
+  switch (op) {
+    case CollectiveOp::Barrier: return "barrier";
+    case CollectiveOp::AllReduce: return "all_reduce";
+    case CollectiveOp::AllGather: return "all_gather";
+    case CollectiveOp::ReduceScatter: return "reduce_scatter";
+    case CollectiveOp::Broadcast: return "broadcast";
+  }
+  return "?";
+}
+
+std::vector<size_t> sweep_sizes(size_t min_bytes, size_t max_bytes, double factor) {
+  std::vector<size_t> sizes;
+  if (min_bytes == 0 || max_bytes < min_bytes) return sizes;
+  for (double s = double(min_bytes); s <= double(max_bytes) * 1.0000001;
+       s = factor > 1 ? s * factor : s + double(min_bytes))
+    sizes.push_back(size_t(std::llround(s)));
+  if (sizes.back() != max_bytes) sizes.push_back(max_bytes);
+  return sizes;
+}
+
+double bus_factor(CollectiveOp op, int n) {
+  switch (op) {
+    case CollectiveOp::AllReduce: return 2.0 * (n - 1) / n;
+    case CollectiveOp::AllGather:
+    case CollectiveOp::ReduceScatter: return double(n - 1) / n;
+    case CollectiveOp::Broadcast: return 1.0;
+    case CollectiveOp::Barrier: return 0;
+  }
+  return 0;
+}
+
+size_t elements_per_rank(CollectiveOp op, size_t bytes, int n) {
+  size_t elements = bytes / sizeof(float);
+  if (op == CollectiveOp::AllGather || op == CollectiveOp::ReduceScatter) elements /= size_t(n);
+  return std::max<size_t>(elements, 1);
+}
+
+namespace {
+
+// Rank r's element i: small integers, so every sum is exact in float32 and the expected
+// result is computed here independently of the collective.
+float value(int rank, size_t i) { return float(rank + 1) + float(i % 13); }
+double all_ranks_sum(int n, size_t i) { return n * (n + 1) / 2.0 + double(n) * double(i % 13); }
+
+long count_wrong(CollectiveOp op, const std::vector<float>& out, int n, int rank, size_t count) {
+  long wrong = 0;
+  for (size_t i = 0; i < out.size(); ++i) {
+    double expected = 0;
+    switch (op) {
+      case CollectiveOp::AllReduce: expected = all_ranks_sum(n, i); break;
+      case CollectiveOp::Broadcast: expected = value(0, i); break;
+      case CollectiveOp::AllGather: expected = value(int(i / count), i % count); break;
+      case CollectiveOp::ReduceScatter: expected = all_ranks_sum(n, size_t(rank) * count + i); break;
+      case CollectiveOp::Barrier: break;
+    }
+    wrong += double(out[i]) != expected;
+  }
+  return wrong;
+}
+
+class Sweeper {
+ public:
+  Sweeper(const SmokeSettings& s, const std::function<void(const SmokeEvent&)>& emit)
+      : settings_(s), emit_(emit) {}
+
+  void run_group(Collective& c, const std::string& group, const std::vector<CollectiveOp>& ops,
+                 const std::vector<size_t>& sizes) {
+    for (CollectiveOp op : ops)
+      for (size_t bytes : sizes) run_one(c, group, op, bytes);
+  }
+
+  // Keeps every rank's sequence numbers in step, whether or not it is in a group.
+  void skip(size_t steps) { seq_ += int(steps); }
+
+ private:
+  void run_one(Collective& c, const std::string& group, CollectiveOp op, size_t bytes) {
+    const int n = c.size();
+    const size_t count = elements_per_rank(op, bytes, n);
+    const size_t send_elems = op == CollectiveOp::ReduceScatter ? count * size_t(n) : count;
+    const size_t recv_elems = op == CollectiveOp::AllGather ? count * size_t(n) : count;
+    SmokeEvent e{SmokeEvent::Kind::Enter, ++seq_, group, op, bytes, count, 0, 0, ""};
+    emit_(e);
+    std::vector<float> input(send_elems);
+    for (size_t i = 0; i < send_elems; ++i) input[i] = value(c.rank(), i);
+    float* send = c.allocate(send_elems);
+    float* recv = c.allocate(recv_elems);
+    try {
+      c.upload(send, input);
+      for (int i = 0; i < settings_.warmup; ++i) c.run(op, send, recv, count);
+      c.run(CollectiveOp::Barrier, nullptr, nullptr, 0);  // start the timed loop together
+      auto start = std::chrono::steady_clock::now();
+      for (int i = 0; i < settings_.iters; ++i) c.run(op, send, recv, count);
+      double total_us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count();
+      e.kind = SmokeEvent::Kind::Result;
+      e.time_us = total_us / std::max(1, settings_.iters);
+      e.wrong = count_wrong(op, c.download(recv, recv_elems), n, c.rank(), count);
+      emit_(e);
+    } catch (const std::exception& ex) {
+      c.release(send);
+      c.release(recv);
+      e.kind = SmokeEvent::Kind::Error;
+      e.message = ex.what();
+      emit_(e);
+      throw;
+    }
+    c.release(send);
+    c.release(recv);
+  }
+
+  const SmokeSettings& settings_;
+  const std::function<void(const SmokeEvent&)>& emit_;
+  int seq_ = 0;
+};
+
+}  // namespace
+
+void run_smoke_rank(Collective& world, const SmokeSettings& settings,
+                    const std::vector<int>& node_of_rank,
+                    const std::function<void(const SmokeEvent&)>& emit) {
+  Sweeper sweeper(settings, emit);
+  const auto sizes = sweep_sizes(settings.min_bytes, settings.max_bytes, settings.step_factor);
+  std::vector<CollectiveOp> ops = {CollectiveOp::Barrier};
+  ops.insert(ops.end(), settings.ops.begin(), settings.ops.end());
+
+  // 1. Every rank together.
+  sweeper.run_group(world, "world", {CollectiveOp::Barrier}, {0});
+  sweeper.run_group(world, "world", settings.ops, sizes);
+
+  // Nodes and their first ranks, from the layout every rank shares.
+  std::map<int, std::vector<int>> ranks_of_node;
+  for (size_t r = 0; r < node_of_rank.size(); ++r) ranks_of_node[node_of_rank[r]].push_back(int(r));
+  std::vector<int> nodes, leaders;
+  for (const auto& [node, ranks] : ranks_of_node) {
+    nodes.push_back(node);
+    leaders.push_back(ranks.front());
+  }
+  const size_t steps = settings.ops.size() * sizes.size();
+
+  // 2. --split node: inside each node, then across nodes, so a slow link and a slow node
+  //    are told apart.
+  if (settings.split_node) {
+    for (const auto& [node, ranks] : ranks_of_node) {
+      std::string name = fmt::format("node {}", node);
+      if (auto group = world.subgroup(name, ranks)) sweeper.run_group(*group, name, settings.ops, sizes);
+      else sweeper.skip(steps);
+    }
+    if (auto group = world.subgroup("across nodes", leaders))
+      sweeper.run_group(*group, "across nodes", settings.ops, sizes);
+    else
+      sweeper.skip(steps);
+    world.run(CollectiveOp::Barrier, nullptr, nullptr, 0);
+  }
+
+  // 3. --pairs: one rank of each node, node pairs in tournament rounds (disjoint pairs run
+  //    at once), an all-reduce at the largest size each: the bad node or link gets a name.
+  if (settings.pairs && nodes.size() > 1) {
+    for (const auto& round : tournament_rounds(int(nodes.size()))) {
+      for (auto [a, b] : round) {
+        if (a > b) continue;  // each unordered pair once
+        std::string name = fmt::format("pair {}-{}", nodes[size_t(a)], nodes[size_t(b)]);
+        if (auto group = world.subgroup(name, {leaders[size_t(a)], leaders[size_t(b)]}))
+          sweeper.run_group(*group, name, {CollectiveOp::AllReduce}, {settings.max_bytes});
+        else
+          sweeper.skip(1);
+      }
+      world.run(CollectiveOp::Barrier, nullptr, nullptr, 0);
+    }
+  }
+}
+
+std::vector<SmokeRow> summarize_smoke(const std::map<int, std::vector<SmokeEvent>>& results) {
+  std::map<int, SmokeRow> by_seq;
+  for (const auto& [rank, events] : results)
+    for (const auto& e : events) {
+      if (e.kind != SmokeEvent::Kind::Result) continue;
+      SmokeRow& row = by_seq[e.seq];
+      row.group = e.group;
+      row.op = e.op;
+      row.bytes = e.bytes;
+      row.count = e.count;
+      row.ranks += 1;
+      row.wrong += e.wrong;
+      row.time_us_by_rank[rank] = e.time_us;
+      if (e.time_us >= row.time_us) {
+        row.time_us = e.time_us;
+        row.slowest_rank = rank;
+      }
+    }
+  std::vector<SmokeRow> rows;
+  for (auto& [seq, row] : by_seq) {
+    if (row.op != CollectiveOp::Barrier && row.time_us > 0) {
+      row.algbw_gbps = double(row.bytes) / 1e9 / (row.time_us / 1e6);
+      row.busbw_gbps = row.algbw_gbps * bus_factor(row.op, row.ranks);
+    }
+    rows.push_back(std::move(row));
+  }
+  return rows;
+}
+
+std::vector<int> ranks_behind(const std::map<int, int>& last_enter_by_rank, int world_size) {
+  int furthest = 0;
+  for (const auto& [rank, seq] : last_enter_by_rank) furthest = std::max(furthest, seq);
+  std::vector<int> behind;
+  for (int r = 0; r < world_size; ++r) {
+    auto it = last_enter_by_rank.find(r);
+    if (it == last_enter_by_rank.end() || it->second < furthest) behind.push_back(r);
+  }
+  return behind;
+}
+
+}  // namespace muster

@@ -1,0 +1,76 @@
+// The collective smoke test: what every rank runs (a size sweep of each collective with an
+// exact check of every element), and how the head turns the ranks' reports into a table.
+#pragma once
+
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "probes/collective.h"
+
+namespace muster {
+
+struct SmokeSettings {
+  std::vector<CollectiveOp> ops = {CollectiveOp::AllReduce, CollectiveOp::AllGather,
+                                   CollectiveOp::ReduceScatter, CollectiveOp::Broadcast};
+  size_t min_bytes = 8;
+  size_t max_bytes = 16 << 20;
+  double step_factor = 4;
+  int iters = 20;
+  int warmup = 5;
+  bool split_node = false;  // also within every node, and across nodes (one rank per node)
+  bool pairs = false;       // also every pair of nodes (one rank each), a round at a time
+};
+
+// What a rank reports as it goes.
+struct SmokeEvent {
+  enum class Kind { Enter, Result, Error };
+  Kind kind = Kind::Enter;
+  int seq = 0;                 // position in the sequence every rank walks
+  std::string group;           // "world", "node 2", "across nodes", "pair 0-3"
+  CollectiveOp op = CollectiveOp::AllReduce;
+  size_t bytes = 0;            // nccl-tests' size: total bytes for all-gather/reduce-scatter
+  size_t count = 0;            // elements per rank
+  double time_us = 0;          // mean per iteration on this rank
+  long wrong = 0;              // elements that differ from the exact expected value
+  std::string message;         // for errors
+};
+
+// The sizes of a sweep: min, min*factor, ... up to max (max included).
+std::vector<size_t> sweep_sizes(size_t min_bytes, size_t max_bytes, double factor);
+
+// nccl-tests' bus bandwidth factor for n ranks.
+double bus_factor(CollectiveOp op, int n);
+
+// Elements per rank for a collective of nccl-tests size `bytes` over n ranks (at least 1).
+size_t elements_per_rank(CollectiveOp op, size_t bytes, int n);
+
+// Runs the whole sweep on `world`; `node_of_rank[r]` is rank r's node. Every rank calls it
+// with the same arguments. Events go to `emit` as they happen; a failure is emitted as an
+// Error event and rethrown.
+void run_smoke_rank(Collective& world, const SmokeSettings& settings,
+                    const std::vector<int>& node_of_rank,
+                    const std::function<void(const SmokeEvent&)>& emit);
+
+// One row of the report: a collective at one size in one group, over all its ranks.
+struct SmokeRow {
+  std::string group;
+  CollectiveOp op = CollectiveOp::AllReduce;
+  size_t bytes = 0, count = 0;
+  int ranks = 0;
+  double time_us = 0;          // the slowest rank's
+  double algbw_gbps = 0, busbw_gbps = 0;  // GB/s, decimal
+  long wrong = 0;              // over all ranks
+  int slowest_rank = -1;
+  std::map<int, double> time_us_by_rank;
+};
+
+// Rows from every rank's Result events (keyed by rank), in the order they were run.
+std::vector<SmokeRow> summarize_smoke(const std::map<int, std::vector<SmokeEvent>>& results);
+
+// Ranks whose last Enter is behind the furthest any rank got: the ones that never arrived.
+std::vector<int> ranks_behind(const std::map<int, int>& last_enter_by_rank, int world_size);
+
+}  // namespace muster
