@@ -5,6 +5,8 @@ namespace muster::cli {
 const std::vector<Command>& all_commands() {
   static const std::vector<Command> commands = {
       {"run", "start a job's ranks with their environment, output and teardown", setup_run},
+      {"smoke", "a hello from every rank, then all-reduce and friends over NCCL or Gloo",
+       setup_smoke},
       {"topo", "GPUs, NICs and the paths between them, like nvidia-smi topo -m", setup_topo},
       {"plan", "show which rank runs where, like mpirun --display-map", setup_plan},
       {"ping", "reachability, RTT and bandwidth between every pair of nodes; picks interfaces",
@@ -13,6 +15,7 @@ const std::vector<Command>& all_commands() {
       {"hostlist", "expand, fold or count host lists, like ClusterShell's nodeset",
        setup_hostlist},
       {"agent", "the per-node agent that muster starts over SSH", setup_agent},
+      {"smoke-rank", "one probe rank of muster smoke", setup_smoke_rank},
   };
   return commands;
 }

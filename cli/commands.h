@@ -29,6 +29,8 @@ CommandAction setup_hostlist(CLI::App& app);
 CommandAction setup_ping(CLI::App& app);
 CommandAction setup_plan(CLI::App& app);
 CommandAction setup_run(CLI::App& app);
+CommandAction setup_smoke(CLI::App& app);
+CommandAction setup_smoke_rank(CLI::App& app);
 CommandAction setup_topo(CLI::App& app);
 
 }  // namespace muster::cli

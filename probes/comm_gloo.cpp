@@ -11,7 +11,7 @@
 #include <gloo/broadcast.h>
 #include <gloo/common/error.h>
 #include <gloo/math.h>
-#include <gloo/reduce_scatter.h>
+#include <gloo/transport/unbound_buffer.h>
 #include <gloo/rendezvous/context.h>
 #include <gloo/rendezvous/store.h>
 #include <gloo/transport/tcp/device.h>
@@ -126,36 +126,43 @@ class GlooCollective : public Collective {
         gloo::broadcast(opts);
         break;
       }
-      case CollectiveOp::ReduceScatter: {
-        // Gloo's halving-doubling reduce-scatter works in place over the whole buffer and
-        // leaves this rank's block at its offset; it is built once per buffer and size.
-        const size_t total = count * size_t(size());
-        auto& cached = reduce_scatter_[{send, count}];
-        if (!cached.algorithm) {
-          cached.scratch.assign(total, 0);
-          cached.algorithm = std::make_unique<gloo::ReduceScatterHalvingDoubling<float>>(
-              context_, std::vector<float*>{cached.scratch.data()}, int(total),
-              std::vector<int>(size_t(size()), int(count)));
-        }
-        std::memcpy(cached.scratch.data(), send, total * sizeof(float));
-        cached.algorithm->run();
-        std::memcpy(recv, cached.scratch.data() + size_t(rank()) * count, count * sizeof(float));
+      case CollectiveOp::ReduceScatter:
+        ring_reduce_scatter(send, recv, count);
         break;
-      }
     }
   }
 
-  struct ReduceScatterState {
-    std::vector<float> scratch;
-    std::unique_ptr<gloo::ReduceScatterHalvingDoubling<float>> algorithm;
-  };
+  // Gloo's own reduce-scatter (halving-doubling) leaves blocks in a bit-reversed order and
+  // none at all on some ranks when the group is not a power of two (measured with Debian's
+  // libgloo 0.0~git20220518), so muster runs the ring algorithm NCCL uses over Gloo's
+  // point-to-point buffers: n-1 steps, each sending one block on and adding one block in.
+  void ring_reduce_scatter(const float* send, float* recv, size_t count) {
+    const size_t n = size_t(size()), r = size_t(rank());
+    std::vector<float>& scratch = scratch_[count];
+    scratch.assign(send, send + n * count);
+    std::vector<float> incoming(count);
+    auto whole = context_->createUnboundBuffer(scratch.data(), scratch.size() * sizeof(float));
+    auto in = context_->createUnboundBuffer(incoming.data(), count * sizeof(float));
+    const int next = int((r + 1) % n), prev = int((r + n - 1) % n);
+    for (size_t step = 0; step + 1 < n; ++step) {
+      const size_t out_block = (r + 2 * n - step - 1) % n, in_block = (r + 2 * n - step - 2) % n;
+      const uint64_t slot = uint64_t(context_->nextSlot());
+      whole->send(next, slot, out_block * count * sizeof(float), count * sizeof(float));
+      in->recv(prev, slot, 0, count * sizeof(float));
+      in->waitRecv(nullptr, timeout_);
+      whole->waitSend(nullptr, timeout_);
+      float* block = scratch.data() + in_block * count;
+      for (size_t i = 0; i < count; ++i) block[i] += incoming[i];
+    }
+    std::memcpy(recv, scratch.data() + r * count, count * sizeof(float));
+  }
 
   RendezvousClient& store_;
   std::shared_ptr<gloo::transport::Device> device_;
   std::chrono::milliseconds timeout_;
   std::string name_;
   std::shared_ptr<gloo::rendezvous::Context> context_;
-  std::map<std::pair<const float*, size_t>, ReduceScatterState> reduce_scatter_;
+  std::map<size_t, std::vector<float>> scratch_;  // reduce-scatter's working copy, by size
 };
 
 }  // namespace

@@ -211,15 +211,14 @@ std::vector<SmokeRow> summarize_smoke(const std::map<int, std::vector<SmokeEvent
   return rows;
 }
 
-std::vector<int> ranks_behind(const std::map<int, int>& last_enter_by_rank, int world_size) {
-  int furthest = 0;
-  for (const auto& [rank, seq] : last_enter_by_rank) furthest = std::max(furthest, seq);
-  std::vector<int> behind;
+std::vector<int> ranks_never_arrived(const std::map<int, int>& last_enter_by_rank, int world_size,
+                                     int failing_seq) {
+  std::vector<int> missing;
   for (int r = 0; r < world_size; ++r) {
     auto it = last_enter_by_rank.find(r);
-    if (it == last_enter_by_rank.end() || it->second < furthest) behind.push_back(r);
+    if (it == last_enter_by_rank.end() || it->second < failing_seq) missing.push_back(r);
   }
-  return behind;
+  return missing;
 }
 
 }  // namespace muster

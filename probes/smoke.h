@@ -70,7 +70,9 @@ struct SmokeRow {
 // Rows from every rank's Result events (keyed by rank), in the order they were run.
 std::vector<SmokeRow> summarize_smoke(const std::map<int, std::vector<SmokeEvent>>& results);
 
-// Ranks whose last Enter is behind the furthest any rank got: the ones that never arrived.
-std::vector<int> ranks_behind(const std::map<int, int>& last_enter_by_rank, int world_size);
+// The ranks that never arrived at step `failing_seq` (the first step that failed): those
+// whose last Enter is before it.
+std::vector<int> ranks_never_arrived(const std::map<int, int>& last_enter_by_rank, int world_size,
+                                     int failing_seq);
 
 }  // namespace muster

@@ -1,0 +1,56 @@
+#include "cli/smoke_protocol.h"
+
+namespace muster::cli {
+
+namespace {
+CollectiveOp op_of(const std::string& name) {
+  for (CollectiveOp op : {CollectiveOp::Barrier, CollectiveOp::AllReduce, CollectiveOp::AllGather,
+                          CollectiveOp::ReduceScatter, CollectiveOp::Broadcast})
+    if (name == op_name(op)) return op;
+  return CollectiveOp::Barrier;
+}
+const char* kind_name(SmokeEvent::Kind k) {
+  return k == SmokeEvent::Kind::Enter ? "enter" : k == SmokeEvent::Kind::Result ? "result" : "error";
+}
+}  // namespace
+
+nlohmann::json smoke_event_json(const SmokeEvent& e) {
+  return {{"type", kind_name(e.kind)}, {"seq", e.seq}, {"group", e.group}, {"op", op_name(e.op)},
+          {"bytes", e.bytes}, {"count", e.count}, {"time_us", e.time_us}, {"wrong", e.wrong},
+          {"message", e.message}};
+}
+
+SmokeEvent smoke_event_from_json(const nlohmann::json& j) {
+  SmokeEvent e;
+  std::string type = j.at("type");
+  e.kind = type == "enter" ? SmokeEvent::Kind::Enter
+           : type == "result" ? SmokeEvent::Kind::Result : SmokeEvent::Kind::Error;
+  e.seq = j.at("seq");
+  e.group = j.at("group");
+  e.op = op_of(j.at("op"));
+  e.bytes = j.at("bytes");
+  e.count = j.at("count");
+  e.time_us = j.at("time_us");
+  e.wrong = j.at("wrong");
+  e.message = j.at("message");
+  return e;
+}
+
+std::optional<nlohmann::json> parse_smoke_line(std::string_view line) {
+  if (line.substr(0, kSmokeLinePrefix.size()) != kSmokeLinePrefix) return std::nullopt;
+  auto j = nlohmann::json::parse(line.substr(kSmokeLinePrefix.size()), nullptr, false);
+  if (j.is_discarded()) return std::nullopt;
+  return j;
+}
+
+nlohmann::json smoke_settings_json(const SmokeSettings& s, const std::string& backend,
+                                   long timeout_ms) {
+  nlohmann::json ops = nlohmann::json::array();
+  for (CollectiveOp op : s.ops) ops.push_back(op_name(op));
+  return {{"ops", ops}, {"min_bytes", s.min_bytes}, {"max_bytes", s.max_bytes},
+          {"step_factor", s.step_factor}, {"iters", s.iters}, {"warmup", s.warmup},
+          {"split_node", s.split_node}, {"pairs", s.pairs}, {"backend", backend},
+          {"timeout_ms", timeout_ms}};
+}
+
+}  // namespace muster::cli

@@ -1,0 +1,26 @@
+// The lines a smoke rank prints for the head: "MUSTER-SMOKE {json}" on stdout.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include <nlohmann/json.hpp>
+
+#include "probes/smoke.h"
+
+namespace muster::cli {
+
+inline constexpr std::string_view kSmokeLinePrefix = "MUSTER-SMOKE ";
+
+nlohmann::json smoke_event_json(const SmokeEvent& e);
+SmokeEvent smoke_event_from_json(const nlohmann::json& j);
+
+// The JSON after the prefix, when `line` is a smoke line.
+std::optional<nlohmann::json> parse_smoke_line(std::string_view line);
+
+// The settings travel to the ranks in MUSTER_SMOKE.
+nlohmann::json smoke_settings_json(const SmokeSettings& s, const std::string& backend,
+                                   long timeout_ms);
+
+}  // namespace muster::cli

@@ -1,0 +1,126 @@
+// muster smoke with real probe ranks on this machine (Gloo), and its failure reports.
+#include <signal.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <thread>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "tests/support/command_runner.h"
+
+namespace muster::testing {
+namespace {
+
+bool has_problem(const nlohmann::json& report, const std::string& text) {
+  for (const auto& p : report["problems"])
+    if (p["message"].get<std::string>().find(text) != std::string::npos) return true;
+  return false;
+}
+
+TEST(Smoke, FourLocalRanksOnGlooPassWithNcclTestsArithmetic) {
+  auto r = run_muster({"smoke", "-n", "4", "--backend", "gloo", "--max-bytes", "256K", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err << r.out;
+  auto report = nlohmann::json::parse(r.out);
+  EXPECT_EQ(report["passed"], true);
+  EXPECT_EQ(report["backend"], "gloo");
+  std::set<int> ranks;
+  for (const auto& h : report["hellos"]) {
+    ranks.insert(h["rank"].get<int>());
+    EXPECT_EQ(h["world_size"], 4);
+    EXPECT_FALSE(h["cpuset"].get<std::string>().empty());
+  }
+  EXPECT_EQ(ranks, (std::set<int>{0, 1, 2, 3}));
+  std::set<std::string> ops;
+  for (const auto& row : report["results"]) {
+    ops.insert(row["op"].get<std::string>());
+    EXPECT_EQ(row["wrong"], 0);
+    EXPECT_EQ(row["ranks"], 4);
+    double t = row["time_us"], algbw = row["algbw_gbps"], busbw = row["busbw_gbps"];
+    size_t bytes = row["bytes"];
+    ASSERT_GT(t, 0);
+    EXPECT_NEAR(algbw, double(bytes) / 1e9 / (t / 1e6), algbw * 1e-9);
+    // nccl-tests' factors for n = 4.
+    double factor = row["op"] == "all_reduce" ? 1.5 : row["op"] == "broadcast" ? 1.0 : 0.75;
+    EXPECT_NEAR(busbw, algbw * factor, busbw * 1e-9) << row.dump();
+    EXPECT_EQ(row["time_us_by_rank"].size(), 4u);
+    EXPECT_GE(row["slowest_rank"].get<int>(), 0);
+  }
+  EXPECT_EQ(ops, (std::set<std::string>{"all_reduce", "all_gather", "reduce_scatter", "broadcast"}));
+}
+
+TEST(Smoke, ReduceScatterIsRightForGroupsThatAreNotAPowerOfTwo) {
+  auto r = run_muster({"smoke", "-n", "3", "--max-bytes", "64K", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err << r.out;
+  EXPECT_EQ(nlohmann::json::parse(r.out)["passed"], true);
+}
+
+TEST(Smoke, AMachineListedTwiceIsReportedAsDuplicatedRanks) {
+  auto r = run_muster({"smoke", "-H", "localhost:2,127.0.0.1:2", "--max-bytes", "1K", "--json"});
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  auto report = nlohmann::json::parse(r.out);
+  EXPECT_TRUE(has_problem(report, "ranks 0 and 2 are duplicates")) << report["problems"].dump(2);
+  EXPECT_TRUE(has_problem(report, "ranks 1 and 3 are duplicates")) << report["problems"].dump(2);
+}
+
+TEST(Smoke, SplitAndPairsRunWithinAndAcrossNodes) {
+  auto r = run_muster({"smoke", "-H", "localhost:2,127.0.0.1:2", "--max-bytes", "4K", "--split",
+                       "node", "--pairs", "--json"});
+  auto report = nlohmann::json::parse(r.out);
+  std::set<std::string> groups;
+  for (const auto& row : report["results"]) groups.insert(row["group"].get<std::string>());
+  EXPECT_EQ(groups, (std::set<std::string>{"world", "node 0", "node 1", "across nodes", "pair 0-1"}));
+  for (const auto& row : report["results"]) EXPECT_EQ(row["wrong"], 0) << row.dump();
+}
+
+TEST(Smoke, ACollectiveThatNeverCompletesIsAbortedNamingTheMissingRank) {
+  auto r = run_muster({"smoke", "-n", "4", "--max-bytes", "64K", "--timeout", "3", "--json"},
+                      {"MUSTER_SMOKE_STALL=2:5"});
+  EXPECT_EQ(r.exit_code, 1);
+  auto report = nlohmann::json::parse(r.out);
+  EXPECT_TRUE(has_problem(report, "was aborted; rank that never arrived: 2")) << report["problems"].dump(2);
+  EXPECT_TRUE(has_problem(report, "Timed out")) << report["problems"].dump(2);
+}
+
+pid_t find_rank_process(int rank) {
+  for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
+    const std::string name = entry.path().filename();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::ifstream cmdline(entry.path() / "cmdline");
+    std::string cmd((std::istreambuf_iterator<char>(cmdline)), {});
+    if (cmd.find("smoke-rank") == std::string::npos) continue;
+    std::ifstream environ(entry.path() / "environ");
+    std::string env((std::istreambuf_iterator<char>(environ)), {});
+    if (env.find(std::string("\0RANK=", 6) + std::to_string(rank) + '\0') != std::string::npos)
+      return pid_t(std::stol(name));
+  }
+  return -1;
+}
+
+TEST(Smoke, ARankKilledMidTestFailsTheRunNamingIt) {
+  RunningCommand smoke({MUSTER_BINARY, "smoke", "-n", "4", "--max-bytes", "16M", "--iters", "200",
+                        "--json"});
+  pid_t victim = -1;
+  ASSERT_TRUE(wait_until([&] { return (victim = find_rank_process(2)) > 0; }));
+  std::this_thread::sleep_for(std::chrono::milliseconds(800));  // into the sweep
+  kill(victim, SIGKILL);
+  auto r = smoke.wait();
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  auto report = nlohmann::json::parse(r.out);
+  EXPECT_TRUE(has_problem(report, "rank 2 (")) << report["problems"].dump(2);
+  EXPECT_TRUE(has_problem(report, "was killed by SIGKILL (signal 9) during the test"))
+      << report["problems"].dump(2);
+}
+
+TEST(Smoke, ExplicitNcclWithoutAGpuIsOneClearLine) {
+  auto r = run_muster({"smoke", "-n", "1", "--backend", "nccl", "--max-bytes", "1K", "--json"});
+  EXPECT_EQ(r.exit_code, 1);
+  auto report = nlohmann::json::parse(r.out);
+  EXPECT_TRUE(has_problem(report, "cannot use NCCL")) << report["problems"].dump(2);
+}
+
+}  // namespace
+}  // namespace muster::testing
