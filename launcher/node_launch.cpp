@@ -1,7 +1,5 @@
 #include "launcher/node_launch.h"
 
-#include <unistd.h>
-
 #include <fmt/format.h>
 
 #include "launcher/error.h"
@@ -9,11 +7,9 @@
 namespace muster {
 
 namespace {
-std::string this_executable() {
-  char path[4096] = {};
-  ssize_t n = readlink("/proc/self/exe", path, sizeof path - 1);
-  return n > 0 ? std::string(path, size_t(n)) : std::string("muster");
-}
+// The running binary itself, even when its file has since been replaced: another node
+// sharing this home directory may have shipped a newer copy over the same path.
+constexpr const char* kThisExecutable = "/proc/self/exe";
 }  // namespace
 
 std::vector<RankProcess> rank_processes_for_node(const RankPlan& plan, int node_rank,
@@ -34,7 +30,7 @@ std::vector<RankProcess> rank_processes_for_node(const RankPlan& plan, int node_
     RankProcess p;
     p.rank = ranks[i];
     p.spec.argv = request.argv;
-    if (!p.spec.argv.empty() && p.spec.argv[0] == kMusterSelf) p.spec.argv[0] = this_executable();
+    if (!p.spec.argv.empty() && p.spec.argv[0] == kMusterSelf) p.spec.argv[0] = kThisExecutable;
     p.spec.env = rank_environment(base, plan, ranks[i], request.job);
     p.spec.workdir = request.workdir;
     p.spec.cpus = bindings[i].cpus;

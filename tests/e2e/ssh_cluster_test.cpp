@@ -10,6 +10,8 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include <nlohmann/json.hpp>
+
 #include "launcher/sha256.h"
 #include "tests/support/test_cluster.h"
 
@@ -288,6 +290,31 @@ TEST_F(SshCluster, TorchGlooAllReduceAcrossFourHostsTimesTwoRanks) {
   for (int rank = 0; rank < 8; ++rank)
     EXPECT_EQ(by_rank[std::to_string(rank)].at(0),
               fmt::format("rank {} of 8 local_rank {} sum 36 expected 36 wrong 0", rank, rank % 2));
+}
+
+}  // namespace
+}  // namespace muster::testing
+
+namespace muster::testing {
+namespace {
+
+TEST_F(SshCluster, SmokeOnGlooAcrossFourHostsTimesTwoRanks) {
+  auto r = cluster_->muster({"smoke", "-f", two_slots(), "--max-bytes", "256K", "--split", "node",
+                             "--json"}, 300);
+  ASSERT_EQ(r.exit_code, 0) << r.err << r.out;
+  auto report = nlohmann::json::parse(r.out);
+  EXPECT_EQ(report["backend"], "gloo");
+  EXPECT_EQ(report["world_size"], 8);
+  std::set<std::string> hosts;
+  for (const auto& h : report["hellos"]) hosts.insert(h["host"].get<std::string>());
+  EXPECT_EQ(hosts, (std::set<std::string>{"node1", "node2", "node3", "node4"}));
+  std::set<std::string> groups;
+  for (const auto& row : report["results"]) {
+    groups.insert(row["group"].get<std::string>());
+    EXPECT_EQ(row["wrong"], 0);
+  }
+  EXPECT_EQ(groups, (std::set<std::string>{"world", "node 0", "node 1", "node 2", "node 3",
+                                           "across nodes"}));
 }
 
 }  // namespace

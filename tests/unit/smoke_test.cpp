@@ -1,0 +1,123 @@
+// The smoke sweep and its arithmetic, against a recording fake collective.
+#include "probes/smoke.h"
+
+#include <gtest/gtest.h>
+
+#include "probes/comm_nccl.h"
+#include "tests/fakes/recording_collective.h"
+
+namespace muster {
+namespace {
+
+using testing::RecordingCollective;
+
+TEST(SmokeArithmetic, SizesFollowTheStepFactorAndEndAtTheMaximum) {
+  EXPECT_EQ(sweep_sizes(8, 128, 2), (std::vector<size_t>{8, 16, 32, 64, 128}));
+  EXPECT_EQ(sweep_sizes(8, 100, 4), (std::vector<size_t>{8, 32, 100}));
+  EXPECT_EQ(sweep_sizes(64, 64, 2), (std::vector<size_t>{64}));
+  EXPECT_TRUE(sweep_sizes(64, 8, 2).empty());
+}
+
+TEST(SmokeArithmetic, BusBandwidthFactorsAreNcclTests) {
+  EXPECT_DOUBLE_EQ(bus_factor(CollectiveOp::AllReduce, 8), 2.0 * 7 / 8);
+  EXPECT_DOUBLE_EQ(bus_factor(CollectiveOp::AllGather, 8), 7.0 / 8);
+  EXPECT_DOUBLE_EQ(bus_factor(CollectiveOp::ReduceScatter, 4), 3.0 / 4);
+  EXPECT_DOUBLE_EQ(bus_factor(CollectiveOp::Broadcast, 16), 1.0);
+  // All-gather and reduce-scatter sizes are the total: per rank is a 1/n share.
+  EXPECT_EQ(elements_per_rank(CollectiveOp::AllGather, 4096, 4), 256u);
+  EXPECT_EQ(elements_per_rank(CollectiveOp::AllReduce, 4096, 4), 1024u);
+  EXPECT_EQ(elements_per_rank(CollectiveOp::ReduceScatter, 8, 4), 1u);
+}
+
+TEST(SmokeArithmetic, RowsTakeTheSlowestRankAndDeriveBandwidth) {
+  std::map<int, std::vector<SmokeEvent>> results;
+  for (int rank = 0; rank < 4; ++rank)
+    results[rank].push_back({SmokeEvent::Kind::Result, 7, "world", CollectiveOp::AllReduce,
+                             1000000, 250000, rank == 2 ? 2000.0 : 1000.0, rank == 3 ? 5 : 0, ""});
+  auto rows = summarize_smoke(results);
+  ASSERT_EQ(rows.size(), 1u);
+  EXPECT_EQ(rows[0].slowest_rank, 2);
+  EXPECT_DOUBLE_EQ(rows[0].time_us, 2000.0);
+  EXPECT_DOUBLE_EQ(rows[0].algbw_gbps, 0.5);          // 1e6 B / 2 ms
+  EXPECT_DOUBLE_EQ(rows[0].busbw_gbps, 0.5 * 1.5);    // 2(n-1)/n for n = 4
+  EXPECT_EQ(rows[0].wrong, 5);
+}
+
+TEST(SmokeArithmetic, RanksThatNeverArrivedAreThoseBehindTheFailingStep) {
+  EXPECT_EQ(ranks_never_arrived({{0, 9}, {1, 9}, {2, 8}, {3, 9}}, 4, 9), std::vector<int>{2});
+  EXPECT_EQ(ranks_never_arrived({{0, 9}}, 3, 9), (std::vector<int>{1, 2}));
+}
+
+TEST(SmokeSweep, RunsEveryOpAtEverySizeAndChecksEveryElement) {
+  auto log = std::make_shared<std::vector<std::string>>();
+  RecordingCollective world(1, 4, log);
+  SmokeSettings s;
+  s.min_bytes = 1024;
+  s.max_bytes = 4096;
+  s.step_factor = 4;
+  s.iters = 2;
+  s.warmup = 1;
+  std::vector<SmokeEvent> events;
+  run_smoke_rank(world, s, {0, 0, 1, 1}, [&](const SmokeEvent& e) { events.push_back(e); });
+  int results = 0;
+  for (const auto& e : events)
+    if (e.kind == SmokeEvent::Kind::Result) {
+      ++results;
+      EXPECT_EQ(e.wrong, 0) << op_name(e.op) << " " << e.bytes;
+    }
+  EXPECT_EQ(results, 1 + 4 * 2);  // the opening barrier, then 4 ops x 2 sizes
+  // Per size: warmup + a barrier to start together + the timed iterations.
+  EXPECT_EQ(std::count(log->begin(), log->end(), "world all_reduce 256"), 3);
+  EXPECT_EQ(std::count(log->begin(), log->end(), "world all_gather 256"), 3);  // 4096 B / 4 ranks / 4 B
+}
+
+TEST(SmokeSweep, AWrongElementIsCounted) {
+  auto log = std::make_shared<std::vector<std::string>>();
+  RecordingCollective world(0, 2, log);
+  SmokeSettings s;
+  s.ops = {CollectiveOp::AllReduce};
+  s.min_bytes = s.max_bytes = 64;
+  s.iters = 1;
+  s.warmup = 0;
+  std::vector<SmokeEvent> events;
+  // Corrupt one element of the all-reduce (every one of its iterations, the checked one too).
+  run_smoke_rank(world, s, {0, 1}, [&](const SmokeEvent& e) {
+    if (e.kind == SmokeEvent::Kind::Enter && e.op == CollectiveOp::AllReduce) world.corrupt_next = true;
+    events.push_back(e);
+  });
+  long wrong = 0;
+  for (const auto& e : events)
+    if (e.kind == SmokeEvent::Kind::Result && e.op == CollectiveOp::AllReduce) wrong += e.wrong;
+  EXPECT_EQ(wrong, 1);
+}
+
+TEST(SmokeSweep, SplitAndPairsFormTheirGroupsInTheSameOrderOnEveryRank) {
+  auto log = std::make_shared<std::vector<std::string>>();
+  RecordingCollective world(0, 6, log);
+  SmokeSettings s;
+  s.ops = {CollectiveOp::AllReduce};
+  s.min_bytes = s.max_bytes = 64;
+  s.iters = 1;
+  s.warmup = 0;
+  s.split_node = true;
+  s.pairs = true;
+  run_smoke_rank(world, s, {0, 0, 1, 1, 2, 2}, [](const SmokeEvent&) {});
+  std::vector<std::string> groups;
+  for (const auto& line : *log)
+    if (line.rfind("subgroup", 0) == 0) groups.push_back(line);
+  EXPECT_EQ(groups, (std::vector<std::string>{"subgroup node 0 of 2", "subgroup node 1 of 2",
+                                              "subgroup node 2 of 2", "subgroup across nodes of 3",
+                                              // every node pair once, in tournament rounds
+                                              "subgroup pair 1-2 of 2", "subgroup pair 0-2 of 2",
+                                              "subgroup pair 0-1 of 2"}));
+}
+
+TEST(NcclLoading, WithoutAGpuTheReasonIsOneLineThatPointsToGloo) {
+  auto why = nccl_unavailable_reason();
+  if (!why) GTEST_SKIP() << "NCCL and a CUDA device are available here";
+  EXPECT_EQ(why->find('\n'), std::string::npos);
+  EXPECT_NE(why->find("--backend gloo"), std::string::npos) << *why;
+}
+
+}  // namespace
+}  // namespace muster
