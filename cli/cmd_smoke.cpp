@@ -12,6 +12,7 @@
 
 #include "cli/commands.h"
 #include "cli/job_launch.h"
+#include "cli/smoke_checks.h"
 #include "cli/smoke_protocol.h"
 #include "cli/terminal_output.h"
 #include "launcher/cluster_file.h"
@@ -21,14 +22,6 @@
 
 namespace muster::cli {
 
-struct SmokeOptions {
-  JobLaunchOptions launch;
-  SmokeSettings settings;
-  std::string backend = "auto";
-  std::string split;
-  double collective_timeout_s = 60;
-  bool json = false;
-};
 
 namespace {
 
@@ -193,7 +186,9 @@ std::optional<double> threshold_busbw(const JobLaunchOptions& launch) {
   return load_cluster_file(launch.cluster.cluster_file).checks.min_busbw_gbps;
 }
 
-int run_smoke(SmokeOptions& options) {
+}  // namespace
+
+SmokeOutcome run_smoke_checks(SmokeOptions& options) {
   options.settings.split_node = options.split == "node";
   const long timeout_ms = long(options.collective_timeout_s * 1000);
   JobLaunchOptions launch = options.launch;
@@ -249,16 +244,30 @@ int run_smoke(SmokeOptions& options) {
       }
   }
 
+  SmokeOutcome outcome;
+  outcome.plan = job.plan;
+  outcome.rows = rows;
+  outcome.backend = c.backend;
+  outcome.hellos = int(c.hellos.size());
+  for (const auto& f : findings) outcome.problems.push_back({f.check, f.message});
+  outcome.json = report_json(c, rows, findings, job.plan);
+  outcome.text = fmt::format("hello from {} of {} ranks; backend {}\n", c.hellos.size(),
+                             job.plan.world_size(), c.backend) + table(rows, job.plan);
+  return outcome;
+}
+
+namespace {
+
+int run_smoke(SmokeOptions& options) {
+  SmokeOutcome outcome = run_smoke_checks(options);
   if (options.json) {
-    print_out(report_json(c, rows, findings, job.plan).dump(2) + "\n");
+    print_out(outcome.json.dump(2) + "\n");
   } else {
-    print_out(fmt::format("hello from {} of {} ranks; backend {}\n", c.hellos.size(),
-                          job.plan.world_size(), c.backend));
-    print_out(table(rows, job.plan));
-    print_out(findings.empty() ? "\nall checks passed\n" : "\n");
-    for (const auto& f : findings) print_out(fmt::format("FAIL {}\n", f.message));
+    print_out(outcome.text);
+    print_out(outcome.problems.empty() ? "\nall checks passed\n" : "\n");
+    for (const auto& p : outcome.problems) print_out(fmt::format("FAIL {}\n", p.message));
   }
-  return findings.empty() ? 0 : 1;
+  return outcome.problems.empty() ? 0 : 1;
 }
 
 size_t parse_bytes(const std::string& text) {

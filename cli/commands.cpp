@@ -4,6 +4,8 @@ namespace muster::cli {
 
 const std::vector<Command>& all_commands() {
   static const std::vector<Command> commands = {
+      {"doctor", "every check in order (cluster, SSH, topology, network, launch, smoke) for CI",
+       setup_doctor},
       {"run", "start a job's ranks with their environment, output and teardown", setup_run},
       {"smoke", "a hello from every rank, then all-reduce and friends over NCCL or Gloo",
        setup_smoke},

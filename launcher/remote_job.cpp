@@ -161,6 +161,7 @@ std::unique_ptr<RemoteJob> RemoteJob::open(SshTransport& transport, const Cluste
       link.agent.reset();
       link.connection.reset();
     }
+    if (options.on_node_done) options.on_node_done();
   });
   std::vector<std::string> problems;
   for (const auto& f : failures)

@@ -2,6 +2,7 @@
 // launcher on every node, one teardown for all of them.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -23,6 +24,7 @@ struct RemoteOptions {
   Shipping shipping = Shipping::Allowed;
   Reach reach = Reach::AllOrNothing;
   bool time_command = false;    // also time a trivial remote command's round trip
+  std::function<void()> on_node_done;  // called (from any thread) as each node is reached or not
 };
 
 // How reaching one node went.

@@ -1,0 +1,53 @@
+#include "cli/doctor_progress.h"
+
+#include <fmt/format.h>
+
+#include "cli/terminal_output.h"
+
+namespace muster::cli {
+
+DoctorProgress::DoctorProgress(bool live) : live_(live) {
+  if (live_)
+    ticker_ = std::thread([this] {
+      while (!stop_) {
+        draw();
+        std::this_thread::sleep_for(std::chrono::milliseconds(200));
+      }
+    });
+}
+
+DoctorProgress::~DoctorProgress() {
+  stop_ = true;
+  if (ticker_.joinable()) ticker_.join();
+  if (live_) print_note_raw("\r\033[K");
+}
+
+void DoctorProgress::draw() {
+  std::lock_guard lock(mutex_);
+  if (stage_.empty()) return;
+  double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count();
+  print_note_raw(fmt::format("\r\033[K[{}] {}/{} nodes  {:.1f}s", stage_, done_.load(), total_, elapsed));
+}
+
+void DoctorProgress::begin_stage(const std::string& name, int total) {
+  {
+    std::lock_guard lock(mutex_);
+    stage_ = name;
+    total_ = total;
+    done_ = 0;
+  }
+  if (!live_) print_note(fmt::format("doctor: {} ...", name));
+}
+
+void DoctorProgress::node_done() { ++done_; }
+
+void DoctorProgress::end_stage(const std::string& name, const std::string& status,
+                               const std::string& reason) {
+  double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count();
+  std::lock_guard lock(mutex_);
+  stage_.clear();
+  print_note_raw(fmt::format("{}muster: doctor: {} {}: {} ({:.1f}s)\n", live_ ? "\r\033[K" : "",
+                             name, status, reason, elapsed));
+}
+
+}  // namespace muster::cli

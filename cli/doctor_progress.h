@@ -1,0 +1,35 @@
+// Live progress for muster doctor: on a terminal one line rewritten in place (the stage,
+// nodes done out of total, elapsed time); otherwise a plain line as each stage starts and ends.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <mutex>
+#include <string>
+#include <thread>
+
+namespace muster::cli {
+
+class DoctorProgress {
+ public:
+  // `live`: stderr is a terminal, so the line may be redrawn.
+  explicit DoctorProgress(bool live);
+  ~DoctorProgress();
+
+  void begin_stage(const std::string& name, int total);
+  void node_done();  // thread-safe
+  void end_stage(const std::string& name, const std::string& status, const std::string& reason);
+
+ private:
+  void draw();
+  bool live_;
+  std::mutex mutex_;
+  std::string stage_;
+  std::atomic<int> done_{0};
+  int total_ = 0;
+  std::chrono::steady_clock::time_point started_ = std::chrono::steady_clock::now();
+  std::atomic<bool> stop_{false};
+  std::thread ticker_;
+};
+
+}  // namespace muster::cli

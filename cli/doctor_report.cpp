@@ -1,0 +1,138 @@
+#include "cli/doctor_report.h"
+
+#include <algorithm>
+#include <map>
+
+#include <fmt/format.h>
+
+namespace muster::cli {
+
+const char* status_name(CheckStatus s) {
+  switch (s) {
+    case CheckStatus::Pass: return "pass";
+    case CheckStatus::Warn: return "warn";
+    case CheckStatus::Fail: return "fail";
+    case CheckStatus::Skip: return "skip";
+  }
+  return "?";
+}
+
+CheckStatus DoctorReport::overall() const {
+  bool warned = false;
+  for (const auto& c : checks) {
+    if (c.status == CheckStatus::Fail) return CheckStatus::Fail;
+    warned |= c.status == CheckStatus::Warn;
+  }
+  return warned ? CheckStatus::Warn : CheckStatus::Pass;
+}
+
+nlohmann::json doctor_json(const DoctorReport& report) {
+  nlohmann::json stages = nlohmann::json::array(), checks = nlohmann::json::array();
+  for (const auto& s : report.stages)
+    stages.push_back({{"name", s.name}, {"status", status_name(s.status)}, {"reason", s.reason},
+                      {"duration_s", s.seconds}});
+  std::map<std::string, int> counts = {{"pass", 0}, {"warn", 0}, {"fail", 0}, {"skip", 0}};
+  for (const auto& c : report.checks) {
+    checks.push_back({{"stage", c.stage}, {"name", c.name},
+                      {"node", c.node ? nlohmann::json(*c.node) : nlohmann::json(nullptr)},
+                      {"status", status_name(c.status)}, {"reason", c.reason}});
+    ++counts[status_name(c.status)];
+  }
+  return {{"schema", "muster-doctor/1"}, {"muster_version", MUSTER_VERSION},
+          {"cluster", report.cluster}, {"status", status_name(report.overall())},
+          {"duration_s", report.seconds}, {"stages", stages}, {"checks", checks},
+          {"summary", counts}};
+}
+
+namespace {
+std::string xml_escape(const std::string& text) {
+  std::string out;
+  for (char c : text) {
+    switch (c) {
+      case '&': out += "&amp;"; break;
+      case '<': out += "&lt;"; break;
+      case '>': out += "&gt;"; break;
+      case '"': out += "&quot;"; break;
+      case '\'': out += "&apos;"; break;
+      default:
+        // XML 1.0 forbids most control characters, even escaped.
+        if (static_cast<unsigned char>(c) < 0x20 && c != '\n' && c != '\t') out += ' ';
+        else out += c;
+    }
+  }
+  return out;
+}
+}  // namespace
+
+std::string doctor_junit(const DoctorReport& report) {
+  auto count = [&](const std::string& stage, CheckStatus s) {
+    return std::count_if(report.checks.begin(), report.checks.end(), [&](const Check& c) {
+      return (stage.empty() || c.stage == stage) && c.status == s;
+    });
+  };
+  std::string out = "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n";
+  out += fmt::format("<testsuites name=\"muster doctor\" tests=\"{}\" failures=\"{}\" errors=\"0\" "
+                     "skipped=\"{}\" time=\"{:.3f}\">\n", report.checks.size(),
+                     count("", CheckStatus::Fail), count("", CheckStatus::Skip), report.seconds);
+  for (const auto& stage : report.stages) {
+    auto tests = std::count_if(report.checks.begin(), report.checks.end(),
+                               [&](const Check& c) { return c.stage == stage.name; });
+    out += fmt::format("  <testsuite name=\"{}\" tests=\"{}\" failures=\"{}\" errors=\"0\" "
+                       "skipped=\"{}\" time=\"{:.3f}\">\n", xml_escape(stage.name), tests,
+                       count(stage.name, CheckStatus::Fail), count(stage.name, CheckStatus::Skip),
+                       stage.seconds);
+    for (const auto& c : report.checks) {
+      if (c.stage != stage.name) continue;
+      std::string name = c.node ? fmt::format("{} [{}]", c.name, *c.node) : c.name;
+      out += fmt::format("    <testcase classname=\"muster.{}\" name=\"{}\">", xml_escape(c.stage),
+                         xml_escape(name));
+      switch (c.status) {
+        case CheckStatus::Pass: break;
+        case CheckStatus::Fail:
+          out += fmt::format("<failure message=\"{0}\">{0}</failure>", xml_escape(c.reason));
+          break;
+        case CheckStatus::Skip:
+          out += fmt::format("<skipped message=\"{}\"/>", xml_escape(c.reason));
+          break;
+        case CheckStatus::Warn:
+          out += fmt::format("<system-out>warning: {}</system-out>", xml_escape(c.reason));
+          break;
+      }
+      out += "</testcase>\n";
+    }
+    out += "  </testsuite>\n";
+  }
+  out += "</testsuites>\n";
+  return out;
+}
+
+std::string doctor_summary(const DoctorReport& report, bool colour) {
+  auto paint = [&](CheckStatus s) {
+    std::string word = status_name(s);
+    for (auto& ch : word) ch = char(std::toupper(static_cast<unsigned char>(ch)));
+    if (!colour) return word;
+    const char* code = s == CheckStatus::Pass ? "32" : s == CheckStatus::Warn ? "33"
+                       : s == CheckStatus::Fail ? "31" : "2";
+    return fmt::format("\033[{}m{}\033[0m", code, word);
+  };
+  size_t stage_w = 8, name_w = 5, node_w = 4;
+  for (const auto& c : report.checks) {
+    stage_w = std::max(stage_w, c.stage.size());
+    name_w = std::max(name_w, c.name.size());
+    node_w = std::max(node_w, c.node.value_or("-").size());
+  }
+  std::string out = fmt::format("\n{:<{}}  {:<{}}  {:<{}}  {:<6}  {}\n", "STAGE", stage_w, "CHECK",
+                                name_w, "NODE", node_w, "STATUS", "REASON");
+  for (const auto& c : report.checks)
+    out += fmt::format("{:<{}}  {:<{}}  {:<{}}  {}{}  {}\n", c.stage, stage_w, c.name, name_w,
+                       c.node.value_or("-"), node_w, paint(c.status),
+                       std::string(6 - std::string(status_name(c.status)).size(), ' '), c.reason);
+  auto json = doctor_json(report);
+  out += fmt::format("\n{} in {:.1f} s: {} passed, {} warned, {} failed, {} skipped\n",
+                     paint(report.overall()), report.seconds, json["summary"]["pass"].get<int>(),
+                     json["summary"]["warn"].get<int>(), json["summary"]["fail"].get<int>(),
+                     json["summary"]["skip"].get<int>());
+  return out;
+}
+
+}  // namespace muster::cli

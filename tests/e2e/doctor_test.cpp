@@ -1,0 +1,138 @@
+// muster doctor on this machine and on the test cluster, with its JSON validated against the
+// documented schema and its JUnit parsed as XML.
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <fstream>
+#include <sstream>
+
+#include "tests/support/test_cluster.h"
+
+namespace muster::testing {
+namespace {
+
+nlohmann::json read_json(const std::string& path) {
+  std::ifstream in(path);
+  return nlohmann::json::parse(in);
+}
+
+// Runs the schema and XML check; returns its output ("ok N F S" then testcase names).
+std::string check_reports(const TempDir& dir) {
+  if (run_command({"/usr/bin/python3", "-c", "import jsonschema"}).exit_code != 0) {
+    if (in_ci()) ADD_FAILURE() << "python3-jsonschema is missing; .ci/run installs it";
+    return "skipped";
+  }
+  auto r = run_command({"/usr/bin/python3", MUSTER_SOURCE_DIR "/tests/e2e/check_doctor_reports.py",
+                        MUSTER_SOURCE_DIR "/share/doctor.schema.json", dir.file("report.json"),
+                        dir.file("report.xml")});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  return r.out;
+}
+
+const nlohmann::json* find_check(const nlohmann::json& report, const std::string& stage,
+                                 const std::string& name, const std::string& node = "") {
+  for (const auto& c : report["checks"])
+    if (c["stage"] == stage && c["name"] == name && (node.empty() || c["node"] == node)) return &c;
+  return nullptr;
+}
+
+TEST(Doctor, ThisMachinePassesAndItsReportsFollowTheSchema) {
+  TempDir dir;
+  auto r = run_muster({"doctor", "--json", dir.file("report.json"), "--junit", dir.file("report.xml")});
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  auto report = read_json(dir.file("report.json"));
+  EXPECT_EQ(report["status"], "pass");
+  std::vector<std::string> stages;
+  for (const auto& s : report["stages"]) stages.push_back(s["name"]);
+  EXPECT_EQ(stages, (std::vector<std::string>{"cluster", "ssh", "topology", "network", "launch", "smoke"}));
+  ASSERT_NE(find_check(report, "smoke", "all_reduce"), nullptr);
+  EXPECT_EQ((*find_check(report, "smoke", "all_reduce"))["status"], "pass");
+  EXPECT_EQ(check_reports(dir).rfind("ok ", 0) == 0 || check_reports(dir) == "skipped", true);
+  EXPECT_NE(r.out.find("PASS in"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("\033["), std::string::npos);  // no colour when not a terminal
+}
+
+TEST(Doctor, OnlyAndSkipSelectStagesAndUnknownStagesAreUsageErrors) {
+  TempDir dir;
+  auto r = run_muster({"doctor", "--only", "cluster,topology", "--json", dir.file("report.json")});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  auto report = read_json(dir.file("report.json"));
+  for (const auto& s : report["stages"])
+    EXPECT_EQ(s["status"] == "skip", s["name"] != "cluster" && s["name"] != "topology") << s.dump();
+  auto bad = run_muster({"doctor", "--skip", "smok"});
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_NE(bad.err.find("unknown stage 'smok'"), std::string::npos) << bad.err;
+}
+
+TEST(Doctor, AnInvalidClusterFileIsAConfigurationError) {
+  TempDir dir;
+  dir.write("c.yaml", "nodes:\n  - hots: a\n");
+  auto r = run_muster({"doctor", "-f", dir.file("c.yaml"), "--json", dir.file("report.json")});
+  EXPECT_EQ(r.exit_code, 2);
+  auto report = read_json(dir.file("report.json"));
+  EXPECT_NE((*find_check(report, "cluster", "cluster file"))["reason"].get<std::string>().find(
+                "unknown key 'hots' in a node entry, did you mean 'host'?"), std::string::npos);
+  for (const auto& s : report["stages"])
+    if (s["name"] != "cluster") EXPECT_EQ(s["status"], "skip");
+}
+
+class DoctorCluster : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string why = TestCluster::unavailable_reason();
+    if (!why.empty()) {
+      if (in_ci()) FAIL() << why;
+      GTEST_SKIP() << why;
+    }
+    cluster_ = std::make_unique<TestCluster>(4);
+  }
+  std::unique_ptr<TestCluster> cluster_;
+};
+
+TEST_F(DoctorCluster, EveryStagePassesOnAHealthyCluster) {
+  TempDir dir;
+  auto r = cluster_->muster({"doctor", "-f", cluster_->write_cluster_file("launch:\n  slots: 2\n"),
+                             "--json", dir.file("report.json"), "--junit", dir.file("report.xml")}, 300);
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  auto report = read_json(dir.file("report.json"));
+  for (const auto& s : report["stages"]) EXPECT_EQ(s["status"], "pass") << s.dump();
+  for (int i = 0; i < 4; ++i) {
+    ASSERT_NE(find_check(report, "ssh", "reach", cluster_->host(i)), nullptr);
+    EXPECT_EQ((*find_check(report, "network", "pairs", cluster_->host(i)))["status"], "pass");
+  }
+  std::string junit = check_reports(dir);
+  if (junit != "skipped") EXPECT_NE(junit.find("muster.ssh/reach [node3]"), std::string::npos) << junit;
+}
+
+TEST_F(DoctorCluster, AHostDownFailsItselfWhileTheRestAreChecked) {
+  cluster_->stop_sshd(2);
+  TempDir dir;
+  auto r = cluster_->muster({"doctor", "-f", cluster_->write_cluster_file(), "--json",
+                             dir.file("report.json"), "--junit", dir.file("report.xml")}, 300);
+  EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+  auto report = read_json(dir.file("report.json"));
+  EXPECT_EQ((*find_check(report, "ssh", "reach", "node3"))["status"], "fail");
+  EXPECT_NE((*find_check(report, "ssh", "reach", "node3"))["reason"].get<std::string>().find(
+                "connection refused"), std::string::npos);
+  for (const char* other : {"node1", "node2", "node4"}) {
+    EXPECT_EQ((*find_check(report, "ssh", "reach", other))["status"], "pass") << other;
+    EXPECT_EQ((*find_check(report, "network", "pairs", other))["status"], "pass") << other;
+  }
+  std::string junit = check_reports(dir);
+  if (junit != "skipped") EXPECT_NE(junit.find("muster.ssh/reach [node3]"), std::string::npos) << junit;
+}
+
+TEST_F(DoctorCluster, AViolatedThresholdFailsItsCheck) {
+  TempDir dir;
+  auto r = cluster_->muster({"doctor", "-f", cluster_->write_cluster_file("checks:\n  gpus_per_node: 8\n"),
+                             "--only", "cluster,ssh,topology", "--json", dir.file("report.json")}, 300);
+  EXPECT_EQ(r.exit_code, 1) << r.out;
+  auto report = read_json(dir.file("report.json"));
+  const auto* check = find_check(report, "topology", "gpus_per_node", "node2");
+  ASSERT_NE(check, nullptr);
+  EXPECT_EQ((*check)["status"], "fail");
+  EXPECT_EQ((*check)["reason"], "0 GPUs, checks.gpus_per_node is 8");
+}
+
+}  // namespace
+}  // namespace muster::testing
