@@ -1,5 +1,6 @@
 // muster ping: how every node is reached, the RTT between every pair, and the interface
 // choice that follows.
+#include <functional>
 #include <memory>
 
 #include <CLI/CLI.hpp>
@@ -88,6 +89,21 @@ nlohmann::json report_json(const PingReport& r) {
           {"passed", !r.failed()}};
 }
 
+// A node-by-node matrix, row to column, one cell per ordered pair.
+std::string matrix_text(const PingReport& r, size_t width, const std::string& title,
+                        const std::function<std::string(const PairProbe*, size_t, size_t)>& cell) {
+  std::string out = fmt::format("\n{}, row to column:\n{:<{}}", title, "", width + 2);
+  for (const auto& n : r.nodes) out += fmt::format("{:>10}", n.host.substr(0, 9));
+  out += "\n";
+  for (size_t i = 0; i < r.nodes.size(); ++i) {
+    out += fmt::format("  {:<{}}", r.nodes[i].host, width);
+    for (size_t j = 0; j < r.nodes.size(); ++j)
+      out += fmt::format("{:>10}", i == j ? "-" : cell(shown_probe(r, int(i), int(j)), i, j));
+    out += "\n";
+  }
+  return out;
+}
+
 std::string report_text(const PingReport& r) {
   std::string out = "reaching each node (ms): resolve / TCP / SSH+auth / command\n";
   size_t width = 4;
@@ -106,34 +122,17 @@ std::string report_text(const PingReport& r) {
     if (p.check == "rtt" && p.severity == Problem::Severity::Warn)
       for (size_t i = 0; i < r.nodes.size(); ++i)
         if (p.message.rfind(r.nodes[i].host + ":", 0) == 0) outliers.push_back(int(i));
-  out += fmt::format("\nmedian RTT (us), row to column{}:\n{:<{}}", r.bandwidth_measured ? "" : "", "", width + 2);
-  for (const auto& n : r.nodes) out += fmt::format("{:>10}", n.host.substr(0, 9));
-  out += "\n";
-  for (size_t i = 0; i < r.nodes.size(); ++i) {
-    out += fmt::format("  {:<{}}", r.nodes[i].host, width);
-    for (size_t j = 0; j < r.nodes.size(); ++j) {
-      const PairProbe* p = shown_probe(r, int(i), int(j));
-      std::string cell = i == j ? "-" : !p ? "?" : !p->result.reachable ? "UNREACH" :
-          fmt::format("{:.0f}{}", p->result.rtt.median_us,
-                      std::count(outliers.begin(), outliers.end(), int(i)) ||
-                      std::count(outliers.begin(), outliers.end(), int(j)) ? "*" : "");
-      out += fmt::format("{:>10}", cell);
-    }
-    out += "\n";
-  }
-  if (r.bandwidth_measured) {
-    out += fmt::format("\nbandwidth (Gbit/s), row to column:\n{:<{}}", "", width + 2);
-    for (const auto& n : r.nodes) out += fmt::format("{:>10}", n.host.substr(0, 9));
-    out += "\n";
-    for (size_t i = 0; i < r.nodes.size(); ++i) {
-      out += fmt::format("  {:<{}}", r.nodes[i].host, width);
-      for (size_t j = 0; j < r.nodes.size(); ++j) {
-        const PairProbe* p = shown_probe(r, int(i), int(j));
-        out += fmt::format("{:>10}", i == j ? "-" : p && p->result.gbps ? fmt::format("{:.2f}", *p->result.gbps) : "?");
-      }
-      out += "\n";
-    }
-  }
+  out += matrix_text(r, width, "median RTT (us)", [&](const PairProbe* p, size_t i, size_t j) {
+    if (!p) return std::string("?");
+    if (!p->result.reachable) return std::string("UNREACH");
+    bool marked = std::count(outliers.begin(), outliers.end(), int(i)) ||
+                  std::count(outliers.begin(), outliers.end(), int(j));
+    return fmt::format("{:.0f}{}", p->result.rtt.median_us, marked ? "*" : "");
+  });
+  if (r.bandwidth_measured)
+    out += matrix_text(r, width, "bandwidth (Gbit/s)", [](const PairProbe* p, size_t, size_t) {
+      return p && p->result.gbps ? fmt::format("{:.2f}", *p->result.gbps) : std::string("?");
+    });
   out += "\n";
   if (r.problems.empty()) out += "no problems found\n";
   for (const auto& p : r.problems)

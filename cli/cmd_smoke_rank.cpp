@@ -42,9 +42,7 @@ SmokeSettings settings_from(const nlohmann::json& j) {
   SmokeSettings s;
   s.ops.clear();
   for (const auto& name : j.at("ops"))
-    for (CollectiveOp op : {CollectiveOp::AllReduce, CollectiveOp::AllGather,
-                            CollectiveOp::ReduceScatter, CollectiveOp::Broadcast})
-      if (name == op_name(op)) s.ops.push_back(op);
+    if (auto op = op_from_name(name)) s.ops.push_back(*op);
   s.min_bytes = j.at("min_bytes");
   s.max_bytes = j.at("max_bytes");
   s.step_factor = j.at("step_factor");

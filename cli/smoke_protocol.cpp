@@ -3,12 +3,6 @@
 namespace muster::cli {
 
 namespace {
-CollectiveOp op_of(const std::string& name) {
-  for (CollectiveOp op : {CollectiveOp::Barrier, CollectiveOp::AllReduce, CollectiveOp::AllGather,
-                          CollectiveOp::ReduceScatter, CollectiveOp::Broadcast})
-    if (name == op_name(op)) return op;
-  return CollectiveOp::Barrier;
-}
 const char* kind_name(SmokeEvent::Kind k) {
   return k == SmokeEvent::Kind::Enter ? "enter" : k == SmokeEvent::Kind::Result ? "result" : "error";
 }
@@ -27,7 +21,7 @@ SmokeEvent smoke_event_from_json(const nlohmann::json& j) {
            : type == "result" ? SmokeEvent::Kind::Result : SmokeEvent::Kind::Error;
   e.seq = j.at("seq");
   e.group = j.at("group");
-  e.op = op_of(j.at("op"));
+  e.op = op_from_name(j.at("op")).value_or(CollectiveOp::Barrier);
   e.bytes = j.at("bytes");
   e.count = j.at("count");
   e.time_us = j.at("time_us");

@@ -349,13 +349,7 @@ ClusterSpec parse_cluster_yaml(std::string_view text, const std::string& source)
 }
 
 ClusterSpec load_cluster_file(const std::string& path) {
-  std::ifstream in(path);
-  if (!in)
-    throw Error(ErrorKind::Config,
-                fmt::format("{}: cannot read the cluster file: {}", path, std::strerror(errno)));
-  std::stringstream text;
-  text << in.rdbuf();
-  return parse_cluster_yaml(text.str(), path);
+  return parse_cluster_yaml(read_input_file(path, "cluster file"), path);
 }
 
 }  // namespace muster

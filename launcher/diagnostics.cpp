@@ -1,6 +1,10 @@
 #include "launcher/diagnostics.h"
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <sstream>
 
 #include <fmt/format.h>
 
@@ -11,6 +15,16 @@ namespace muster {
 std::string SourceLocation::str() const {
   if (line <= 0) return source;
   return fmt::format("{}:{}:{}", source, line, column);
+}
+
+std::string read_input_file(const std::string& path, const char* what) {
+  std::ifstream in(path);
+  if (!in)
+    throw Error(ErrorKind::Config,
+                fmt::format("{}: cannot read the {}: {}", path, what, std::strerror(errno)));
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
 }
 
 void Diagnostics::add(const SourceLocation& where, std::string problem) {

@@ -28,6 +28,9 @@ class Diagnostics {
   std::vector<std::string> messages_;
 };
 
+// The contents of an input file; Error(Config) "PATH: cannot read the WHAT: reason" if not.
+std::string read_input_file(const std::string& path, const char* what);
+
 // The closest candidate to `typed` when it is plausibly a typo of it (did-you-mean).
 std::optional<std::string> closest_match(std::string_view typed,
                                          const std::vector<std::string>& candidates);

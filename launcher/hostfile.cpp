@@ -106,13 +106,7 @@ ClusterSpec parse_hostfile(std::string_view text, const std::string& source) {
 }
 
 ClusterSpec load_hostfile(const std::string& path) {
-  std::ifstream in(path);
-  if (!in)
-    throw Error(ErrorKind::Config,
-                fmt::format("{}: cannot read the hostfile: {}", path, std::strerror(errno)));
-  std::stringstream text;
-  text << in.rdbuf();
-  return parse_hostfile(text.str(), path);
+  return parse_hostfile(read_input_file(path, "hostfile"), path);
 }
 
 ClusterSpec parse_host_option(std::string_view text) {

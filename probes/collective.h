@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -13,6 +14,8 @@ enum class CollectiveOp { Barrier, AllReduce, AllGather, ReduceScatter, Broadcas
 
 // "all_reduce", ...
 const char* op_name(CollectiveOp op);
+// The op named `name` ("all_reduce", ...), if any.
+std::optional<CollectiveOp> op_from_name(const std::string& name);
 
 // One group of ranks that can run collectives on float32 buffers.
 class Collective {

@@ -15,36 +15,13 @@
 #include <fmt/format.h>
 
 #include "launcher/error.h"
+#include "probes/socket_io.h"
 
 namespace muster {
 namespace {
 
 // Wire: 'S' key value -> 'O';  'G' key wait_ms -> 'V' value | 'T'. Strings are a 32-bit
 // length and bytes.
-bool read_exact(int fd, void* data, size_t size) {
-  char* p = static_cast<char*>(data);
-  while (size > 0) {
-    ssize_t n = read(fd, p, size);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return false;
-    p += n;
-    size -= size_t(n);
-  }
-  return true;
-}
-
-bool write_exact(int fd, const void* data, size_t size) {
-  const char* p = static_cast<const char*>(data);
-  while (size > 0) {
-    ssize_t n = send(fd, p, size, MSG_NOSIGNAL);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return false;
-    p += n;
-    size -= size_t(n);
-  }
-  return true;
-}
-
 bool write_string(int fd, const std::string& s) {
   std::uint32_t n = std::uint32_t(s.size());
   return write_exact(fd, &n, 4) && write_exact(fd, s.data(), s.size());

@@ -22,6 +22,13 @@ const char* op_name(CollectiveOp op) {
   return "?";
 }
 
+std::optional<CollectiveOp> op_from_name(const std::string& name) {
+  for (CollectiveOp op : {CollectiveOp::Barrier, CollectiveOp::AllReduce, CollectiveOp::AllGather,
+                          CollectiveOp::ReduceScatter, CollectiveOp::Broadcast})
+    if (name == op_name(op)) return op;
+  return std::nullopt;
+}
+
 std::vector<size_t> sweep_sizes(size_t min_bytes, size_t max_bytes, double factor) {
   std::vector<size_t> sizes;
   if (min_bytes == 0 || max_bytes < min_bytes) return sizes;

@@ -17,6 +17,7 @@
 #include <fmt/format.h>
 
 #include "launcher/error.h"
+#include "probes/socket_io.h"
 
 namespace muster {
 namespace {
@@ -25,30 +26,6 @@ using Clock = std::chrono::steady_clock;
 
 constexpr char kEcho = 'e';
 constexpr char kBulk = 'b';
-
-bool read_exact(int fd, void* data, size_t size) {
-  char* p = static_cast<char*>(data);
-  while (size > 0) {
-    ssize_t n = read(fd, p, size);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return false;
-    p += n;
-    size -= size_t(n);
-  }
-  return true;
-}
-
-bool write_exact(int fd, const void* data, size_t size) {
-  const char* p = static_cast<const char*>(data);
-  while (size > 0) {
-    ssize_t n = write(fd, p, size);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return false;
-    p += n;
-    size -= size_t(n);
-  }
-  return true;
-}
 
 // One probe connection: echo until EOF, or count a bulk stream and report the count.
 void serve_connection(int fd) {

@@ -79,11 +79,7 @@ TEST(Doctor, AnInvalidClusterFileIsAConfigurationError) {
 class DoctorCluster : public ::testing::Test {
  protected:
   void SetUp() override {
-    std::string why = TestCluster::unavailable_reason();
-    if (!why.empty()) {
-      if (in_ci()) FAIL() << why;
-      GTEST_SKIP() << why;
-    }
+    MUSTER_REQUIRE_TEST_CLUSTER();
     cluster_ = std::make_unique<TestCluster>(4);
   }
   std::unique_ptr<TestCluster> cluster_;

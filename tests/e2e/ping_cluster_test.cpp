@@ -12,11 +12,7 @@ namespace {
 class PingCluster : public ::testing::Test {
  protected:
   void SetUp() override {
-    std::string why = TestCluster::unavailable_reason();
-    if (!why.empty()) {
-      if (in_ci()) FAIL() << why;
-      GTEST_SKIP() << why;
-    }
+    MUSTER_REQUIRE_TEST_CLUSTER();
     cluster_ = std::make_unique<TestCluster>(4);
   }
   nlohmann::json ping_json(const std::vector<std::string>& extra = {}, int* status = nullptr,

@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <fstream>
 #include <set>
+#include <sstream>
 #include <thread>
 
 #include <gtest/gtest.h>
@@ -85,10 +86,21 @@ TEST(Smoke, ACollectiveThatNeverCompletesIsAbortedNamingTheMissingRank) {
   EXPECT_TRUE(has_problem(report, "Timed out")) << report["problems"].dump(2);
 }
 
-pid_t find_rank_process(int rank) {
+// The smoke-rank process of `rank` started by the muster process `parent` (ctest may run
+// other smoke tests at the same time).
+pid_t find_rank_process(pid_t parent, int rank) {
   for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
     const std::string name = entry.path().filename();
     if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::ifstream stat(entry.path() / "stat");
+    std::string text((std::istreambuf_iterator<char>(stat)), {});
+    auto close = text.rfind(')');
+    if (close == std::string::npos) continue;
+    std::istringstream fields(text.substr(close + 2));
+    char state;
+    pid_t ppid = 0;
+    fields >> state >> ppid;
+    if (ppid != parent) continue;
     std::ifstream cmdline(entry.path() / "cmdline");
     std::string cmd((std::istreambuf_iterator<char>(cmdline)), {});
     if (cmd.find("smoke-rank") == std::string::npos) continue;
@@ -104,7 +116,7 @@ TEST(Smoke, ARankKilledMidTestFailsTheRunNamingIt) {
   RunningCommand smoke({MUSTER_BINARY, "smoke", "-n", "4", "--max-bytes", "16M", "--iters", "200",
                         "--json"});
   pid_t victim = -1;
-  ASSERT_TRUE(wait_until([&] { return (victim = find_rank_process(2)) > 0; }));
+  ASSERT_TRUE(wait_until([&] { return (victim = find_rank_process(smoke.pid(), 2)) > 0; }));
   std::this_thread::sleep_for(std::chrono::milliseconds(800));  // into the sweep
   kill(victim, SIGKILL);
   auto r = smoke.wait();

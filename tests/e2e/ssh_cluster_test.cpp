@@ -28,11 +28,7 @@ class SshCluster : public ::testing::Test {
     cluster_ = nullptr;
   }
   void SetUp() override {
-    std::string why = TestCluster::unavailable_reason();
-    if (!why.empty()) {
-      if (in_ci()) FAIL() << why;
-      GTEST_SKIP() << why;
-    }
+    MUSTER_REQUIRE_TEST_CLUSTER();
     ASSERT_NE(cluster_, nullptr);
     cluster_->trust_host_keys();
   }

@@ -13,6 +13,16 @@
 
 #include "tests/support/command_runner.h"
 
+// In a test's SetUp: skip (or, in CI, fail) when this machine cannot host a test cluster.
+#define MUSTER_REQUIRE_TEST_CLUSTER()                                      \
+  do {                                                                     \
+    std::string why_not = ::muster::testing::TestCluster::unavailable_reason(); \
+    if (!why_not.empty()) {                                                \
+      if (::muster::testing::in_ci()) FAIL() << why_not;                   \
+      GTEST_SKIP() << why_not;                                             \
+    }                                                                      \
+  } while (0)
+
 namespace muster::testing {
 
 class TestCluster {
