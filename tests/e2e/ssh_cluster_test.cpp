@@ -256,6 +256,30 @@ TEST_F(SshCluster, KillingTheHeadWithSigkillLeavesNoRankOnAnyHost) {
   for (pid_t pid : pids) EXPECT_FALSE(process_alive(pid)) << "rank process " << pid << " survived";
 }
 
+TEST_F(SshCluster, ACutNetworkMakesEveryAgentStopItsRanks) {
+  TempDir dir;
+  RunningCommand head(cluster_->muster_argv({"run", "-f", two_slots(), "--", "sh", "-c",
+                                             "echo $$ > " + dir.path() + "/pid.$RANK; "
+                                             "exec sleep 600"}));
+  ASSERT_TRUE(wait_until([&] { return pids_in(dir.path(), "pid.").size() == 8; },
+                         std::chrono::milliseconds(60000)));
+  // No FIN, no RST: packets to the head just vanish, as when a switch dies.
+  const std::string head_address = cluster_->address(0).substr(0, cluster_->address(0).rfind('.')) + ".254";
+  for (int i = 0; i < 4; ++i)
+    ASSERT_EQ(cluster_->on_host(i, {"ip", "route", "add", "blackhole", head_address + "/32"}).exit_code, 0);
+  auto pids = pids_in(dir.path(), "pid.");
+  bool all_gone = wait_until([&] {
+    for (pid_t pid : pids)
+      if (process_alive(pid)) return false;
+    return true;
+  }, std::chrono::milliseconds(20000));
+  for (int i = 0; i < 4; ++i)
+    cluster_->on_host(i, {"ip", "route", "del", "blackhole", head_address + "/32"});
+  EXPECT_TRUE(all_gone) << "ranks still alive 20 s after the network to the head was cut";
+  head.signal(SIGKILL);
+  head.wait();
+}
+
 TEST_F(SshCluster, MusterIsShippedToNodesThatLackItAndRefusedWithNoShip) {
   const std::string cached = "/root/.cache/muster/" MUSTER_VERSION "/muster";
   std::error_code ignored;
