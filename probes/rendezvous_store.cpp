@@ -36,67 +36,29 @@ bool read_string(int fd, std::string& s) {
 
 }  // namespace
 
-RendezvousServer::RendezvousServer(int port) {
-  listen_fd_ = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  int yes = 1;
-  setsockopt(listen_fd_, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_ANY);
-  addr.sin_port = htons(uint16_t(port));
-  if (bind(listen_fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 ||
-      listen(listen_fd_, 1024) != 0 || pipe2(wake_, O_CLOEXEC) != 0)
-    throw Error(ErrorKind::Runtime, fmt::format("rank 0 cannot serve the rendezvous on port {}: {}",
-                                                port, std::strerror(errno)));
-  thread_ = std::thread([this] { accept_loop(); });
+RendezvousServer::RendezvousServer(int port) : listener_(port, "the rendezvous") {
+  listener_.serve([values = values_](int fd) { serve(values, fd); });
 }
 
-RendezvousServer::~RendezvousServer() {
-  {
-    std::lock_guard lock(mutex_);
-    stopping_ = true;
-  }
-  changed_.notify_all();
-  [[maybe_unused]] auto n = write(wake_[1], "x", 1);
-  thread_.join();
-  shutdown(listen_fd_, SHUT_RDWR);
-  for (auto& t : connections_) t.detach();  // blocked readers end with the process
-  close(listen_fd_);
-  close(wake_[0]);
-  close(wake_[1]);
-}
-
-void RendezvousServer::accept_loop() {
-  for (;;) {
-    pollfd fds[2] = {{listen_fd_, POLLIN, 0}, {wake_[0], POLLIN, 0}};
-    if (poll(fds, 2, -1) < 0 && errno != EINTR) return;
-    if (fds[1].revents) return;
-    if (!(fds[0].revents & POLLIN)) continue;
-    int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
-    if (fd >= 0) connections_.emplace_back([this, fd] { serve(fd); });
-  }
-}
-
-void RendezvousServer::serve(int fd) {
+void RendezvousServer::serve(const std::shared_ptr<Values>& values, int fd) {
   char op = 0;
   std::string key, value;
   while (read_exact(fd, &op, 1) && read_string(fd, key)) {
     if (op == 'S') {
       if (!read_string(fd, value)) break;
       {
-        std::lock_guard lock(mutex_);
-        values_[key] = value;
+        std::lock_guard lock(values->mutex);
+        values->by_key[key] = value;
       }
-      changed_.notify_all();
+      values->changed.notify_all();
       if (!write_exact(fd, "O", 1)) break;
     } else if (op == 'G') {
       std::uint32_t wait_ms = 0;
       if (!read_exact(fd, &wait_ms, 4)) break;
-      std::unique_lock lock(mutex_);
-      bool found = changed_.wait_for(lock, std::chrono::milliseconds(wait_ms),
-                                     [&] { return stopping_ || values_.count(key); }) &&
-                   values_.count(key);
-      std::string answer = found ? values_[key] : "";
+      std::unique_lock lock(values->mutex);
+      bool found = values->changed.wait_for(lock, std::chrono::milliseconds(wait_ms),
+                                            [&] { return values->by_key.count(key) > 0; });
+      std::string answer = found ? values->by_key[key] : "";
       lock.unlock();
       if (!(found ? write_exact(fd, "V", 1) && write_string(fd, answer) : write_exact(fd, "T", 1)))
         break;

@@ -6,10 +6,13 @@
 #include <chrono>
 #include <condition_variable>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
+
+#include "probes/socket_io.h"
 
 namespace muster {
 
@@ -17,19 +20,18 @@ namespace muster {
 class RendezvousServer {
  public:
   explicit RendezvousServer(int port);
-  ~RendezvousServer();
 
  private:
-  void accept_loop();
-  void serve(int fd);
-  int listen_fd_ = -1;
-  int wake_[2] = {-1, -1};
-  std::mutex mutex_;
-  std::condition_variable changed_;
-  std::map<std::string, std::string> values_;
-  std::thread thread_;
-  std::vector<std::thread> connections_;
-  bool stopping_ = false;
+  // The values live apart from the server so that a connection thread still blocked in a
+  // wait when rank 0 leaves never touches freed memory.
+  struct Values {
+    std::mutex mutex;
+    std::condition_variable changed;
+    std::map<std::string, std::string> by_key;
+  };
+  static void serve(const std::shared_ptr<Values>& values, int fd);
+  std::shared_ptr<Values> values_ = std::make_shared<Values>();
+  TcpListener listener_;
 };
 
 // One rank's connection to the store. Not thread-safe.

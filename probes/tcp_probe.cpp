@@ -54,41 +54,9 @@ void serve_connection(int fd) {
 
 }  // namespace
 
-ProbeServer::ProbeServer() {
-  listen_fd_ = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_ANY);
-  socklen_t len = sizeof addr;
-  if (listen_fd_ < 0 || bind(listen_fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 ||
-      listen(listen_fd_, 64) != 0 ||
-      getsockname(listen_fd_, reinterpret_cast<sockaddr*>(&addr), &len) != 0 ||
-      pipe2(wake_, O_CLOEXEC) != 0)
-    throw Error(ErrorKind::Runtime, fmt::format("cannot listen for probes: {}", std::strerror(errno)));
-  port_ = ntohs(addr.sin_port);
-  thread_ = std::thread([this] { serve(); });
-}
-
-ProbeServer::~ProbeServer() {
-  [[maybe_unused]] auto n = write(wake_[1], "x", 1);
-  if (thread_.joinable()) thread_.join();
-  close(listen_fd_);
-  close(wake_[0]);
-  close(wake_[1]);
-}
-
-void ProbeServer::serve() {
-  for (;;) {
-    pollfd fds[2] = {{listen_fd_, POLLIN, 0}, {wake_[0], POLLIN, 0}};
-    if (poll(fds, 2, -1) < 0 && errno != EINTR) return;
-    if (fds[1].revents) return;
-    if (!(fds[0].revents & POLLIN)) continue;
-    int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
-    // The schedule puts a node in one measurement at a time, so one connection at a time
-    // is served in turn; a thread each keeps a stuck peer from blocking the next.
-    if (fd >= 0) std::thread(serve_connection, fd).detach();
-  }
-}
+// The schedule puts a node in one measurement at a time; a thread per connection keeps a
+// stuck peer from blocking the next one.
+ProbeServer::ProbeServer() : listener_(0, "probes") { listener_.serve(serve_connection); }
 
 RttStats summarize_rtt(std::vector<double> samples_us) {
   RttStats s;

@@ -9,6 +9,8 @@
 #include <thread>
 #include <vector>
 
+#include "probes/socket_io.h"
+
 namespace muster {
 
 // Answers probes on an ephemeral TCP port on every address: echoes bytes back for RTT
@@ -16,15 +18,10 @@ namespace muster {
 class ProbeServer {
  public:
   ProbeServer();
-  ~ProbeServer();
-  int port() const { return port_; }
+  int port() const { return listener_.port(); }
 
  private:
-  void serve();
-  int listen_fd_ = -1;
-  int port_ = 0;
-  int wake_[2] = {-1, -1};
-  std::thread thread_;
+  TcpListener listener_;
 };
 
 // min / median / p99 of round-trip samples, in microseconds.

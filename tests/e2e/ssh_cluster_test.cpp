@@ -237,47 +237,51 @@ TEST_F(SshCluster, ARankFailingOnOneHostTearsDownEveryHost) {
   for (pid_t pid : pids) EXPECT_FALSE(process_alive(pid)) << pid;
 }
 
-TEST_F(SshCluster, KillingTheHeadWithSigkillLeavesNoRankOnAnyHost) {
-  TempDir dir;
-  RunningCommand head(cluster_->muster_argv({"run", "-f", two_slots(), "--", "sh", "-c",
-                                             "echo $$ > " + dir.path() + "/pid.$RANK; "
-                                             "exec sleep 600"}));
-  ASSERT_TRUE(wait_until([&] { return pids_in(dir.path(), "pid.").size() == 8; },
+// Starts 4 hosts x 2 ranks that record their pids and sleep; returns once all 8 run.
+std::unique_ptr<RunningCommand> start_sleeping_job(TestCluster& cluster, const std::string& file,
+                                                   const TempDir& dir) {
+  auto head = std::make_unique<RunningCommand>(cluster.muster_argv(
+      {"run", "-f", file, "--", "sh", "-c", "echo $$ > " + dir.path() + "/pid.$RANK; exec sleep 600"}));
+  EXPECT_TRUE(wait_until([&] { return pids_in(dir.path(), "pid.").size() == 8; },
                          std::chrono::milliseconds(60000)));
-  head.signal(SIGKILL);
-  head.wait();
-  auto pids = pids_in(dir.path(), "pid.");
-  // Within 10 s every agent has noticed and stopped its ranks.
-  EXPECT_TRUE(wait_until([&] {
+  return head;
+}
+
+bool all_gone_within(const std::set<pid_t>& pids, std::chrono::milliseconds limit) {
+  return wait_until([&] {
     for (pid_t pid : pids)
       if (process_alive(pid)) return false;
     return true;
-  }, std::chrono::milliseconds(10000)));
+  }, limit);
+}
+
+TEST_F(SshCluster, KillingTheHeadWithSigkillLeavesNoRankOnAnyHost) {
+  TempDir dir;
+  auto head = start_sleeping_job(*cluster_, two_slots(), dir);
+  head->signal(SIGKILL);
+  head->wait();
+  // Within 10 s every agent has noticed its channel close and stopped its ranks.
+  auto pids = pids_in(dir.path(), "pid.");
+  EXPECT_EQ(pids.size(), 8u);
+  EXPECT_TRUE(all_gone_within(pids, std::chrono::milliseconds(10000)));
   for (pid_t pid : pids) EXPECT_FALSE(process_alive(pid)) << "rank process " << pid << " survived";
 }
 
 TEST_F(SshCluster, ACutNetworkMakesEveryAgentStopItsRanks) {
   TempDir dir;
-  RunningCommand head(cluster_->muster_argv({"run", "-f", two_slots(), "--", "sh", "-c",
-                                             "echo $$ > " + dir.path() + "/pid.$RANK; "
-                                             "exec sleep 600"}));
-  ASSERT_TRUE(wait_until([&] { return pids_in(dir.path(), "pid.").size() == 8; },
-                         std::chrono::milliseconds(60000)));
+  auto head = start_sleeping_job(*cluster_, two_slots(), dir);
   // No FIN, no RST: packets to the head just vanish, as when a switch dies.
   const std::string head_address = cluster_->address(0).substr(0, cluster_->address(0).rfind('.')) + ".254";
   for (int i = 0; i < 4; ++i)
     ASSERT_EQ(cluster_->on_host(i, {"ip", "route", "add", "blackhole", head_address + "/32"}).exit_code, 0);
   auto pids = pids_in(dir.path(), "pid.");
-  bool all_gone = wait_until([&] {
-    for (pid_t pid : pids)
-      if (process_alive(pid)) return false;
-    return true;
-  }, std::chrono::milliseconds(20000));
+  EXPECT_EQ(pids.size(), 8u);
+  bool all_gone = all_gone_within(pids, std::chrono::milliseconds(20000));
   for (int i = 0; i < 4; ++i)
     cluster_->on_host(i, {"ip", "route", "del", "blackhole", head_address + "/32"});
   EXPECT_TRUE(all_gone) << "ranks still alive 20 s after the network to the head was cut";
-  head.signal(SIGKILL);
-  head.wait();
+  head->signal(SIGKILL);
+  head->wait();
 }
 
 TEST_F(SshCluster, MusterIsShippedToNodesThatLackItAndRefusedWithNoShip) {
