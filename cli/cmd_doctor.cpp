@@ -66,7 +66,10 @@ class Doctor {
       if (!failed_need.empty()) failed_.insert(name);  // what needs it is skipped too
       add(name, "stage", std::nullopt, CheckStatus::Skip, result.reason);
     } else {
-      progress_.begin_stage(name, int(cluster_.nodes.size()));
+      // Only the ssh and network stages can count their steps as they go.
+      if (name == "ssh") progress_.begin_stage(name, int(cluster_.nodes.size()), "nodes");
+      else if (name == "network" && remote_) progress_.begin_stage(name, network_rounds(), "rounds");
+      else progress_.begin_stage(name, 0);
       size_t first = report_.checks.size();
       try {
         run();
@@ -128,7 +131,7 @@ class Doctor {
     RemoteOptions remote = options_.remote.options();
     remote.reach = Reach::BestEffort;
     remote.time_command = true;
-    remote.on_node_done = [this] { progress_.node_done(); };
+    remote.on_node_done = [this] { progress_.step_done(); };
     transport_ = make_libssh_transport();
     remote_ = RemoteJob::open(*transport_, cluster_, remote);
     for (size_t i = 0; i < cluster_.nodes.size(); ++i) {
@@ -204,6 +207,7 @@ class Doctor {
     PingOptions ping;
     ping.round_trips = 20;
     ping.bandwidth = cluster_.checks.min_bandwidth_gbps.has_value();
+    ping.on_round_done = [this] { progress_.step_done(); };
     PingReport r = ping_cluster(*remote_, cluster_, ping);
     for (size_t i = 0; i < r.nodes.size(); ++i) {
       const std::string& host = r.nodes[i].host;
@@ -288,6 +292,12 @@ class Doctor {
                         outcome.backend, row.bytes, row.ranks, row.ranks == 1 ? "" : "s",
                         row.busbw_gbps, row.wrong, row.slowest_rank,
                         row.ranks == 1 ? " (one slot: nothing crossed a link)" : ""));
+  }
+
+  int network_rounds() const {
+    int reached = 0;
+    for (const auto& r : remote_->reach()) reached += r.ok;
+    return probe_rounds(reached);
   }
 
   // --- the end ---------------------------------------------------------------------------

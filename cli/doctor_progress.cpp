@@ -26,20 +26,22 @@ void DoctorProgress::draw() {
   std::lock_guard lock(mutex_);
   if (stage_.empty()) return;
   double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count();
-  print_note_raw(fmt::format("\r\033[K[{}] {}/{} nodes  {:.1f}s", stage_, done_.load(), total_, elapsed));
+  std::string steps = total_ > 0 ? fmt::format("{}/{} {}  ", done_.load(), total_, unit_) : "";
+  print_note_raw(fmt::format("\r\033[K[{}] {}{:.1f}s", stage_, steps, elapsed));
 }
 
-void DoctorProgress::begin_stage(const std::string& name, int total) {
+void DoctorProgress::begin_stage(const std::string& name, int total, const std::string& unit) {
   {
     std::lock_guard lock(mutex_);
     stage_ = name;
     total_ = total;
+    unit_ = unit;
     done_ = 0;
   }
   if (!live_) print_note(fmt::format("doctor: {} ...", name));
 }
 
-void DoctorProgress::node_done() { ++done_; }
+void DoctorProgress::step_done() { ++done_; }
 
 void DoctorProgress::end_stage(const std::string& name, const std::string& status,
                                const std::string& reason) {

@@ -16,8 +16,9 @@ class DoctorProgress {
   explicit DoctorProgress(bool live);
   ~DoctorProgress();
 
-  void begin_stage(const std::string& name, int total);
-  void node_done();  // thread-safe
+  // `total` steps of `unit` ("nodes", "rounds"); 0 when the stage cannot count its steps.
+  void begin_stage(const std::string& name, int total, const std::string& unit = "nodes");
+  void step_done();  // thread-safe
   void end_stage(const std::string& name, const std::string& status, const std::string& reason);
 
  private:
@@ -27,6 +28,7 @@ class DoctorProgress {
   std::string stage_;
   std::atomic<int> done_{0};
   int total_ = 0;
+  std::string unit_;
   std::chrono::steady_clock::time_point started_ = std::chrono::steady_clock::now();
   std::atomic<bool> stop_{false};
   std::thread ticker_;

@@ -68,6 +68,7 @@ void probe_pairs(RemoteJob& job, const PingOptions& options, PingReport& report)
         report.pairs.push_back(std::move(p));
       }
     }
+    if (options.on_round_done) options.on_round_done();
   }
 }
 
@@ -206,6 +207,8 @@ void find_problems(const ClusterSpec& cluster, const PingReport& in, PingReport&
 }
 
 }  // namespace
+
+int probe_rounds(int nodes) { return int(tournament_rounds(nodes).size()); }
 
 bool PingReport::failed() const {
   return std::any_of(problems.begin(), problems.end(),

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -20,7 +21,11 @@ struct PingOptions {
   bool bandwidth = false;                       // also stream bulk data per pair
   std::chrono::milliseconds bulk{300};          // how long each bulk stream lasts
   std::chrono::milliseconds timeout{2000};      // per connection attempt
+  std::function<void()> on_round_done;          // after each round of the tournament
 };
+
+// How many rounds of pair probes `nodes` reachable nodes take.
+int probe_rounds(int nodes);
 
 struct NodeStatus {
   std::string host, address;

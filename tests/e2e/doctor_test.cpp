@@ -52,6 +52,18 @@ TEST(Doctor, ThisMachinePassesAndItsReportsFollowTheSchema) {
   EXPECT_EQ(r.out.find("\033["), std::string::npos);  // no colour when not a terminal
 }
 
+TEST(Doctor, OnATerminalProgressIsRedrawnAndColourFollowsNoColor) {
+  // script(1) gives muster a pseudo-terminal, as an engineer's shell would.
+  const std::string command = std::string(MUSTER_BINARY) + " doctor";
+  auto tty = run_command({"script", "-qec", command, "/dev/null"});
+  ASSERT_EQ(tty.exit_code, 0) << tty.out << tty.err;
+  EXPECT_NE(tty.out.find("\r\033[K"), std::string::npos);         // the progress line redrawn
+  EXPECT_NE(tty.out.find("\033[32mPASS\033[0m"), std::string::npos);  // coloured status
+  auto plain = run_command({"script", "-qec", command, "/dev/null"}, {"NO_COLOR=1"});
+  EXPECT_EQ(plain.out.find("\033[32m"), std::string::npos) << plain.out;
+  EXPECT_NE(plain.out.find("PASS in"), std::string::npos);
+}
+
 TEST(Doctor, OnlyAndSkipSelectStagesAndUnknownStagesAreUsageErrors) {
   TempDir dir;
   auto r = run_muster({"doctor", "--only", "cluster,topology", "--json", dir.file("report.json")});
