@@ -1,5 +1,5 @@
 // Running a node's ranks as local processes: output, failure, signals, timeout, and a
-// teardown that leaves nothing behind. The local launcher and (later) the per-node agent
+// teardown that leaves nothing behind. The local launcher and the per-node agent
 // both run ranks through this.
 #pragma once
 
