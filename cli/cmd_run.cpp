@@ -35,7 +35,8 @@ int run_job(RunOptions& options) {
   LaunchedJob job = launch_job(options.launch, [&](const RankPlan& plan) {
     std::vector<std::string> hosts;
     for (const auto& r : plan.ranks) hosts.push_back(r.host);
-    return std::make_unique<TaggedOutput>(tag_style_of(options.tag), hosts);
+    return std::make_unique<TaggedOutput>(tag_style_of(options.tag), hosts,
+                                          options.launch.report_bindings);
   });
   report_job_end(job.result, job.plan, options.launch.timeout_s);
   return job.result.exit_code();

@@ -30,22 +30,6 @@ bool only_this_machine(const ClusterSpec& cluster) {
                      [](const NodeSpec& n) { return is_this_machine(n.address); });
 }
 
-// Like mpirun --report-bindings: one line per rank, before the ranks start.
-void report_bindings(const std::vector<RankProcess>& ranks, const Topology& topology,
-                     const RankPlan& plan) {
-  for (const auto& r : ranks) {
-    const RankBinding& b = r.binding;
-    std::string gpu = b.gpu ? fmt::format("GPU {} ({})", *b.gpu,
-                                          topology.gpus[size_t(*b.gpu)].location.bus_id)
-                            : std::string("no GPU");
-    std::string numa = b.numa ? fmt::format("NUMA {}", *b.numa) : std::string("NUMA -");
-    print_note(fmt::format("rank {} ({}) bound to CPUs {} ({}), {}", r.rank,
-                           plan.ranks[size_t(r.rank)].host,
-                           b.cpus.empty() ? std::string("(not bound)") : format_cpu_list(b.cpus),
-                           numa, gpu));
-  }
-}
-
 std::string describe_rank(const RankPlan& plan, int rank) {
   return fmt::format("rank {} ({})", rank, plan.ranks.at(size_t(rank)).host);
 }
@@ -95,10 +79,10 @@ LaunchedJob run_here(const JobLaunchOptions& options, ClusterSpec& cluster,
   for (const auto& node : job.plan.nodes)
     for (auto& r : rank_processes_for_node(job.plan, node.node_rank, request, muster_env, topology))
       ranks.push_back(std::move(r));
-  if (options.report_bindings) report_bindings(ranks, topology, job.plan);
 
   // 3. Start the ranks and supervise them until every one has ended.
   auto output = make_output(job.plan);
+  for (const auto& [rank, report] : binding_reports(ranks, topology)) output->rank_bound(rank, report);
   ShutdownSignals signals;
   PosixSpawner spawner;
   job.result = run_local_job(spawner, ranks, teardown_policy(options), *output, {signals.fd()},

@@ -6,6 +6,8 @@
 
 #include <fmt/format.h>
 
+#include "topology/cpu_list.h"
+
 namespace muster::cli {
 namespace {
 
@@ -51,6 +53,20 @@ void TaggedOutput::line(int rank, OutputStream stream, std::string_view text) {
     write_all(stream == OutputStream::Stdout ? STDOUT_FILENO : STDERR_FILENO, out);
     out.clear();
   }
+}
+
+void TaggedOutput::rank_bound(int rank, const RankBindingReport& r) {
+  if (!report_bindings_) return;
+  const std::string& host = size_t(rank) < host_of_rank_.size() ? host_of_rank_[size_t(rank)]
+                                                                 : std::string("?");
+  std::string gpu = r.binding.gpu ? fmt::format("GPU {} ({})", *r.binding.gpu, r.gpu_bus_id)
+                                  : std::string("no GPU");
+  std::string numa = r.binding.numa ? fmt::format("NUMA {}", *r.binding.numa) : std::string("NUMA -");
+  flush();
+  print_note(fmt::format("rank {} ({}) bound to CPUs {} ({}), {}", rank, host,
+                         r.binding.cpus.empty() ? std::string("(not bound)")
+                                                : format_cpu_list(r.binding.cpus),
+                         numa, gpu));
 }
 
 void TaggedOutput::flush() {

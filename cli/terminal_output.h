@@ -29,15 +29,18 @@ enum class TagStyle { None, Rank, Host, HostRank };
 // few writes; nothing interleaves because this is the only writer.
 class TaggedOutput : public JobOutput {
  public:
-  TaggedOutput(TagStyle style, std::vector<std::string> host_of_rank)
-      : style_(style), host_of_rank_(std::move(host_of_rank)) {}
+  TaggedOutput(TagStyle style, std::vector<std::string> host_of_rank, bool report_bindings = false)
+      : style_(style), host_of_rank_(std::move(host_of_rank)), report_bindings_(report_bindings) {}
   ~TaggedOutput() override { flush(); }
 
   void line(int rank, OutputStream stream, std::string_view text) override;
   void flush() override;
+  // Like mpirun --report-bindings: one line per rank on stderr, when asked for.
+  void rank_bound(int rank, const RankBindingReport& binding) override;
 
  private:
   TagStyle style_;
+  bool report_bindings_ = false;
   std::vector<std::string> host_of_rank_;
   std::string pending_[2];
 };

@@ -195,6 +195,7 @@ int run_agent(int in_fd, int out_fd) {
     // 3. Start the ranks as the local launcher does, and supervise them while watching the head.
     std::vector<RankProcess> ranks = rank_processes_for_node(
         spec->plan, spec->node_rank, spec->request, Environment::current(), topology);
+    writer.send({FrameKind::Bound, -1, bindings_to_json(binding_reports(ranks, topology))});
     int stop_pipe[2];
     if (pipe2(stop_pipe, O_CLOEXEC | O_NONBLOCK) != 0)
       throw Error(ErrorKind::Runtime, "cannot create a pipe");

@@ -13,7 +13,7 @@ namespace {
 constexpr std::pair<FrameKind, const char*> kNames[] = {
     {FrameKind::Hello, "HELLO"}, {FrameKind::Spec, "SPEC"}, {FrameKind::Stop, "STOP"}, {FrameKind::Beat, "BEAT"},
     {FrameKind::Ask, "ASK"},     {FrameKind::Answer, "ANSWER"},
-    {FrameKind::Out, "OUT"},     {FrameKind::Err, "ERR"},   {FrameKind::Exit, "EXIT"},
+    {FrameKind::Bound, "BOUND"}, {FrameKind::Out, "OUT"},     {FrameKind::Err, "ERR"},   {FrameKind::Exit, "EXIT"},
     {FrameKind::Done, "DONE"},   {FrameKind::Fail, "FAIL"},
 };
 

@@ -17,6 +17,7 @@ enum class FrameKind {
   Beat,   // head -> agent: the head is alive (an agent that hears nothing stops its ranks)
   Ask,    // head -> agent: JSON request before the spec ({"op": "probe" | "clock", ...})
   Answer, // agent -> head: JSON answer to the last Ask
+  Bound,  // agent -> head: JSON, where each of the node's ranks will run (before they start)
   Out,    // agent -> head: one stdout line of a rank
   Err,    // agent -> head: one stderr line of a rank
   Exit,   // agent -> head: JSON, a rank ended

@@ -88,6 +88,29 @@ NodeLaunchSpec node_launch_spec_from_json(const std::string& text) {
   }
 }
 
+std::string bindings_to_json(const std::vector<std::pair<int, RankBindingReport>>& reports) {
+  json out = json::array();
+  for (const auto& [rank, r] : reports)
+    out.push_back({{"rank", rank}, {"cpus", r.binding.cpus},
+                   {"numa", r.binding.numa ? json(*r.binding.numa) : json(nullptr)},
+                   {"gpu", r.binding.gpu ? json(*r.binding.gpu) : json(nullptr)},
+                   {"gpu_bus_id", r.gpu_bus_id}});
+  return out.dump();
+}
+
+std::vector<std::pair<int, RankBindingReport>> bindings_from_json(const std::string& text) {
+  std::vector<std::pair<int, RankBindingReport>> out;
+  for (const auto& j : json::parse(text)) {
+    RankBindingReport r;
+    r.binding.cpus = j.at("cpus").get<std::vector<int>>();
+    if (!j.at("numa").is_null()) r.binding.numa = j.at("numa").get<int>();
+    if (!j.at("gpu").is_null()) r.binding.gpu = j.at("gpu").get<int>();
+    r.gpu_bus_id = j.at("gpu_bus_id");
+    out.emplace_back(j.at("rank").get<int>(), r);
+  }
+  return out;
+}
+
 std::string to_json(const NodeHello& h) {
   json addresses = json::array();
   for (const auto& a : h.addresses)

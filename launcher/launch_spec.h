@@ -44,6 +44,10 @@ NodeLaunchSpec node_launch_spec_from_json(const std::string& text);
 std::string to_json(const NodeHello& hello);
 NodeHello node_hello_from_json(const std::string& text);
 
+// Bound frames: each rank's CPUs, NUMA node and GPU as the node will bind it.
+std::string bindings_to_json(const std::vector<std::pair<int, RankBindingReport>>& reports);
+std::vector<std::pair<int, RankBindingReport>> bindings_from_json(const std::string& text);
+
 // The protocol version both sides must share; bumped on any change to the frames or JSON.
 inline constexpr int kAgentProtocol = 1;
 

@@ -12,6 +12,18 @@
 
 namespace muster {
 
+std::vector<std::pair<int, RankBindingReport>> binding_reports(const std::vector<RankProcess>& ranks,
+                                                               const Topology& topology) {
+  std::vector<std::pair<int, RankBindingReport>> out;
+  for (const auto& r : ranks) {
+    RankBindingReport report{r.binding, ""};
+    if (r.binding.gpu && size_t(*r.binding.gpu) < topology.gpus.size())
+      report.gpu_bus_id = topology.gpus[size_t(*r.binding.gpu)].location.bus_id;
+    out.emplace_back(r.rank, report);
+  }
+  return out;
+}
+
 int JobResult::exit_code() const {
   switch (end) {
     case JobEnd::Completed: return 0;

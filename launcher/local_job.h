@@ -11,10 +11,17 @@
 
 #include "launcher/process_spawner.h"
 #include "topology/binding.h"
+#include "topology/topology.h"
 
 namespace muster {
 
 using Milliseconds = std::chrono::milliseconds;
+
+// A rank's binding as reported on its node: CPUs, NUMA node, GPU and the GPU's bus id.
+struct RankBindingReport {
+  RankBinding binding;
+  std::string gpu_bus_id;  // empty without a GPU
+};
 
 // One rank to start on this node.
 struct RankProcess {
@@ -22,6 +29,10 @@ struct RankProcess {
   ProcessSpec spec;
   RankBinding binding;  // what spec.cpus was chosen from, for --report-bindings
 };
+
+// The report of each of `ranks` on a node whose topology is `topology`.
+std::vector<std::pair<int, RankBindingReport>> binding_reports(const std::vector<RankProcess>& ranks,
+                                                               const Topology& topology);
 
 // How long teardown waits at each step; every wait is bounded.
 struct TeardownPolicy {
@@ -31,6 +42,7 @@ struct TeardownPolicy {
 };
 
 enum class OutputStream { Stdout, Stderr };
+
 
 // Where ranks' output lines go; called from the launcher's single thread.
 class JobOutput {
@@ -42,6 +54,8 @@ class JobOutput {
   virtual void flush() = 0;
   // A rank's process ended (called as soon as it is reaped, before teardown finishes).
   virtual void rank_ended(int rank, const ExitStatus& status) { (void)rank; (void)status; }
+  // Where a rank will run, before it starts (for --report-bindings).
+  virtual void rank_bound(int rank, const RankBindingReport& binding) { (void)rank; (void)binding; }
 };
 
 // Why a job ended.

@@ -257,6 +257,9 @@ JobResult RemoteJob::run(const RankPlan& plan, const LaunchRequest& request,
       }
       Frame& f = *e.frame;
       switch (f.kind) {
+        case FrameKind::Bound:
+          for (const auto& [rank, report] : bindings_from_json(f.payload)) output.rank_bound(rank, report);
+          break;
         case FrameKind::Out: output.line(f.rank, OutputStream::Stdout, f.payload); break;
         case FrameKind::Err: output.line(f.rank, OutputStream::Stderr, f.payload); break;
         case FrameKind::Exit: {

@@ -224,6 +224,14 @@ TEST_F(SshCluster, RunPlacesRanksOnTheirHostsWithTheirEnvironment) {
   }
 }
 
+TEST_F(SshCluster, ReportBindingsNamesEveryRemoteRanksCpus) {
+  auto r = cluster_->muster({"run", "-f", two_slots(), "--report-bindings", "--", "true"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  for (int rank = 0; rank < 8; ++rank)
+    EXPECT_NE(r.err.find(fmt::format("muster: rank {} (node{}) bound to CPUs ", rank, rank / 2 + 1)),
+              std::string::npos) << r.err;
+}
+
 TEST_F(SshCluster, ARankFailingOnOneHostTearsDownEveryHost) {
   TempDir dir;
   auto r = cluster_->muster({"run", "-f", two_slots(), "--grace", "2", "--", "sh", "-c",
