@@ -15,7 +15,6 @@
 #include "cli/smoke_checks.h"
 #include "cli/smoke_protocol.h"
 #include "cli/terminal_output.h"
-#include "launcher/cluster_file.h"
 #include "launcher/error.h"
 #include "launcher/hostfile.h"
 #include "launcher/node_launch.h"
@@ -181,11 +180,6 @@ nlohmann::json report_json(const SmokeCollector& c, const std::vector<SmokeRow>&
           {"results", results}, {"problems", problems}, {"passed", findings.empty()}};
 }
 
-std::optional<double> threshold_busbw(const JobLaunchOptions& launch) {
-  if (launch.cluster.cluster_file.empty()) return std::nullopt;
-  return load_cluster_file(launch.cluster.cluster_file).checks.min_busbw_gbps;
-}
-
 }  // namespace
 
 SmokeOutcome run_smoke_checks(SmokeOptions& options) {
@@ -233,7 +227,7 @@ SmokeOutcome run_smoke_checks(SmokeOptions& options) {
     if (r.wrong > 0)
       findings.push_back({"wrong", fmt::format("{} ({}) at {} bytes: {} wrong elements",
                                                op_name(r.op), r.group, r.bytes, r.wrong)});
-  if (auto min_busbw = threshold_busbw(options.launch)) {
+  if (auto min_busbw = job.checks.min_busbw_gbps) {
     for (auto it = rows.rbegin(); it != rows.rend(); ++it)
       if (it->op == CollectiveOp::AllReduce && it->group == "world") {
         if (it->busbw_gbps < *min_busbw)

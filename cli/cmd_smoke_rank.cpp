@@ -38,21 +38,6 @@ void say(const nlohmann::json& j) {
   print_out(std::string(kSmokeLinePrefix) + j.dump() + "\n");
 }
 
-SmokeSettings settings_from(const nlohmann::json& j) {
-  SmokeSettings s;
-  s.ops.clear();
-  for (const auto& name : j.at("ops"))
-    if (auto op = op_from_name(name)) s.ops.push_back(*op);
-  s.min_bytes = j.at("min_bytes");
-  s.max_bytes = j.at("max_bytes");
-  s.step_factor = j.at("step_factor");
-  s.iters = j.at("iters");
-  s.warmup = j.at("warmup");
-  s.split_node = j.at("split_node");
-  s.pairs = j.at("pairs");
-  return s;
-}
-
 int run_smoke_rank_process() {
   const auto config = nlohmann::json::parse(env_or("MUSTER_SMOKE", "{}"));
   const int rank = env_int("RANK"), world = env_int("WORLD_SIZE"), local_rank = env_int("LOCAL_RANK");
@@ -126,7 +111,7 @@ int run_smoke_rank_process() {
   const std::string stall = env_or("MUSTER_SMOKE_STALL");
   const bool stalls = !stall.empty() && std::stoi(stall) == rank;
   const int stall_step = stalls ? std::stoi(stall.substr(stall.find(':') + 1)) : 0;
-  run_smoke_rank(*collective, settings_from(config), node_of_rank, [&](const SmokeEvent& e) {
+  run_smoke_rank(*collective, smoke_settings_from_json(config), node_of_rank, [&](const SmokeEvent& e) {
     if (stalls && e.kind == SmokeEvent::Kind::Enter && e.seq == stall_step) pause();
     say(smoke_event_json(e));
   });

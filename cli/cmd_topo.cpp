@@ -23,9 +23,10 @@ nlohmann::json optional_int(const std::optional<int>& v) {
   return v ? nlohmann::json(*v) : nlohmann::json(nullptr);
 }
 
-std::string device_label(const Topology& t, bool gpu, size_t i) {
-  return gpu ? fmt::format("GPU{}", i) : fmt::format("NIC{}", i);
-  (void)t;
+// Devices are numbered GPUs first, then NICs, as nvidia-smi orders them.
+std::string device_label(const Topology& t, size_t device) {
+  return device < t.gpus.size() ? fmt::format("GPU{}", device)
+                                : fmt::format("NIC{}", device - t.gpus.size());
 }
 
 // Every device against every device: GPUs first, then NICs, as nvidia-smi orders them.
@@ -68,8 +69,7 @@ nlohmann::json topology_json(const Topology& t) {
   const size_t total = t.gpus.size() + t.nics.size();
   for (size_t r = 0; r < t.gpus.size(); ++r)
     for (size_t c = 0; c < total; ++c)
-      j["paths"][device_label(t, true, r)]
-       [device_label(t, c < t.gpus.size(), c < t.gpus.size() ? c : c - t.gpus.size())] = cell(t, r, c);
+      j["paths"][device_label(t, r)][device_label(t, c)] = cell(t, r, c);
   j["nvlink"] = {{"known", t.nvlinks.has_value()}, {"source", t.nvlink_source}};
   j["gpu_order"] = "PCI_BUS_ID";
   return j;
@@ -101,13 +101,13 @@ std::string topology_text(const Topology& t) {
   if (!t.gpus.empty()) {
     out += "\n      ";
     for (size_t c = 0; c < total; ++c)
-      out += fmt::format("{:<6}", device_label(t, c < t.gpus.size(), c < t.gpus.size() ? c : c - t.gpus.size()));
+      out += fmt::format("{:<6}", device_label(t, c));
     out += "CPU Affinity    NUMA Affinity\n";
     for (size_t r = 0; r < total; ++r) {
       bool gpu = r < t.gpus.size();
       size_t i = gpu ? r : r - t.gpus.size();
       const PciLocation& loc = gpu ? t.gpus[i].location : t.nics[i].location;
-      out += fmt::format("{:<6}", device_label(t, gpu, i));
+      out += fmt::format("{:<6}", device_label(t, r));
       for (size_t c = 0; c < total; ++c) out += fmt::format("{:<6}", cell(t, r, c));
       out += fmt::format("{:<16}{}\n", format_cpu_list(loc.cpus),
                          loc.numa ? std::to_string(*loc.numa) : "N/A");

@@ -141,8 +141,10 @@ LaunchedJob run_across_nodes(const JobLaunchOptions& options, ClusterSpec& clust
 
 LaunchedJob launch_job(const JobLaunchOptions& options, const OutputFactory& make_output) {
   ClusterSpec cluster = load_cluster(options.cluster);
-  return only_this_machine(cluster) ? run_here(options, cluster, make_output)
-                                    : run_across_nodes(options, cluster, make_output);
+  LaunchedJob job = only_this_machine(cluster) ? run_here(options, cluster, make_output)
+                                               : run_across_nodes(options, cluster, make_output);
+  job.checks = cluster.checks;
+  return job;
 }
 
 void report_job_end(const JobResult& result, const RankPlan& plan, double timeout_s) {

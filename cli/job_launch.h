@@ -29,6 +29,7 @@ struct JobLaunchOptions {
 struct LaunchedJob {
   RankPlan plan;
   JobResult result;
+  CheckThresholds checks;  // the cluster's checks:, read with the cluster
 };
 
 using OutputFactory = std::function<std::unique_ptr<JobOutput>(const RankPlan&)>;

@@ -47,4 +47,19 @@ nlohmann::json smoke_settings_json(const SmokeSettings& s, const std::string& ba
           {"timeout_ms", timeout_ms}};
 }
 
+SmokeSettings smoke_settings_from_json(const nlohmann::json& j) {
+  SmokeSettings s;
+  s.ops.clear();
+  for (const auto& name : j.at("ops"))
+    if (auto op = op_from_name(name)) s.ops.push_back(*op);
+  s.min_bytes = j.at("min_bytes");
+  s.max_bytes = j.at("max_bytes");
+  s.step_factor = j.at("step_factor");
+  s.iters = j.at("iters");
+  s.warmup = j.at("warmup");
+  s.split_node = j.at("split_node");
+  s.pairs = j.at("pairs");
+  return s;
+}
+
 }  // namespace muster::cli

@@ -19,8 +19,9 @@ SmokeEvent smoke_event_from_json(const nlohmann::json& j);
 // The JSON after the prefix, when `line` is a smoke line.
 std::optional<nlohmann::json> parse_smoke_line(std::string_view line);
 
-// The settings travel to the ranks in MUSTER_SMOKE.
+// The settings travel to the ranks in MUSTER_SMOKE, with the backend and the timeout.
 nlohmann::json smoke_settings_json(const SmokeSettings& s, const std::string& backend,
                                    long timeout_ms);
+SmokeSettings smoke_settings_from_json(const nlohmann::json& j);
 
 }  // namespace muster::cli

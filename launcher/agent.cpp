@@ -133,6 +133,9 @@ std::string answer(const std::string& payload) {
   throw Error(ErrorKind::Runtime, "unknown request '" + op + "'");
 }
 
+// The head plans and probes before it sends the spec; a large ping can take a while.
+constexpr std::chrono::milliseconds kSpecWaitLimit{std::chrono::minutes(2)};
+
 // Answers the head's requests until a Spec arrives; nullopt when the head went away.
 std::optional<NodeLaunchSpec> receive_spec(int in_fd, FrameReader& reader, FrameWriter& writer) {
   char buffer[65536];
@@ -143,8 +146,8 @@ std::optional<NodeLaunchSpec> receive_spec(int in_fd, FrameReader& reader, Frame
       if (frame->kind == FrameKind::Ask) writer.send({FrameKind::Answer, -1, answer(frame->payload)});
     }
     pollfd p{in_fd, POLLIN, 0};
-    if (poll(&p, 1, int(std::chrono::milliseconds(kHeadSilenceLimit).count()) * 24) <= 0)
-      return std::nullopt;  // no spec in two minutes: the head is not coming back
+    if (poll(&p, 1, int(kSpecWaitLimit.count())) <= 0)
+      return std::nullopt;  // no spec in time: the head is not coming back
     ssize_t n = read(in_fd, buffer, sizeof buffer);
     if (n <= 0) return std::nullopt;
     reader.feed(std::string_view(buffer, size_t(n)));

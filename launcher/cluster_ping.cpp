@@ -96,11 +96,12 @@ void choose_rendezvous(const ClusterSpec& cluster, PingReport& report) {
   for (auto [k, name] : choice.interface_of) report.choice.interface_of[reachable[size_t(k)]] = name;
 }
 
-void add(PingReport& report, Severity severity, std::string check, std::string message) {
-  report.problems.push_back({severity, std::move(check), std::move(message)});
+void add(std::vector<Problem>& found, Severity severity, std::string check, std::string message) {
+  found.push_back({severity, std::move(check), std::move(message)});
 }
 
-void find_problems(const ClusterSpec& cluster, const PingReport& in, PingReport& report) {
+std::vector<Problem> find_problems(const ClusterSpec& cluster, const PingReport& in) {
+  std::vector<Problem> report;
   const auto& nodes = in.nodes;
   auto host = [&](int i) { return nodes[size_t(i)].host; };
   for (const auto& n : nodes)
@@ -204,6 +205,7 @@ void find_problems(const ClusterSpec& cluster, const PingReport& in, PingReport&
     add(report, Severity::Warn, "interfaces",
         "no single subnet joins every node: NCCL_SOCKET_IFNAME and GLOO_SOCKET_IFNAME are left "
         "to the frameworks");
+  return report;
 }
 
 }  // namespace
@@ -229,8 +231,7 @@ PingReport ping_cluster(RemoteJob& job, const ClusterSpec& cluster, const PingOp
   probe_pairs(job, options, report);
   choose_rendezvous(cluster, report);
   // 3. What is wrong, in plain words.
-  PingReport found = report;
-  find_problems(cluster, found, report);
+  report.problems = find_problems(cluster, report);
   return report;
 }
 

@@ -123,24 +123,6 @@ Element parse_element(std::string_view whole, std::string_view text) {
   return element;
 }
 
-std::vector<std::string_view> split_elements(std::string_view text) {
-  std::vector<std::string_view> out;
-  int depth = 0;
-  size_t start = 0;
-  for (size_t i = 0; i <= text.size(); ++i) {
-    if (i < text.size() && text[i] == '[') ++depth;
-    if (i < text.size() && text[i] == ']') --depth;
-    if (i == text.size() || (text[i] == ',' && depth <= 0)) {
-      std::string_view part = text.substr(start, i - start);
-      while (!part.empty() && part.front() == ' ') part.remove_prefix(1);
-      while (!part.empty() && part.back() == ' ') part.remove_suffix(1);
-      out.push_back(part);
-      start = i + 1;
-    }
-  }
-  return out;
-}
-
 void expand_into(const Element& e, size_t group, std::string prefix,
                  std::vector<std::string>& out) {
   prefix += e.literals[group];
@@ -342,7 +324,10 @@ std::vector<std::string> split_outside_brackets(std::string_view text, char sepa
 std::vector<std::string> expand_hostlist(std::string_view text) {
   std::vector<Element> elements;
   size_t total = 0;
-  for (std::string_view part : split_elements(text)) {
+  for (const std::string& element : split_outside_brackets(text, ',')) {
+    std::string_view part = element;  // "a, b" in YAML: the spaces around names go
+    while (!part.empty() && part.front() == ' ') part.remove_prefix(1);
+    while (!part.empty() && part.back() == ' ') part.remove_suffix(1);
     if (part.empty())
       reject(text, text.empty() ? "no host names" : "empty name between commas");
     Element e = parse_element(text, part);
