@@ -54,8 +54,10 @@ class Doctor {
              const std::function<void()>& run) {
     auto started = std::chrono::steady_clock::now();
     StageResult result{name, CheckStatus::Pass, "", 0};
-    const bool selected = (options_.only.empty() || contains(options_.only, name)) &&
-                          !contains(options_.skip, name);
+    // Every other stage works on the cluster, so reading it is never skipped.
+    const bool selected = name == "cluster" ||
+                          ((options_.only.empty() || contains(options_.only, name)) &&
+                           !contains(options_.skip, name));
     std::string failed_need;
     for (const auto& need : needs)
       if (failed_.count(need)) failed_need = need;
@@ -114,8 +116,7 @@ class Doctor {
       throw Error(ErrorKind::Config, "the cluster description is invalid");
     }
     report_.cluster = cluster_.name.empty() ? cluster_.source : cluster_.name;
-    here_only_ = std::all_of(cluster_.nodes.begin(), cluster_.nodes.end(),
-                             [](const NodeSpec& n) { return is_this_machine(n.address); });
+    here_only_ = only_this_machine(cluster_);
     add("cluster", "cluster file", std::nullopt, CheckStatus::Pass,
         cluster_.is_this_machine
             ? std::string("no cluster given: checking this machine")
@@ -154,6 +155,10 @@ class Doctor {
       std::string shape;  // what must match the majority
     };
     std::vector<NodeGpus> nodes;
+    if (!here_only_ && !remote_) {
+      add("topology", "nodes", std::nullopt, CheckStatus::Skip, "needs the ssh stage, which did not run");
+      return;
+    }
     if (here_only_) {
       Topology t = HwlocTopologySource().load();
       NodeGpus n{cluster_.nodes.front().host, int(t.gpus.size()), {}, ""};
@@ -204,6 +209,10 @@ class Doctor {
       add("network", "pairs", std::nullopt, CheckStatus::Skip, "one node: no pairs to probe");
       return;
     }
+    if (!remote_) {
+      add("network", "pairs", std::nullopt, CheckStatus::Skip, "needs the ssh stage, which did not run");
+      return;
+    }
     PingOptions ping;
     ping.round_trips = 20;
     ping.bandwidth = cluster_.checks.min_bandwidth_gbps.has_value();
@@ -230,7 +239,8 @@ class Doctor {
     }
     // Every problem found becomes a check of the node it names (or of the cluster).
     for (const auto& p : r.problems) {
-      if (p.check == "reach") continue;  // the ssh stage reported it
+      // The ssh stage reported unreachable nodes; the topology stage compared the nodes.
+      if (p.check == "reach" || p.check == "facts") continue;
       std::optional<std::string> node;
       for (const auto& n : r.nodes)
         if (p.message.rfind(n.host + " ", 0) == 0 || p.message.rfind(n.host + ":", 0) == 0) node = n.host;

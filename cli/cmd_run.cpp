@@ -24,14 +24,8 @@ TagStyle tag_style_of(const std::string& tag) {
   return TagStyle::Rank;
 }
 
-BindPolicy bind_policy_of(const std::string& bind) {
-  if (bind == "none") return BindPolicy::None;
-  if (bind == "numa") return BindPolicy::Numa;
-  return BindPolicy::Core;
-}
-
 int run_job(RunOptions& options) {
-  options.launch.bind = bind_policy_of(options.bind);
+  options.launch.bind = bind_policy_from_name(options.bind);
   LaunchedJob job = launch_job(options.launch, [&](const RankPlan& plan) {
     std::vector<std::string> hosts;
     for (const auto& r : plan.ranks) hosts.push_back(r.host);

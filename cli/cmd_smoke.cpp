@@ -82,9 +82,7 @@ class JobOutputRef : public JobOutput {
   JobOutput& target_;
 };
 
-struct Finding {
-  std::string check, message;
-};
+using Finding = SmokeProblem;
 
 std::string rank_and_host(const RankPlan& plan, int rank) {
   return fmt::format("rank {} ({})", rank, rank < plan.world_size() ? plan.ranks[size_t(rank)].host : "?");
@@ -126,13 +124,6 @@ std::vector<Finding> check_hellos(const SmokeCollector& c, const RankPlan& plan)
           h.at("machine_id").get<std::string>())});
     }
   return found;
-}
-
-std::string human_bytes(size_t b) {
-  if (b >= (1u << 30) && b % (1u << 30) == 0) return fmt::format("{}G", b >> 30);
-  if (b >= (1u << 20) && b % (1u << 20) == 0) return fmt::format("{}M", b >> 20);
-  if (b >= (1u << 10) && b % (1u << 10) == 0) return fmt::format("{}K", b >> 10);
-  return std::to_string(b);
 }
 
 std::string table(const std::vector<SmokeRow>& rows, const RankPlan& plan) {
@@ -243,7 +234,7 @@ SmokeOutcome run_smoke_checks(SmokeOptions& options) {
   outcome.rows = rows;
   outcome.backend = c.backend;
   outcome.hellos = int(c.hellos.size());
-  for (const auto& f : findings) outcome.problems.push_back({f.check, f.message});
+  outcome.problems = findings;
   outcome.json = report_json(c, rows, findings, job.plan);
   outcome.text = fmt::format("hello from {} of {} ranks; backend {}\n", c.hellos.size(),
                              job.plan.world_size(), c.backend) + table(rows, job.plan);
@@ -266,7 +257,12 @@ int run_smoke(SmokeOptions& options) {
 
 size_t parse_bytes(const std::string& text) {
   size_t pos = 0;
-  double value = std::stod(text, &pos);
+  double value = 0;
+  try {
+    value = std::stod(text, &pos);
+  } catch (const std::exception&) {
+    value = -1;  // not a number at all: reported below like any bad size
+  }
   std::string unit = text.substr(pos);
   double scale = unit.empty() ? 1 : unit == "K" || unit == "KB" ? 1024
                  : unit == "M" || unit == "MB" ? 1 << 20 : unit == "G" || unit == "GB" ? 1 << 30 : -1;

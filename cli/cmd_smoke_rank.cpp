@@ -72,7 +72,7 @@ int run_smoke_rank_process() {
   if (rank == 0) server.emplace(port);
   RendezvousClient store(master, port, timeout);
   store.set(fmt::format("node/{}", rank), std::to_string(node));
-  const bool has_nvidia = !gpu.is_null() && size_t(local_rank) < topology.gpus.size() &&
+  const bool has_nvidia = !gpu.is_null() &&
                           topology.gpus[size_t(local_rank)].vendor_id == 0x10de;
   std::optional<std::string> nccl_missing = has_nvidia ? nccl_unavailable_reason()
                                                        : std::optional<std::string>("no NVIDIA GPU for this rank");

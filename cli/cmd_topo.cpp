@@ -116,10 +116,11 @@ std::string topology_text(const Topology& t) {
     if (t.nics.empty()) out += " none";
     out += "\n";
     for (size_t g = 0; g < t.gpus.size() && !t.nics.empty(); ++g) {
+      std::vector<int> nearest = nearest_nics(t, int(g));
       std::vector<std::string> names;
-      for (int nic : nearest_nics(t, int(g))) names.push_back(t.nics[size_t(nic)].name);
+      for (int nic : nearest) names.push_back(t.nics[size_t(nic)].name);
       out += fmt::format("  GPU{}: {} ({})\n", g, fmt::join(names, ", "),
-                         gpu_to_nic(t, int(g), nearest_nics(t, int(g)).front()).str());
+                         gpu_to_nic(t, int(g), nearest.front()).str());
     }
     out += fmt::format(
         "\nLegend:\n"

@@ -34,6 +34,7 @@ void DoctorProgress::begin_stage(const std::string& name, int total, const std::
   {
     std::lock_guard lock(mutex_);
     stage_ = name;
+    started_ = std::chrono::steady_clock::now();
     total_ = total;
     unit_ = unit;
     done_ = 0;

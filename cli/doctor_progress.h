@@ -29,7 +29,7 @@ class DoctorProgress {
   std::atomic<int> done_{0};
   int total_ = 0;
   std::string unit_;
-  std::chrono::steady_clock::time_point started_ = std::chrono::steady_clock::now();
+  std::chrono::steady_clock::time_point started_;  // of the current stage
   std::atomic<bool> stop_{false};
   std::thread ticker_;
 };

@@ -127,11 +127,13 @@ std::string doctor_summary(const DoctorReport& report, bool colour) {
     out += fmt::format("{:<{}}  {:<{}}  {:<{}}  {}{}  {}\n", c.stage, stage_w, c.name, name_w,
                        c.node.value_or("-"), node_w, paint(c.status),
                        std::string(6 - std::string(status_name(c.status)).size(), ' '), c.reason);
-  auto json = doctor_json(report);
+  auto count = [&](CheckStatus s) {
+    return std::count_if(report.checks.begin(), report.checks.end(),
+                         [&](const Check& c) { return c.status == s; });
+  };
   out += fmt::format("\n{} in {:.1f} s: {} passed, {} warned, {} failed, {} skipped\n",
-                     paint(report.overall()), report.seconds, json["summary"]["pass"].get<int>(),
-                     json["summary"]["warn"].get<int>(), json["summary"]["fail"].get<int>(),
-                     json["summary"]["skip"].get<int>());
+                     paint(report.overall()), report.seconds, count(CheckStatus::Pass),
+                     count(CheckStatus::Warn), count(CheckStatus::Fail), count(CheckStatus::Skip));
   return out;
 }
 

@@ -1,6 +1,8 @@
 #include "cli/job_launch.h"
 
 #include <algorithm>
+#include <unistd.h>
+
 #include <cmath>
 
 #include <fmt/format.h>
@@ -23,12 +25,6 @@ namespace muster::cli {
 namespace {
 
 Milliseconds seconds_to_ms(double s) { return Milliseconds(std::llround(s * 1000)); }
-
-// A cluster of this machine alone runs without SSH; any other machine means agents.
-bool only_this_machine(const ClusterSpec& cluster) {
-  return std::all_of(cluster.nodes.begin(), cluster.nodes.end(),
-                     [](const NodeSpec& n) { return is_this_machine(n.address); });
-}
 
 std::string describe_rank(const RankPlan& plan, int rank) {
   return fmt::format("rank {} ({})", rank, plan.ranks.at(size_t(rank)).host);
@@ -91,6 +87,16 @@ LaunchedJob run_here(const JobLaunchOptions& options, ClusterSpec& cluster,
   return job;
 }
 
+// A Ctrl-C while the nodes were reached and probed: the job ends before any rank starts,
+// with the status a signal gives.
+bool interrupted_before_start(const ShutdownSignals& signals, JobResult& result) {
+  unsigned char signal_number = 0;
+  if (read(signals.fd(), &signal_number, 1) != 1) return false;
+  result.end = JobEnd::Interrupted;
+  result.received_signal = signal_number;
+  return true;
+}
+
 // Ranks on other machines: an agent per node over SSH.
 LaunchedJob run_across_nodes(const JobLaunchOptions& options, ClusterSpec& cluster,
                              const OutputFactory& make_output) {
@@ -106,6 +112,7 @@ LaunchedJob run_across_nodes(const JobLaunchOptions& options, ClusterSpec& clust
     cluster.nodes[i].gpu_count = remote->hellos()[i].gpus;
   LaunchedJob job;
   job.plan = make_rank_plan(cluster, options.cluster.ranks, map_by_of(options.cluster));
+  if (interrupted_before_start(signals, job.result)) return job;
 
   // 3. Rank 0's rendezvous and each node's interfaces, chosen from what was measured:
   //    an address of node 0 every node reached, and per node the interface in the subnet
@@ -129,6 +136,7 @@ LaunchedJob run_across_nodes(const JobLaunchOptions& options, ClusterSpec& clust
                                   {"GLOO_SOCKET_IFNAME", name}};
   request.job.master_port = remote->hellos().front().free_ports.at(0);
   request.job.jax_coordinator_port = remote->hellos().front().free_ports.at(1);
+  if (interrupted_before_start(signals, job.result)) return job;
 
   // 4. Start every node's ranks and supervise them as one job.
   auto output = make_output(job.plan);

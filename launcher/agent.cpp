@@ -143,7 +143,8 @@ std::optional<NodeLaunchSpec> receive_spec(int in_fd, FrameReader& reader, Frame
     while (auto frame = reader.next()) {
       if (frame->kind == FrameKind::Spec) return node_launch_spec_from_json(frame->payload);
       if (frame->kind == FrameKind::Stop) return std::nullopt;
-      if (frame->kind == FrameKind::Ask) writer.send({FrameKind::Answer, -1, answer(frame->payload)});
+      if (frame->kind == FrameKind::Ask)
+        writer.send({FrameKind::Answer, frame->rank, answer(frame->payload)});
     }
     pollfd p{in_fd, POLLIN, 0};
     if (poll(&p, 1, int(kSpecWaitLimit.count())) <= 0)
@@ -159,23 +160,23 @@ std::optional<NodeLaunchSpec> receive_spec(int in_fd, FrameReader& reader, Frame
 void watch_head(int in_fd, FrameReader reader, int stop_fd) {
   char buffer[4096];
   unsigned char why = SIGHUP;
-  for (bool running = true; running;) {
-    while (auto frame = reader.next())
-      if (frame->kind == FrameKind::Stop) {
-        why = SIGTERM;
-        running = false;
-      }
-    if (!running) break;
-    pollfd p{in_fd, POLLIN, 0};
-    int ready = poll(&p, 1, int(std::chrono::milliseconds(kHeadSilenceLimit).count()));
-    if (ready <= 0) break;  // silence: the network to the head is gone
-    ssize_t n = read(in_fd, buffer, sizeof buffer);
-    if (n <= 0) break;      // the control channel closed: the head is gone
-    try {
+  try {
+    for (bool running = true; running;) {
+      while (auto frame = reader.next())
+        if (frame->kind == FrameKind::Stop) {
+          why = SIGTERM;
+          running = false;
+        }
+      if (!running) break;
+      pollfd p{in_fd, POLLIN, 0};
+      int ready = poll(&p, 1, int(std::chrono::milliseconds(kHeadSilenceLimit).count()));
+      if (ready <= 0) break;  // silence: the network to the head is gone
+      ssize_t n = read(in_fd, buffer, sizeof buffer);
+      if (n <= 0) break;      // the control channel closed: the head is gone
       reader.feed(std::string_view(buffer, size_t(n)));
-    } catch (const Error&) {
-      break;
     }
+  } catch (const Error&) {
+    // Garbage from the head is as good as no head: stop the ranks.
   }
   [[maybe_unused]] auto n = write(stop_fd, &why, 1);
 }

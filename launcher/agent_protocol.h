@@ -15,8 +15,9 @@ enum class FrameKind {
   Spec,   // head -> agent: JSON launch spec for the node's ranks
   Stop,   // head -> agent: tear the ranks down now
   Beat,   // head -> agent: the head is alive (an agent that hears nothing stops its ranks)
-  Ask,    // head -> agent: JSON request before the spec ({"op": "probe" | "clock", ...})
-  Answer, // agent -> head: JSON answer to the last Ask
+  Ask,    // head -> agent: JSON request before the spec ({"op": "probe" | "clock", ...});
+          // its rank field carries a request id
+  Answer, // agent -> head: JSON answer, with the id of the Ask it answers
   Bound,  // agent -> head: JSON, where each of the node's ranks will run (before they start)
   Out,    // agent -> head: one stdout line of a rank
   Err,    // agent -> head: one stderr line of a rank

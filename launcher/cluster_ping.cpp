@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <map>
+#include <set>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -107,7 +108,9 @@ std::vector<Problem> find_problems(const ClusterSpec& cluster, const PingReport&
   for (const auto& n : nodes)
     if (!n.reach.ok) add(report, Severity::Fail, "reach", n.reach.failure);
 
-  // Two entries that are one machine would run duplicate ranks on the same GPUs.
+  // Two entries that are one machine would run duplicate ranks on the same GPUs. Every
+  // such group is named once: by machine-id, or by boot id when only that matches.
+  std::set<std::vector<int>> reported;
   for (const char* what : {"machine-id", "boot-id"}) {
     std::map<std::string, std::vector<int>> same;
     for (size_t i = 0; i < nodes.size(); ++i) {
@@ -117,14 +120,13 @@ std::vector<Problem> find_problems(const ClusterSpec& cluster, const PingReport&
       if (!id.empty()) same[id].push_back(int(i));
     }
     for (const auto& [id, group] : same)
-      if (group.size() > 1) {
+      if (group.size() > 1 && reported.insert(group).second) {
         std::vector<std::string> names;
         for (int i : group) names.push_back(fmt::format("{} ({})", host(i), nodes[size_t(i)].address));
         add(report, Severity::Fail, "identity",
             fmt::format("{} are the same machine (same {} {}); list each machine once, or its "
                         "ranks and GPUs would be used twice", fmt::join(names, " and "),
                         std::string(what) == "machine-id" ? "/etc/machine-id" : "boot id", id));
-        break;
       }
   }
 

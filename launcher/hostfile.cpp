@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <charconv>
 #include <cstring>
@@ -157,6 +158,11 @@ bool is_this_machine(const std::string& host) {
   if (host == "localhost" || host == "127.0.0.1" || host == "::1") return true;
   const std::string mine = this_hostname();
   return host == mine || host == mine.substr(0, mine.find('.'));
+}
+
+bool only_this_machine(const ClusterSpec& cluster) {
+  return std::all_of(cluster.nodes.begin(), cluster.nodes.end(),
+                     [](const NodeSpec& n) { return is_this_machine(n.address); });
 }
 
 }  // namespace muster

@@ -23,4 +23,7 @@ ClusterSpec this_machine_cluster();
 // True when `host` names the machine muster runs on (localhost, its hostname).
 bool is_this_machine(const std::string& host);
 
+// True when every node of `cluster` is this machine: it runs without SSH.
+bool only_this_machine(const ClusterSpec& cluster);
+
 }  // namespace muster

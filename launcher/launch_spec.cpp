@@ -6,18 +6,8 @@
 #include "launcher/error.h"
 
 namespace muster {
-namespace {
 
 using nlohmann::json;
-
-const char* bind_name(BindPolicy p) {
-  return p == BindPolicy::None ? "none" : p == BindPolicy::Numa ? "numa" : "core";
-}
-BindPolicy bind_of(const std::string& s) {
-  return s == "none" ? BindPolicy::None : s == "numa" ? BindPolicy::Numa : BindPolicy::Core;
-}
-
-}  // namespace
 
 std::string to_json(const NodeLaunchSpec& spec) {
   json ranks = json::array(), nodes = json::array();
@@ -34,7 +24,7 @@ std::string to_json(const NodeLaunchSpec& spec) {
       {"plan", {{"ranks", ranks}, {"nodes", nodes}}},
       {"argv", spec.request.argv},
       {"workdir", spec.request.workdir ? json(*spec.request.workdir) : json(nullptr)},
-      {"bind", bind_name(spec.request.bind)},
+      {"bind", bind_policy_name(spec.request.bind)},
       {"job", {{"job_id", job.job_id}, {"master_addr", job.master_addr},
                {"master_port", job.master_port}, {"jax_coordinator_port", job.jax_coordinator_port},
                {"launch_env", job.launch_env}, {"exports", job.exports},
@@ -70,7 +60,7 @@ NodeLaunchSpec node_launch_spec_from_json(const std::string& text) {
                                  n.at("ranks").get<std::vector<int>>()});
     spec.request.argv = j.at("argv").get<std::vector<std::string>>();
     if (!j.at("workdir").is_null()) spec.request.workdir = j.at("workdir").get<std::string>();
-    spec.request.bind = bind_of(j.at("bind"));
+    spec.request.bind = bind_policy_from_name(j.at("bind"));
     const json& job = j.at("job");
     spec.request.job.job_id = job.at("job_id");
     spec.request.job.master_addr = job.at("master_addr");

@@ -49,7 +49,8 @@ int refuse_prompt(const char*, char*, size_t, int, int, void*) { return -1; }
 
 class LibsshCommand : public RemoteCommand {
  public:
-  LibsshCommand(ssh_session session, ssh_channel channel) : session_(session), channel_(channel) {}
+  LibsshCommand(ssh_session session, ssh_channel channel, std::string host)
+      : session_(session), channel_(channel), host_(std::move(host)) {}
   ~LibsshCommand() override {
     ssh_channel_close(channel_);
     ssh_channel_free(channel_);
@@ -58,7 +59,7 @@ class LibsshCommand : public RemoteCommand {
   void write(std::string_view bytes) override {
     while (!bytes.empty()) {
       int n = ssh_channel_write(channel_, bytes.data(), uint32_t(std::min<size_t>(bytes.size(), 32768)));
-      if (n <= 0) throw SshError(SshFailure::Connection, "", ssh_get_error(session_));
+      if (n <= 0) throw SshError(SshFailure::Connection, host_, ssh_get_error(session_));
       bytes.remove_prefix(size_t(n));
     }
   }
@@ -98,6 +99,7 @@ class LibsshCommand : public RemoteCommand {
  private:
   ssh_session session_;
   ssh_channel channel_;
+  std::string host_;
 };
 
 class LibsshConnection : public SshConnection {
@@ -118,7 +120,7 @@ class LibsshConnection : public SshConnection {
       if (channel) ssh_channel_free(channel);
       throw SshError(SshFailure::RemoteCommand, host_, "cannot start a command: " + why);
     }
-    return std::make_unique<LibsshCommand>(session_, channel);
+    return std::make_unique<LibsshCommand>(session_, channel, host_);
   }
 
   void upload(const std::string& content, const std::string& remote_path) override {

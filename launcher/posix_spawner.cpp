@@ -123,13 +123,24 @@ SpawnedProcess PosixSpawner::spawn(const ProcessSpec& spec) {
   CPU_ZERO(&cpus);
   for (int cpu : spec.cpus) CPU_SET(cpu, &cpus);
 
-  int out[2], err[2], status_pipe[2];
+  int out[2] = {-1, -1}, err[2] = {-1, -1}, status_pipe[2] = {-1, -1};
+  auto close_all = [&] {
+    for (int fd : {out[0], out[1], err[0], err[1], status_pipe[0], status_pipe[1]})
+      if (fd >= 0) close(fd);
+  };
   if (pipe2(out, O_CLOEXEC) != 0 || pipe2(err, O_CLOEXEC) != 0 ||
-      pipe2(status_pipe, O_CLOEXEC) != 0)
-    throw Error(ErrorKind::Runtime, fmt::format("cannot create pipes: {}", strerror(errno)));
+      pipe2(status_pipe, O_CLOEXEC) != 0) {
+    int saved = errno;
+    close_all();
+    throw Error(ErrorKind::Runtime, fmt::format("cannot create pipes: {}", strerror(saved)));
+  }
 
   pid_t pid = fork();
-  if (pid < 0) throw Error(ErrorKind::Runtime, fmt::format("fork failed: {}", strerror(errno)));
+  if (pid < 0) {
+    int saved = errno;
+    close_all();
+    throw Error(ErrorKind::Runtime, fmt::format("fork failed: {}", strerror(saved)));
+  }
   if (pid == 0) {
     // A session of its own: its process group is what teardown signals, grandchildren included.
     setsid();

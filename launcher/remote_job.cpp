@@ -30,6 +30,7 @@ struct RemoteJob::Link {
   std::unique_ptr<RemoteCommand> agent;
   FrameReader reader;
   std::string agent_stderr;
+  int last_request = 0;         // Ask ids, so a late answer is never taken for a newer one
   std::thread io;
   std::mutex mutex;             // guards outgoing and closing
   std::string outgoing;         // frames to send, written by the io thread
@@ -38,12 +39,14 @@ struct RemoteJob::Link {
 
 namespace {
 
-// Reads frames until the first of `kind`; nullopt when the channel ended first.
-std::optional<Frame> await_frame(RemoteJob::Link& link, FrameKind kind, std::chrono::seconds limit) {
+// Reads frames until the first of `kind` (with request id `id`, for answers); nullopt when
+// the channel ended first. A late answer to an earlier request is dropped here.
+std::optional<Frame> await_frame(RemoteJob::Link& link, FrameKind kind, std::chrono::seconds limit,
+                                 int id = -1) {
   auto deadline = Clock::now() + limit;
   for (;;) {
     while (auto frame = link.reader.next()) {
-      if (frame->kind == kind) return frame;
+      if (frame->kind == kind && (id < 0 || frame->rank == id)) return frame;
       if (frame->kind == FrameKind::Fail)
         throw SshError(SshFailure::RemoteCommand, link.host, "the agent failed: " + frame->payload);
     }
@@ -183,8 +186,9 @@ std::vector<std::optional<std::string>> RemoteJob::ask(
       Link& link = *links_[requests[k].first];
       if (!link.agent) return;
       try {
-        link.agent->write(encode_frame({FrameKind::Ask, -1, requests[k].second}));
-        if (auto answer = await_frame(link, FrameKind::Answer, limit)) answers[k] = answer->payload;
+        const int id = ++link.last_request;
+        link.agent->write(encode_frame({FrameKind::Ask, id, requests[k].second}));
+        if (auto answer = await_frame(link, FrameKind::Answer, limit, id)) answers[k] = answer->payload;
       } catch (const std::exception&) {
         // no answer: the caller reports the node
       }
@@ -256,48 +260,52 @@ JobResult RemoteJob::run(const RankPlan& plan, const LaunchRequest& request,
         continue;
       }
       Frame& f = *e.frame;
-      switch (f.kind) {
-        case FrameKind::Bound:
-          for (const auto& [rank, report] : bindings_from_json(f.payload)) output.rank_bound(rank, report);
-          break;
-        case FrameKind::Out: output.line(f.rank, OutputStream::Stdout, f.payload); break;
-        case FrameKind::Err: output.line(f.rank, OutputStream::Stderr, f.payload); break;
-        case FrameKind::Exit: {
-          ExitStatus s = exit_status_of(f.payload);
-          if (f.rank < 0 || size_t(f.rank) >= status.size()) break;
-          status[size_t(f.rank)] = s;
-          output.rank_ended(f.rank, s);
-          if (!s.success() && !tearing_down) {
-            result.first_failed_rank = f.rank;
-            stop_everything(JobEnd::RankFailed);
+      try {
+        switch (f.kind) {
+          case FrameKind::Bound:
+            for (const auto& [rank, report] : bindings_from_json(f.payload)) output.rank_bound(rank, report);
+            break;
+          case FrameKind::Out: output.line(f.rank, OutputStream::Stdout, f.payload); break;
+          case FrameKind::Err: output.line(f.rank, OutputStream::Stderr, f.payload); break;
+          case FrameKind::Exit: {
+            ExitStatus s = exit_status_of(f.payload);
+            if (f.rank < 0 || size_t(f.rank) >= status.size()) break;
+            status[size_t(f.rank)] = s;
+            output.rank_ended(f.rank, s);
+            if (!s.success() && !tearing_down) {
+              result.first_failed_rank = f.rank;
+              stop_everything(JobEnd::RankFailed);
+            }
+            break;
           }
-          break;
+          case FrameKind::Done: {
+            node_finished[e.node] = true;
+            auto done = nlohmann::json::parse(f.payload);
+            result.escaped_killed += done.at("escaped").get<int>();
+            std::string start_error = done.at("start_error");
+            if (!start_error.empty()) {
+              result.start_error = fmt::format("{}: {}", host, start_error);
+              if (result.end == JobEnd::RankFailed || result.end == JobEnd::Completed)
+                result.end = JobEnd::StartFailed;
+            }
+            for (const auto& s : done.at("stuck"))
+              result.stuck.push_back({s.at("rank").get<int>(),
+                                      fmt::format("{}: {}", host, s.at("process").get<std::string>())});
+            break;
+          }
+          case FrameKind::Fail:
+            node_finished[e.node] = true;
+            result.notes.push_back(fmt::format("{}: the agent failed: {}", host, f.payload));
+            if (!tearing_down) {
+              result.start_error = fmt::format("{}: {}", host, f.payload);
+              result.first_failed_rank = plan.nodes[e.node].ranks.empty() ? 0 : plan.nodes[e.node].ranks.front();
+              stop_everything(JobEnd::StartFailed);
+            }
+            break;
+          default: break;
         }
-        case FrameKind::Done: {
-          node_finished[e.node] = true;
-          auto done = nlohmann::json::parse(f.payload);
-          result.escaped_killed += done.at("escaped").get<int>();
-          std::string start_error = done.at("start_error");
-          if (!start_error.empty()) {
-            result.start_error = fmt::format("{}: {}", host, start_error);
-            if (result.end == JobEnd::RankFailed || result.end == JobEnd::Completed)
-              result.end = JobEnd::StartFailed;
-          }
-          for (const auto& s : done.at("stuck"))
-            result.stuck.push_back({s.at("rank").get<int>(),
-                                    fmt::format("{}: {}", host, s.at("process").get<std::string>())});
-          break;
-        }
-        case FrameKind::Fail:
-          node_finished[e.node] = true;
-          result.notes.push_back(fmt::format("{}: the agent failed: {}", host, f.payload));
-          if (!tearing_down) {
-            result.start_error = fmt::format("{}: {}", host, f.payload);
-            result.first_failed_rank = plan.nodes[e.node].ranks.empty() ? 0 : plan.nodes[e.node].ranks.front();
-            stop_everything(JobEnd::StartFailed);
-          }
-          break;
-        default: break;
+      } catch (const nlohmann::json::exception& bad) {
+        result.notes.push_back(fmt::format("{} sent a malformed message: {}", host, bad.what()));
       }
     }
     output.flush();

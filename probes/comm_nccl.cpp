@@ -49,9 +49,9 @@ struct Libraries {
   cudaError_t (*free)(void*) = nullptr;
   cudaError_t (*memcpy)(void*, const void*, size_t, int) = nullptr;
   cudaError_t (*stream_create)(cudaStream_t*) = nullptr;
+  cudaError_t (*stream_destroy)(cudaStream_t) = nullptr;
   cudaError_t (*stream_query)(cudaStream_t) = nullptr;
   const char* (*cuda_error_string)(cudaError_t) = nullptr;
-  cudaError_t (*bus_id)(char*, int, int) = nullptr;
 
   template <typename Fn>
   bool bind(void* lib, Fn& fn, const char* symbol) {
@@ -83,8 +83,8 @@ Libraries& libraries() {
     l.bind(l.cudart, l.memcpy, "cudaMemcpy");
     l.bind(l.cudart, l.stream_create, "cudaStreamCreate");
     l.bind(l.cudart, l.stream_query, "cudaStreamQuery");
+    l.bind(l.cudart, l.stream_destroy, "cudaStreamDestroy");
     l.bind(l.cudart, l.cuda_error_string, "cudaGetErrorString");
-    l.bind(l.cudart, l.bus_id, "cudaDeviceGetPCIBusId");
     l.bind(l.nccl, l.get_unique_id, "ncclGetUniqueId");
     l.bind(l.nccl, l.comm_init_rank, "ncclCommInitRank");
     l.bind(l.nccl, l.comm_abort, "ncclCommAbort");
@@ -114,6 +114,9 @@ class NcclCollective : public Collective {
       : store_(store), rank_(rank), size_(size), device_(device), timeout_(timeout),
         name_(std::move(name)), libs_(libraries()) {
     check_cuda(libs_.set_device(device), "cudaSetDevice");
+    // Until the constructor finishes, a failure must still give back what was made.
+    std::unique_ptr<NcclCollective, void (*)(NcclCollective*)> constructed(
+        this, [](NcclCollective* self) { self->release_all(); });
     check_cuda(libs_.stream_create(&stream_), "cudaStreamCreate");
     // Rank 0 of the group makes the unique id; the others fetch it from the rendezvous.
     ncclUniqueId id{};
@@ -126,10 +129,9 @@ class NcclCollective : public Collective {
       std::memcpy(id.internal, bytes.data(), std::min(bytes.size(), sizeof id.internal));
     }
     check_nccl(libs_.comm_init_rank(&comm_, size, id, rank), "ncclCommInitRank");
+    constructed.release();
   }
-  ~NcclCollective() override {
-    if (comm_) (aborted_ ? libs_.comm_abort : libs_.comm_destroy)(comm_);
-  }
+  ~NcclCollective() override { release_all(); }
 
   std::string backend() const override { return "nccl"; }
   int rank() const override { return rank_; }
@@ -201,6 +203,14 @@ class NcclCollective : public Collective {
       std::this_thread::sleep_for(std::chrono::microseconds(20));
     }
   }
+  void release_all() {
+    if (comm_) (aborted_ ? libs_.comm_abort : libs_.comm_destroy)(comm_);
+    if (barrier_) libs_.free(barrier_);
+    if (stream_) libs_.stream_destroy(stream_);
+    comm_ = nullptr;
+    barrier_ = nullptr;
+    stream_ = nullptr;
+  }
   void check_cuda(cudaError_t rc, const char* what) const {
     if (rc != 0) throw Error(ErrorKind::Runtime, fmt::format("{}: {}", what, libs_.cuda_error_string(rc)));
   }
@@ -236,15 +246,5 @@ std::unique_ptr<Collective> make_nccl_collective(RendezvousClient& store, int ra
   return std::make_unique<NcclCollective>(store, rank, size, device, timeout, "world");
 }
 
-std::optional<std::string> cuda_device_bus_id(int device) {
-  const Libraries& libs = libraries();
-  if (!libs.bus_id) return std::nullopt;
-  char text[64] = {};
-  if (libs.bus_id(text, sizeof text, device) != 0) return std::nullopt;
-  std::string id = text;
-  for (auto& c : id) c = char(std::tolower(static_cast<unsigned char>(c)));
-  if (id.size() > 12) id = id.substr(id.size() - 12);  // "00000000:3b:00.0" -> "0000:3b:00.0"
-  return id;
-}
 
 }  // namespace muster

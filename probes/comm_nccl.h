@@ -20,7 +20,5 @@ std::optional<std::string> nccl_unavailable_reason();
 std::unique_ptr<Collective> make_nccl_collective(RendezvousClient& store, int rank, int size,
                                                  int device, std::chrono::milliseconds timeout);
 
-// The PCI bus id of CUDA device `device` when the CUDA runtime loads ("0000:3b:00.0").
-std::optional<std::string> cuda_device_bus_id(int device);
 
 }  // namespace muster

@@ -24,9 +24,13 @@ TcpListener::TcpListener(int port, const char* what) {
   if (listen_fd_ < 0 || bind(listen_fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 ||
       listen(listen_fd_, 1024) != 0 ||
       getsockname(listen_fd_, reinterpret_cast<sockaddr*>(&addr), &len) != 0 ||
-      pipe2(wake_, O_CLOEXEC) != 0)
+      pipe2(wake_, O_CLOEXEC) != 0) {
+    int saved = errno;
+    for (int fd : {listen_fd_, wake_[0], wake_[1]})
+      if (fd >= 0) close(fd);
     throw Error(ErrorKind::Runtime, fmt::format("cannot listen for {} on port {}: {}", what, port,
-                                                std::strerror(errno)));
+                                                std::strerror(saved)));
+  }
   port_ = ntohs(addr.sin_port);
 }
 

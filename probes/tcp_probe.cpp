@@ -75,30 +75,39 @@ ProbeResult probe_peer(const std::string& address, int port, int round_trips,
                        std::chrono::milliseconds timeout,
                        std::optional<std::chrono::milliseconds> bulk) {
   ProbeResult result;
-  auto connect_to = [&](int& fd) -> bool {
+  // Connects `fd`; on failure closes it, sets `error` and returns false.
+  auto connect_to = [&](int& fd, std::string& error) -> bool {
+    bool ok = false;
+    struct CloseUnlessOk {
+      int& fd;
+      bool& ok;
+      ~CloseUnlessOk() {
+        if (!ok && fd >= 0) close(fd), fd = -1;
+      }
+    } guard{fd, ok};
     sockaddr_in addr{};
     addr.sin_family = AF_INET;
     addr.sin_port = htons(uint16_t(port));
     if (inet_pton(AF_INET, address.c_str(), &addr.sin_addr) != 1) {
-      result.error = "not an IPv4 address";
+      error = "not an IPv4 address";
       return false;
     }
     fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
     int rc = connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
     if (rc != 0 && errno != EINPROGRESS) {
-      result.error = std::strerror(errno);
+      error = std::strerror(errno);
       return false;
     }
     pollfd p{fd, POLLOUT, 0};
     if (rc != 0 && poll(&p, 1, int(timeout.count())) <= 0) {
-      result.error = fmt::format("no answer within {} ms", timeout.count());
+      error = fmt::format("no answer within {} ms", timeout.count());
       return false;
     }
     int err = 0;
     socklen_t len = sizeof err;
     getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len);
     if (err != 0) {
-      result.error = std::strerror(err);
+      error = std::strerror(err);
       return false;
     }
     fcntl(fd, F_SETFL, 0);  // blocking from here, with a receive limit
@@ -106,14 +115,12 @@ ProbeResult probe_peer(const std::string& address, int port, int round_trips,
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &yes, sizeof yes);
     timeval limit{long(timeout.count() / 1000), long(timeout.count() % 1000) * 1000};
     setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &limit, sizeof limit);
+    ok = true;
     return true;
   };
 
   int fd = -1;
-  if (!connect_to(fd)) {
-    if (fd >= 0) close(fd);
-    return result;
-  }
+  if (!connect_to(fd, result.error)) return result;
   std::vector<double> samples;
   bool ok = write_exact(fd, &kEcho, 1);
   for (int i = 0; ok && i < round_trips; ++i) {
@@ -130,7 +137,8 @@ ProbeResult probe_peer(const std::string& address, int port, int round_trips,
   result.reachable = true;
   result.rtt = summarize_rtt(samples);
 
-  if (bulk && connect_to(fd)) {
+  std::string bulk_error;  // a failed bulk stream leaves the RTT result as it was
+  if (bulk && connect_to(fd, bulk_error)) {
     std::vector<char> chunk(1 << 16, 'x');
     bool sent = write_exact(fd, &kBulk, 1);
     auto stop_at = Clock::now() + *bulk;

@@ -14,6 +14,16 @@ bool contains_all(const std::vector<int>& set, const std::vector<int>& items) {
 
 }  // namespace
 
+BindPolicy bind_policy_from_name(const std::string& name) {
+  if (name == "none") return BindPolicy::None;
+  if (name == "numa") return BindPolicy::Numa;
+  return BindPolicy::Core;
+}
+
+const char* bind_policy_name(BindPolicy policy) {
+  return policy == BindPolicy::None ? "none" : policy == BindPolicy::Numa ? "numa" : "core";
+}
+
 std::vector<RankBinding> plan_bindings(const Topology& topology,
                                        const std::vector<std::optional<int>>& gpu_of_local_rank,
                                        BindPolicy policy) {

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "topology/topology.h"
@@ -15,6 +16,10 @@ enum class BindPolicy {
   Numa,  // every CPU of the rank's NUMA node (its GPU's, or its share of the spread)
   Core,  // the rank's own share of those cores (the default)
 };
+
+// "none", "numa" or "core"; anything else is Core, the default.
+BindPolicy bind_policy_from_name(const std::string& name);
+const char* bind_policy_name(BindPolicy policy);
 
 struct RankBinding {
   std::vector<int> cpus;    // PU os indexes; empty when not bound

@@ -33,6 +33,7 @@ TEST(TorchGloo, FourRanksAllReduceThroughEnvInit) {
     EXPECT_EQ(world, 4);
     EXPECT_EQ(local, rank);
     EXPECT_EQ(sum, 10.0);  // 1 + 2 + 3 + 4
+    EXPECT_EQ(expected, 10.0);
     EXPECT_EQ(wrong, 0);
     seen.insert(std::to_string(rank));
   }

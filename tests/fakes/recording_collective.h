@@ -33,7 +33,13 @@ class RecordingCollective : public Collective {
     log_->push_back(fmt::format("{} {} {}", name_, op_name(op), count));
     const int n = size_;
     auto value = [](int r, size_t i) { return float(r + 1) + float(i % 13); };
-    auto sum = [&](size_t i) { return float(n * (n + 1) / 2.0 + double(n) * double(i % 13)); };
+    // What n ranks holding value(r, i) add up to, added rank by rank: independent of the
+    // closed form the sweep checks against.
+    auto sum = [&](size_t i) {
+      float total = 0;
+      for (int r = 0; r < n; ++r) total += value(r, i);
+      return total;
+    };
     switch (op) {
       case CollectiveOp::Barrier: break;
       case CollectiveOp::AllReduce: for (size_t i = 0; i < count; ++i) recv[i] = sum(i); break;

@@ -64,6 +64,13 @@ void on_fatal_signal(int sig) {
   raise(sig);
 }
 
+// One open file for the lock: flock belongs to the open file, so locking and unlocking must
+// use the same one.
+int cluster_lock_fd() {
+  static int fd = open("/tmp/muster-test-cluster.lock", O_CREAT | O_RDWR | O_CLOEXEC, 0644);
+  return fd;
+}
+
 std::string read_file(const std::string& path) {
   std::ifstream in(path);
   std::stringstream s;
@@ -83,8 +90,7 @@ std::string TestCluster::unavailable_reason() {
 
 TestCluster::TestCluster(int hosts) {
   // One cluster at a time on this machine: test processes run in parallel under ctest -j.
-  static int lock_fd = open("/tmp/muster-test-cluster.lock", O_CREAT | O_RDWR | O_CLOEXEC, 0644);
-  flock(lock_fd, LOCK_EX);
+  flock(cluster_lock_fd(), LOCK_EX);
   remove_leftovers();
   prefix_ = fmt::format("mt{}-", getpid());
   subnet_ = fmt::format("10.{}.{}", 200 + getpid() % 50, getpid() / 50 % 250);
@@ -108,6 +114,11 @@ TestCluster::TestCluster(int hosts) {
     }
   } catch (...) {
     tear_down();
+    {
+      std::lock_guard lock(g_live_mutex);
+      g_live.erase(this);
+    }
+    flock(cluster_lock_fd(), LOCK_UN);
     throw;
   }
 }
@@ -116,8 +127,7 @@ TestCluster::~TestCluster() {
   tear_down();
   std::lock_guard lock(g_live_mutex);
   g_live.erase(this);
-  static int lock_fd = open("/tmp/muster-test-cluster.lock", O_CREAT | O_RDWR | O_CLOEXEC, 0644);
-  flock(lock_fd, LOCK_UN);
+  flock(cluster_lock_fd(), LOCK_UN);
 }
 
 void TestCluster::tear_down() {

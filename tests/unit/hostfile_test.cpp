@@ -72,7 +72,7 @@ TEST(ThisMachine, IsOneNodeReachedOnLoopback) {
   ClusterSpec spec = this_machine_cluster();
   ASSERT_EQ(spec.nodes.size(), 1u);
   EXPECT_TRUE(spec.is_this_machine);
-  EXPECT_TRUE(is_this_machine(spec.nodes[0].host));
+  EXPECT_EQ(spec.nodes[0].address, "127.0.0.1");
   EXPECT_TRUE(is_this_machine("localhost"));
   EXPECT_FALSE(is_this_machine("gpu-node-that-is-not-here"));
 }

@@ -44,7 +44,7 @@ TEST(RemoteExec, EveryWordIsQuotedOnItsOwn) {
   ClusterSpec cluster = cluster_of(1, transport);
   exec_on_nodes(transport, cluster, {"echo", "a b", "$(x)", "it's"}, 8, {});
   ASSERT_EQ(transport.commands.size(), 1u);
-  EXPECT_EQ(transport.commands[0], "n1: " + shell_command({"echo", "a b", "$(x)", "it's"}));
+  EXPECT_EQ(transport.commands[0], "n1: 'echo' 'a b' '$(x)' 'it'\\''s'");
 }
 
 TEST(RemoteExec, FailuresAreKeptPerNodeAndTheStatusIsTheLargest) {

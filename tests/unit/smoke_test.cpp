@@ -80,7 +80,8 @@ TEST(SmokeSweep, AWrongElementIsCounted) {
   s.iters = 1;
   s.warmup = 0;
   std::vector<SmokeEvent> events;
-  // Corrupt one element of the all-reduce (every one of its iterations, the checked one too).
+  // Corrupt one element of the next all-reduce: with no warmup and one iteration, the one
+  // that is checked.
   run_smoke_rank(world, s, {0, 1}, [&](const SmokeEvent& e) {
     if (e.kind == SmokeEvent::Kind::Enter && e.op == CollectiveOp::AllReduce) world.corrupt_next = true;
     events.push_back(e);
