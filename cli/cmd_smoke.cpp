@@ -1,6 +1,7 @@
 // muster smoke: a probe rank on every slot says hello, then the collectives run over all
 // of them (and, on request, within nodes, across nodes and between node pairs), each
 // element checked exactly, timed like nccl-tests.
+#include <algorithm>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -204,12 +205,17 @@ SmokeOutcome run_smoke_checks(SmokeOptions& options) {
             op_name(c.first_error->op), c.first_error->group, c.first_error->bytes,
             missing.size() > 1 ? "s" : "", fmt::join(missing, ", "))});
     }
-    if (job.result.end == JobEnd::RankFailed && job.result.first_failed_rank && c.failures.empty())
-      for (const auto& r : job.result.ranks)
-        if (r.rank == *job.result.first_failed_rank)
-          findings.push_back({"rank", fmt::format("{} {} during the test",
-                                                  rank_and_host(job.plan, r.rank),
-                                                  r.status ? r.status->describe() : "was lost")});
+    // A rank that died on its own without saying why (killed, crashed) is named even when
+    // its peers reported the broken connections that its death caused.
+    for (const auto& r : job.result.ranks) {
+      const bool reported = std::any_of(c.failures.begin(), c.failures.end(),
+                                        [&](const auto& f) { return f.first == r.rank; });
+      const bool died_on_its_own = !r.stopped_by_teardown && (!r.status || !r.status->success());
+      if (died_on_its_own && !reported && job.result.end == JobEnd::RankFailed)
+        findings.push_back({"rank", fmt::format("{} {} during the test",
+                                                rank_and_host(job.plan, r.rank),
+                                                r.status ? r.status->describe() : "was lost")});
+    }
     if (findings.empty()) findings.push_back({"rank", "the smoke test did not finish"});
   }
   // 3. Correctness and speed.

@@ -40,8 +40,8 @@ class TaggedOutput : public JobOutput {
 
  private:
   TagStyle style_;
-  bool report_bindings_ = false;
   std::vector<std::string> host_of_rank_;
+  bool report_bindings_ = false;
   std::string pending_[2];
 };
 

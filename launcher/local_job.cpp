@@ -228,17 +228,25 @@ class LocalJob {
   }
 
   void record_exits() {
+    // Every exit in the batch is recorded before teardown starts: a rank that was already
+    // dead must not be reported as stopped by it. Within one batch the order is the
+    // kernel's, not the order of death, so a rank killed by a signal is taken as the cause
+    // over one that exited with an error (often a peer reacting to that death).
+    const RankOutcome* first_failure = nullptr;
     for (const ProcessExit& exit : spawner_.reap()) {
       for (auto& s : slots_) {
         if (s.outcome.pid != exit.pid || !s.running) continue;
         s.running = false;
         s.outcome.status = exit.status;
         output_.rank_ended(s.outcome.rank, exit.status);
-        if (!exit.status.success() && !tearing_down_) {
-          result_.first_failed_rank = s.outcome.rank;
-          begin_teardown(JobEnd::RankFailed);
-        }
+        if (exit.status.success() || tearing_down_) continue;
+        if (!first_failure || (exit.status.signal && !first_failure->status->signal))
+          first_failure = &s.outcome;
       }
+    }
+    if (first_failure) {
+      result_.first_failed_rank = first_failure->rank;
+      begin_teardown(JobEnd::RankFailed);
     }
   }
 

@@ -25,6 +25,7 @@ struct FakeProgram {
   bool ignores_sigterm = false;
   bool survives_sigkill = false;         // stuck in the kernel, say
   bool cannot_start = false;
+  std::optional<int> killed_by;          // ends by itself, killed by this signal
 };
 
 class FakeSpawner : public ProcessSpawner {
@@ -48,6 +49,7 @@ class FakeSpawner : public ProcessSpawner {
     close(err[1]);
     alive_[pid] = &program;
     if (program.exits_with) pending_.push_back({pid, ExitStatus::exited(*program.exits_with)});
+    if (program.killed_by) pending_.push_back({pid, ExitStatus::signaled(*program.killed_by)});
     return {pid, out[0], err[0]};
   }
 

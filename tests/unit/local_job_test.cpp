@@ -75,6 +75,26 @@ TEST(LocalJob, FirstFailureTearsDownTheOthersWithTermThenKill) {
   EXPECT_TRUE(result.stuck.empty());
 }
 
+// Both exits arrive in one reap: the peer that exited with an error (as a rank does when
+// its neighbour's connection drops) is listed first, yet the killed rank is the cause, and
+// neither was "stopped by teardown": both were dead before it began.
+TEST(LocalJob, ExitsReapedTogetherBlameTheKilledRankAndNeitherIsCalledStopped) {
+  FakeSpawner spawner;
+  spawner.programs["reacts"] = {"", 1};
+  spawner.programs["killed"] = {};
+  spawner.programs["killed"].killed_by = SIGKILL;
+  spawner.programs["polite"] = {};
+  RecordedOutput output;
+  JobResult result = run_local_job(spawner, ranks_running({"reacts", "killed", "polite"}),
+                                   quick_policy(), output, {}, {"MUSTER_JOB_ID=job"});
+  EXPECT_EQ(result.end, JobEnd::RankFailed);
+  EXPECT_EQ(result.first_failed_rank, 1);
+  EXPECT_EQ(result.exit_code(), 128 + SIGKILL);
+  EXPECT_FALSE(result.ranks[0].stopped_by_teardown);
+  EXPECT_FALSE(result.ranks[1].stopped_by_teardown);
+  EXPECT_TRUE(result.ranks[2].stopped_by_teardown);
+}
+
 TEST(LocalJob, AProcessThatSurvivesSigkillIsNamedAndTheWaitEnds) {
   FakeSpawner spawner;
   spawner.programs["fails"] = {"", 1};
