@@ -2,6 +2,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "cli/flag_checks.h"
 #include "launcher/cluster_file.h"
 #include "launcher/hostfile.h"
 
@@ -18,7 +19,7 @@ void add_cluster_input_options(CLI::App& app, ClusterInputOptions& options) {
   hostfile->excludes(hosts);
   app.add_option("-n,--np", options.ranks,
                  "number of ranks (default: every slot; alone: N ranks on this machine)")
-      ->check(CLI::PositiveNumber);
+      ->check(at_least(1));
   app.add_option("--map-by", options.map_by,
                  "slot: fill each node in turn; node: round-robin over nodes")
       ->check(CLI::IsMember({"slot", "node"}));

@@ -10,6 +10,7 @@
 #include "cli/commands.h"
 #include "cli/remote_options.h"
 #include "cli/terminal_output.h"
+#include "launcher/error.h"
 #include "launcher/hostlist.h"
 #include "launcher/remote_exec.h"
 
@@ -38,6 +39,9 @@ void print_folded(const std::vector<NodeExecResult>& results) {
 }
 
 int run_exec(const ExecOptions& options) {
+  if (options.command.empty())
+    throw Error(ErrorKind::Usage, "no command to run: put it after '--', as in "
+                                  "'muster exec -f cluster.yaml -- uname -r'");
   ClusterSpec cluster = load_cluster(options.cluster);
   auto transport = make_libssh_transport();
   std::mutex print_lock;  // lines arrive from several node threads
@@ -63,8 +67,7 @@ CommandAction setup_exec(CLI::App& app) {
   add_remote_flags(app, options->remote, false);
   app.add_flag("--fold", options->fold,
                "print each distinct output once, under the hosts that gave it (clush -b)");
-  app.add_option("command", options->command, "the command, after --; its words arrive verbatim")
-      ->required();
+  app.add_option("command", options->command, "the command, after --; its words arrive verbatim");
   app.footer("Exit status: the largest remote one (255 for a node that could not be reached).");
   return [options]() { return run_exec(*options); };
 }

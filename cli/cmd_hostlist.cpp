@@ -12,6 +12,7 @@ namespace muster::cli {
 
 struct HostlistOptions {
   std::vector<std::string> lists;
+  bool expand = false;  // the default; accepted as nodeset users type it
   bool fold = false;
   bool count = false;
 };
@@ -20,8 +21,11 @@ CommandAction setup_hostlist(CLI::App& app) {
   auto options = std::make_shared<HostlistOptions>();
   app.add_option("lists", options->lists, "host lists, e.g. 'gpu[01-16]' 'r[1-2]n[001-004]'")
       ->required();
+  auto* expand = app.add_flag("-e,--expand", options->expand,
+                              "print the names one per word (nodeset -e; the default)");
   auto* fold = app.add_flag("-f,--fold", options->fold, "print the folded form (nodeset -f)");
   auto* count = app.add_flag("-c,--count", options->count, "print how many hosts (nodeset -c)");
+  expand->excludes(fold, count);
   fold->excludes(count);
   app.footer("Without -f or -c, prints the names one per word, as nodeset -e does.");
   return [options]() {

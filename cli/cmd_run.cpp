@@ -4,8 +4,10 @@
 #include <CLI/CLI.hpp>
 
 #include "cli/commands.h"
+#include "cli/flag_checks.h"
 #include "cli/job_launch.h"
 #include "cli/terminal_output.h"
+#include "launcher/error.h"
 
 namespace muster::cli {
 
@@ -25,6 +27,9 @@ TagStyle tag_style_of(const std::string& tag) {
 }
 
 int run_job(RunOptions& options) {
+  if (options.launch.command.empty())
+    throw Error(ErrorKind::Usage, "no command to run: put it after '--', as in "
+                                  "'muster run -n 4 -- python3 train.py'");
   options.launch.bind = bind_policy_from_name(options.bind);
   LaunchedJob job = launch_job(options.launch, [&](const RankPlan& plan) {
     std::vector<std::string> hosts;
@@ -58,12 +63,11 @@ CommandAction setup_run(CLI::App& app) {
                "print each rank's CPUs, NUMA node and GPU before starting");
   app.add_option("--grace", launch.grace_s,
                  "seconds between SIGTERM and SIGKILL when tearing the job down")
-      ->check(CLI::NonNegativeNumber)
+      ->check(at_least(0))
       ->capture_default_str();
   app.add_option("--timeout", launch.timeout_s, "stop the job after this many seconds (0: never)")
-      ->check(CLI::NonNegativeNumber);
-  app.add_option("command", launch.command, "the command each rank runs, after --")
-      ->required();
+      ->check(at_least(0));
+  app.add_option("command", launch.command, "the command each rank runs, after --");
   app.footer("Example: muster run -n 4 -- python3 train.py --epochs 1\n"
              "Exit status: 0 when every rank exits 0; else the first failed rank's status "
              "(128+N for signal N); 124 on --timeout; 2 for usage or configuration errors.");

@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
+#include "cli/flag_checks.h"
 #include "cli/job_launch.h"
 #include "cli/smoke_checks.h"
 #include "cli/smoke_protocol.h"
@@ -308,7 +309,7 @@ CommandAction setup_smoke(CLI::App& app) {
   app.add_flag("--pairs", options->settings.pairs, "also every pair of nodes, to name a bad one");
   app.add_option("--timeout", options->collective_timeout_s,
                  "seconds one collective (or the rendezvous) may take before it is aborted")
-      ->check(CLI::PositiveNumber)
+      ->check(positive())
       ->capture_default_str();
   app.add_flag("--json", options->json, "print the hellos and per-size results as JSON");
   app.footer("Exit status: 0 when every check passed, 1 when one failed, 2 for usage or "
@@ -317,7 +318,9 @@ CommandAction setup_smoke(CLI::App& app) {
     options->settings.min_bytes = parse_bytes(*min_bytes);
     options->settings.max_bytes = parse_bytes(*max_bytes);
     if (options->settings.max_bytes < options->settings.min_bytes)
-      throw Error(ErrorKind::Usage, "--max-bytes is smaller than --min-bytes");
+      throw Error(ErrorKind::Usage, fmt::format("--max-bytes {} is smaller than --min-bytes {}; "
+                                                "give a range from small to large",
+                                                *max_bytes, *min_bytes));
     return run_smoke(*options);
   };
 }

@@ -18,6 +18,7 @@ struct Command {
   const char* name;
   const char* summary;
   CommandAction (*setup)(CLI::App& app);
+  bool internal = false;  // started by muster itself, not listed in --help
 };
 
 // Every subcommand, in the order `muster --help` lists them.

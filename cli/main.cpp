@@ -1,9 +1,12 @@
 // muster: parse the command line, run one subcommand, print errors once.
 #include <csignal>
 #include <memory>
+#include <string>
+#include <vector>
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "cli/commands.h"
 #include "cli/terminal_output.h"
@@ -21,12 +24,24 @@ int main(int argc, char** argv) {
   app.fallthrough(false);
 
   cli::CommandAction action;
+  std::vector<std::string> listed;
   for (const auto& command : cli::all_commands()) {
     CLI::App* sub = app.add_subcommand(command.name, command.summary);
+    if (command.internal) sub->group("");  // hidden from --help
+    else listed.push_back(command.name);
     auto set_up = command.setup(*sub);
     sub->callback([&action, set_up] { action = set_up; });
   }
 
+  // The command comes first: muster's flags belong to its subcommands.
+  const std::string first = argc > 1 ? argv[1] : "";
+  if (first.empty() || (first[0] == '-' && first != "-h" && first != "--help" && first != "--version")) {
+    cli::print_error(fmt::format("{}: the command comes first, as in 'muster run -n 2 -- CMD'; "
+                                 "the commands are {}",
+                                 first.empty() ? "no command given" : "'" + first + "'",
+                                 fmt::join(listed, ", ")));
+    return cli::kUsageExit;
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -36,7 +51,12 @@ int main(int argc, char** argv) {
   } catch (const CLI::CallForVersion& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
-    cli::print_error(fmt::format("{}; see 'muster --help'", e.what()));
+    // Name the subcommand whose flags were wrong, so the hint is its own --help.
+    const auto parsed = app.get_subcommands();
+    cli::print_error(parsed.empty() ? fmt::format("'{}' is not a muster command; the commands are {}",
+                                                  argv[1], fmt::join(listed, ", "))
+                                    : fmt::format("{}; see 'muster {} --help'", e.what(),
+                                                  parsed.front()->get_name()));
     return cli::kUsageExit;
   }
 

@@ -229,7 +229,15 @@ TEST(RunLocal, BadInputStartsNothingAndExits2) {
       {{"run", "-x", "UNSET_VAR_FOR_TEST", "-n", "1", "--", "touch", dir.file("started")},
        "muster: error: -x UNSET_VAR_FOR_TEST: UNSET_VAR_FOR_TEST is not set"},
       {{"run", "--tag", "sideways", "--", "true"}, "muster: error: --tag: sideways not in"},
-      {{"run", "-n", "2"}, "muster: error: command is required"},
+      {{"run", "-n", "2"}, "muster: error: no command to run: put it after '--'"},
+      {{"run", "-n", "0", "--", "touch", dir.file("started")},
+       "muster: error: --np: 0 is too small: it must be at least 1; see 'muster run --help'"},
+      {{"run", "--grace", "soon", "--", "touch", dir.file("started")},
+       "muster: error: --grace: 'soon' is not a number"},
+      {{"rnu", "-n", "2", "--", "touch", dir.file("started")},
+       "muster: error: 'rnu' is not a muster command; the commands are doctor, run,"},
+      {{"-n", "2", "run", "--", "touch", dir.file("started")},
+       "muster: error: '-n': the command comes first, as in 'muster run -n 2 -- CMD'"},
   };
   for (const auto& c : cases) {
     auto r = run_muster(c.args);
