@@ -21,21 +21,10 @@ struct PlanOptions {
 namespace {
 
 nlohmann::json plan_json(const RankPlan& plan, const ClusterInputOptions& input) {
-  nlohmann::json ranks = nlohmann::json::array();
-  for (const auto& r : plan.ranks)
-    ranks.push_back({{"rank", r.rank},
-                     {"local_rank", r.local_rank},
-                     {"node_rank", r.node_rank},
-                     {"host", r.host},
-                     {"gpu", r.gpu ? nlohmann::json(*r.gpu) : nlohmann::json(nullptr)}});
-  nlohmann::json nodes = nlohmann::json::array();
-  for (const auto& n : plan.nodes)
-    nodes.push_back({{"node_rank", n.node_rank}, {"host", n.host}, {"slots", n.slots},
-                     {"ranks", n.ranks}});
-  return {{"world_size", plan.world_size()},
-          {"map_by", input.map_by},
-          {"nodes", nodes},
-          {"ranks", ranks}};
+  nlohmann::json j = rank_plan_json(plan);
+  j["world_size"] = plan.world_size();
+  j["map_by"] = input.map_by;
+  return j;
 }
 
 std::string plan_table(const RankPlan& plan, const ClusterSpec& cluster,

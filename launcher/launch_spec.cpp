@@ -10,18 +10,11 @@ namespace muster {
 using nlohmann::json;
 
 std::string to_json(const NodeLaunchSpec& spec) {
-  json ranks = json::array(), nodes = json::array();
-  for (const auto& r : spec.plan.ranks)
-    ranks.push_back({{"rank", r.rank}, {"local_rank", r.local_rank}, {"node_rank", r.node_rank},
-                     {"host", r.host}, {"gpu", r.gpu ? json(*r.gpu) : json(nullptr)}});
-  for (const auto& n : spec.plan.nodes)
-    nodes.push_back({{"node_rank", n.node_rank}, {"host", n.host}, {"slots", n.slots},
-                     {"ranks", n.ranks}});
   const JobEnvironment& job = spec.request.job;
   json j = {
       {"protocol", kAgentProtocol},
       {"node_rank", spec.node_rank},
-      {"plan", {{"ranks", ranks}, {"nodes", nodes}}},
+      {"plan", rank_plan_json(spec.plan)},
       {"argv", spec.request.argv},
       {"workdir", spec.request.workdir ? json(*spec.request.workdir) : json(nullptr)},
       {"bind", bind_policy_name(spec.request.bind)},
@@ -46,18 +39,7 @@ NodeLaunchSpec node_launch_spec_from_json(const std::string& text) {
       throw Error(ErrorKind::Runtime, "the head speaks another muster protocol version");
     NodeLaunchSpec spec;
     spec.node_rank = j.at("node_rank");
-    for (const auto& r : j.at("plan").at("ranks")) {
-      RankAssignment a;
-      a.rank = r.at("rank");
-      a.local_rank = r.at("local_rank");
-      a.node_rank = r.at("node_rank");
-      a.host = r.at("host");
-      if (!r.at("gpu").is_null()) a.gpu = r.at("gpu").get<int>();
-      spec.plan.ranks.push_back(a);
-    }
-    for (const auto& n : j.at("plan").at("nodes"))
-      spec.plan.nodes.push_back({n.at("node_rank"), n.at("host"), n.at("slots"),
-                                 n.at("ranks").get<std::vector<int>>()});
+    spec.plan = rank_plan_from_json(j.at("plan"));
     spec.request.argv = j.at("argv").get<std::vector<std::string>>();
     if (!j.at("workdir").is_null()) spec.request.workdir = j.at("workdir").get<std::string>();
     spec.request.bind = bind_policy_from_name(j.at("bind"));

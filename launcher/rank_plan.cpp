@@ -53,4 +53,33 @@ RankPlan make_rank_plan(const ClusterSpec& cluster, std::optional<int> world_siz
   return plan;
 }
 
+nlohmann::json rank_plan_json(const RankPlan& plan) {
+  using nlohmann::json;
+  json ranks = json::array(), nodes = json::array();
+  for (const auto& r : plan.ranks)
+    ranks.push_back({{"rank", r.rank}, {"local_rank", r.local_rank}, {"node_rank", r.node_rank},
+                     {"host", r.host}, {"gpu", r.gpu ? json(*r.gpu) : json(nullptr)}});
+  for (const auto& n : plan.nodes)
+    nodes.push_back({{"node_rank", n.node_rank}, {"host", n.host}, {"slots", n.slots},
+                     {"ranks", n.ranks}});
+  return {{"ranks", ranks}, {"nodes", nodes}};
+}
+
+RankPlan rank_plan_from_json(const nlohmann::json& j) {
+  RankPlan plan;
+  for (const auto& r : j.at("ranks")) {
+    RankAssignment a;
+    a.rank = r.at("rank");
+    a.local_rank = r.at("local_rank");
+    a.node_rank = r.at("node_rank");
+    a.host = r.at("host");
+    if (!r.at("gpu").is_null()) a.gpu = r.at("gpu").get<int>();
+    plan.ranks.push_back(a);
+  }
+  for (const auto& n : j.at("nodes"))
+    plan.nodes.push_back({n.at("node_rank"), n.at("host"), n.at("slots"),
+                          n.at("ranks").get<std::vector<int>>()});
+  return plan;
+}
+
 }  // namespace muster

@@ -5,6 +5,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "launcher/cluster_spec.h"
 
 namespace muster {
@@ -45,5 +47,10 @@ int resolved_slots(const NodeSpec& node);
 // Places `world_size` ranks (all slots when unset) on the cluster's nodes in file order.
 // Throws Error(Usage) when more ranks are asked for than there are slots.
 RankPlan make_rank_plan(const ClusterSpec& cluster, std::optional<int> world_size, MapBy map_by);
+
+// The plan as JSON ({"ranks": [...], "nodes": [...]}): what `muster plan --json` prints and
+// what the head sends each agent. The reader throws nlohmann's errors on a malformed plan.
+nlohmann::json rank_plan_json(const RankPlan& plan);
+RankPlan rank_plan_from_json(const nlohmann::json& j);
 
 }  // namespace muster
