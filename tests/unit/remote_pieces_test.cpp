@@ -3,6 +3,7 @@
 
 #include "launcher/agent_protocol.h"
 #include "launcher/error.h"
+#include "launcher/launch_spec.h"
 #include "launcher/sha256.h"
 #include "launcher/shell_quote.h"
 
@@ -45,6 +46,56 @@ TEST(AgentProtocol, SomethingElseOnTheChannelIsAClearError) {
   FrameReader reader;
   reader.feed("bash: muster: command not found\n");
   EXPECT_THROW(reader.next(), Error);
+}
+
+// What the head sends arrives whole: every field of the plan, the command and the
+// environment, values with newlines, quotes and non-ASCII included.
+TEST(LaunchSpec, ASpecSurvivesTheTripToTheAgent) {
+  NodeLaunchSpec sent;
+  sent.node_rank = 1;
+  sent.plan.ranks = {{0, 0, 0, "gpu01", 3}, {1, 0, 1, "gpu02", std::nullopt}};
+  sent.plan.nodes = {{0, "gpu01", 8, {0}}, {1, "gpu02", 2, {1}}};
+  sent.request.argv = {"python3", "-c", "print('a b')\n$(x) `y`; é"};
+  sent.request.workdir = "/scratch/job 1";
+  sent.request.bind = BindPolicy::Numa;
+  sent.request.job.job_id = "j-42";
+  sent.request.job.master_addr = "10.0.0.1";
+  sent.request.job.master_port = 29500;
+  sent.request.job.jax_coordinator_port = 29501;
+  sent.request.job.launch_env = {{"A", "line1\nline2"}};
+  sent.request.job.exports = {{"B", "\"quoted\" 'too'"}};
+  sent.request.job.node_env = {{1, {{"NCCL_SOCKET_IFNAME", "=eth1"}}}};
+  sent.teardown.grace = Milliseconds(2500);
+  sent.teardown.kill_wait = Milliseconds(700);
+
+  NodeLaunchSpec got = node_launch_spec_from_json(to_json(sent));
+  EXPECT_EQ(got.node_rank, 1);
+  ASSERT_EQ(got.plan.ranks.size(), 2u);
+  EXPECT_EQ(got.plan.ranks[0].host, "gpu01");
+  EXPECT_EQ(got.plan.ranks[0].gpu, 3);
+  EXPECT_EQ(got.plan.ranks[1].node_rank, 1);
+  EXPECT_FALSE(got.plan.ranks[1].gpu.has_value());
+  ASSERT_EQ(got.plan.nodes.size(), 2u);
+  EXPECT_EQ(got.plan.nodes[0].slots, 8);
+  EXPECT_EQ(got.plan.nodes[1].ranks, std::vector<int>{1});
+  EXPECT_EQ(got.request.argv, sent.request.argv);
+  EXPECT_EQ(got.request.workdir, sent.request.workdir);
+  EXPECT_EQ(got.request.bind, BindPolicy::Numa);
+  EXPECT_EQ(got.request.job.job_id, "j-42");
+  EXPECT_EQ(got.request.job.master_addr, "10.0.0.1");
+  EXPECT_EQ(got.request.job.master_port, 29500);
+  EXPECT_EQ(got.request.job.jax_coordinator_port, 29501);
+  EXPECT_EQ(got.request.job.launch_env, sent.request.job.launch_env);
+  EXPECT_EQ(got.request.job.exports, sent.request.job.exports);
+  EXPECT_EQ(got.request.job.node_env, sent.request.job.node_env);
+  EXPECT_EQ(got.teardown.grace, Milliseconds(2500));
+  EXPECT_EQ(got.teardown.kill_wait, Milliseconds(700));
+}
+
+TEST(LaunchSpec, ASpecFromAnotherVersionOrMangledIsRefused) {
+  EXPECT_THROW(node_launch_spec_from_json("{\"protocol\": 999}"), Error);
+  EXPECT_THROW(node_launch_spec_from_json("{\"protocol\": 1, \"node_rank\": 0}"), Error);
+  EXPECT_THROW(node_launch_spec_from_json("not json"), Error);
 }
 
 }  // namespace
