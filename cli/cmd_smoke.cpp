@@ -208,11 +208,11 @@ SmokeOutcome run_smoke_checks(SmokeOptions& options) {
     }
     // A rank that died on its own without saying why (killed, crashed) is named even when
     // its peers reported the broken connections that its death caused.
+    std::set<int> reported;
+    for (const auto& f : c.failures) reported.insert(f.first);
     for (const auto& r : job.result.ranks) {
-      const bool reported = std::any_of(c.failures.begin(), c.failures.end(),
-                                        [&](const auto& f) { return f.first == r.rank; });
       const bool died_on_its_own = !r.stopped_by_teardown && (!r.status || !r.status->success());
-      if (died_on_its_own && !reported && job.result.end == JobEnd::RankFailed)
+      if (job.result.end == JobEnd::RankFailed && died_on_its_own && !reported.count(r.rank))
         findings.push_back({"rank", fmt::format("{} {} during the test",
                                                 rank_and_host(job.plan, r.rank),
                                                 r.status ? r.status->describe() : "was lost")});

@@ -11,6 +11,16 @@ namespace {
 
 using testing::RecordingCollective;
 
+// One all-reduce of 64 bytes, no warmup: the one run is the one that is checked.
+SmokeSettings one_checked_all_reduce() {
+  SmokeSettings s;
+  s.ops = {CollectiveOp::AllReduce};
+  s.min_bytes = s.max_bytes = 64;
+  s.iters = 1;
+  s.warmup = 0;
+  return s;
+}
+
 TEST(SmokeArithmetic, SizesFollowTheStepFactorAndEndAtTheMaximum) {
   EXPECT_EQ(sweep_sizes(8, 128, 2), (std::vector<size_t>{8, 16, 32, 64, 128}));
   EXPECT_EQ(sweep_sizes(8, 100, 4), (std::vector<size_t>{8, 32, 100}));
@@ -74,11 +84,7 @@ TEST(SmokeSweep, RunsEveryOpAtEverySizeAndChecksEveryElement) {
 TEST(SmokeSweep, AWrongElementIsCounted) {
   auto log = std::make_shared<std::vector<std::string>>();
   RecordingCollective world(0, 2, log);
-  SmokeSettings s;
-  s.ops = {CollectiveOp::AllReduce};
-  s.min_bytes = s.max_bytes = 64;
-  s.iters = 1;
-  s.warmup = 0;
+  SmokeSettings s = one_checked_all_reduce();
   std::vector<SmokeEvent> events;
   // Corrupt one element of the next all-reduce: with no warmup and one iteration, the one
   // that is checked.
@@ -95,11 +101,7 @@ TEST(SmokeSweep, AWrongElementIsCounted) {
 TEST(SmokeSweep, SplitAndPairsFormTheirGroupsInTheSameOrderOnEveryRank) {
   auto log = std::make_shared<std::vector<std::string>>();
   RecordingCollective world(0, 6, log);
-  SmokeSettings s;
-  s.ops = {CollectiveOp::AllReduce};
-  s.min_bytes = s.max_bytes = 64;
-  s.iters = 1;
-  s.warmup = 0;
+  SmokeSettings s = one_checked_all_reduce();
   s.split_node = true;
   s.pairs = true;
   run_smoke_rank(world, s, {0, 0, 1, 1, 2, 2}, [](const SmokeEvent&) {});
