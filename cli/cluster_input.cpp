@@ -3,8 +3,8 @@
 #include <CLI/CLI.hpp>
 
 #include "cli/flag_checks.h"
-#include "launcher/cluster_file.h"
-#include "launcher/hostfile.h"
+#include "launcher/cluster/cluster_file.h"
+#include "launcher/cluster/hostfile.h"
 
 namespace muster::cli {
 

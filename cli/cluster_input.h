@@ -4,8 +4,8 @@
 #include <optional>
 #include <string>
 
-#include "launcher/cluster_spec.h"
-#include "launcher/rank_plan.h"
+#include "launcher/cluster/cluster_spec.h"
+#include "launcher/cluster/rank_plan.h"
 
 namespace CLI {
 class App;

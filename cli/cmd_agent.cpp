@@ -4,7 +4,7 @@
 #include <CLI/CLI.hpp>
 
 #include "cli/commands.h"
-#include "launcher/agent.h"
+#include "launcher/remote/agent.h"
 
 namespace muster::cli {
 

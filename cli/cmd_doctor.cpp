@@ -23,10 +23,10 @@
 #include "cli/remote_options.h"
 #include "cli/smoke_checks.h"
 #include "cli/terminal_output.h"
-#include "launcher/cluster_ping.h"
+#include "launcher/job/cluster_ping.h"
 #include "launcher/error.h"
-#include "launcher/hostfile.h"
-#include "launcher/remote_job.h"
+#include "launcher/cluster/hostfile.h"
+#include "launcher/remote/remote_job.h"
 #include "probes/network_report.h"
 #include "topology/topology_source.h"
 

@@ -11,8 +11,8 @@
 #include "cli/remote_options.h"
 #include "cli/terminal_output.h"
 #include "launcher/error.h"
-#include "launcher/hostlist.h"
-#include "launcher/remote_exec.h"
+#include "launcher/cluster/hostlist.h"
+#include "launcher/remote/remote_exec.h"
 
 namespace muster::cli {
 

@@ -6,7 +6,7 @@
 
 #include "cli/commands.h"
 #include "cli/terminal_output.h"
-#include "launcher/hostlist.h"
+#include "launcher/cluster/hostlist.h"
 
 namespace muster::cli {
 

@@ -11,7 +11,7 @@
 #include "cli/commands.h"
 #include "cli/remote_options.h"
 #include "cli/terminal_output.h"
-#include "launcher/cluster_ping.h"
+#include "launcher/job/cluster_ping.h"
 
 namespace muster::cli {
 

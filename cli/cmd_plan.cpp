@@ -8,8 +8,8 @@
 #include "cli/cluster_input.h"
 #include "cli/commands.h"
 #include "cli/terminal_output.h"
-#include "launcher/rank_plan.h"
-#include "launcher/local_gpus.h"
+#include "launcher/cluster/rank_plan.h"
+#include "launcher/cluster/local_gpus.h"
 
 namespace muster::cli {
 

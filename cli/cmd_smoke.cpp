@@ -18,8 +18,8 @@
 #include "cli/smoke_protocol.h"
 #include "cli/terminal_output.h"
 #include "launcher/error.h"
-#include "launcher/hostfile.h"
-#include "launcher/node_launch.h"
+#include "launcher/cluster/hostfile.h"
+#include "launcher/local/node_launch.h"
 
 namespace muster::cli {
 

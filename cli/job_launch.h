@@ -8,8 +8,8 @@
 
 #include "cli/cluster_input.h"
 #include "cli/remote_options.h"
-#include "launcher/local_job.h"
-#include "launcher/rank_plan.h"
+#include "launcher/local/local_job.h"
+#include "launcher/cluster/rank_plan.h"
 #include "topology/binding.h"
 
 namespace muster::cli {

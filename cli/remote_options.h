@@ -1,7 +1,7 @@
 // --fanout and --no-ship, shared by the subcommands that reach other machines.
 #pragma once
 
-#include "launcher/remote_job.h"
+#include "launcher/remote/remote_job.h"
 
 namespace CLI {
 class App;

@@ -4,7 +4,7 @@
 #include <string>
 #include <string_view>
 
-#include "launcher/local_job.h"
+#include "launcher/local/local_job.h"
 
 namespace muster::cli {
 

@@ -12,7 +12,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "launcher/sha256.h"
+#include "probes/digest.h"
 #include "tests/support/test_cluster.h"
 
 namespace muster::testing {

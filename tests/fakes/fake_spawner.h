@@ -14,7 +14,7 @@
 #include <fmt/format.h>
 
 #include "launcher/error.h"
-#include "launcher/process_spawner.h"
+#include "launcher/local/process_spawner.h"
 
 namespace muster::testing {
 

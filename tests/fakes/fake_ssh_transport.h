@@ -8,7 +8,7 @@
 #include <mutex>
 #include <thread>
 
-#include "launcher/ssh_transport.h"
+#include "launcher/remote/ssh_transport.h"
 
 namespace muster::testing {
 

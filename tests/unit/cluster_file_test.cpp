@@ -1,4 +1,4 @@
-#include "launcher/cluster_file.h"
+#include "launcher/cluster/cluster_file.h"
 
 #include <gtest/gtest.h>
 

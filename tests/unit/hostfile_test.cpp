@@ -1,4 +1,4 @@
-#include "launcher/hostfile.h"
+#include "launcher/cluster/hostfile.h"
 
 #include <gtest/gtest.h>
 

@@ -1,4 +1,4 @@
-#include "launcher/hostlist.h"
+#include "launcher/cluster/hostlist.h"
 
 #include <gtest/gtest.h>
 

@@ -1,4 +1,4 @@
-#include "launcher/line_buffer.h"
+#include "launcher/local/line_buffer.h"
 
 #include <gtest/gtest.h>
 

@@ -1,9 +1,9 @@
-#include "launcher/local_gpus.h"
+#include "launcher/cluster/local_gpus.h"
 
 #include <gtest/gtest.h>
 
-#include "launcher/hostfile.h"
-#include "launcher/rank_plan.h"
+#include "launcher/cluster/hostfile.h"
+#include "launcher/cluster/rank_plan.h"
 #include "tests/fakes/recording_topology_source.h"
 
 namespace muster {

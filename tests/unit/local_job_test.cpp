@@ -1,6 +1,6 @@
 // The local job supervisor against a recording fake spawner: what it signals, in which
 // order, and how the job's exit status is decided.
-#include "launcher/local_job.h"
+#include "launcher/local/local_job.h"
 
 #include <gtest/gtest.h>
 

@@ -1,9 +1,9 @@
-#include "launcher/rank_env.h"
+#include "launcher/cluster/rank_env.h"
 
 #include <gtest/gtest.h>
 
 #include "launcher/error.h"
-#include "launcher/hostfile.h"
+#include "launcher/cluster/hostfile.h"
 
 namespace muster {
 namespace {

@@ -1,10 +1,10 @@
-#include "launcher/rank_plan.h"
+#include "launcher/cluster/rank_plan.h"
 
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include "launcher/error.h"
-#include "launcher/hostfile.h"
+#include "launcher/cluster/hostfile.h"
 
 namespace muster {
 namespace {

@@ -1,11 +1,11 @@
 // Fan-out and exec logic against a recording fake transport.
-#include "launcher/remote_exec.h"
+#include "launcher/remote/remote_exec.h"
 
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
-#include "launcher/hostfile.h"
-#include "launcher/shell_quote.h"
+#include "launcher/cluster/hostfile.h"
+#include "launcher/remote/shell_quote.h"
 #include "tests/fakes/fake_ssh_transport.h"
 
 namespace muster {

@@ -1,11 +1,11 @@
 // Pure pieces of remote launch: quoting, checksums, and the agent's wire format.
 #include <gtest/gtest.h>
 
-#include "launcher/agent_protocol.h"
+#include "launcher/remote/agent_protocol.h"
 #include "launcher/error.h"
-#include "launcher/launch_spec.h"
-#include "launcher/sha256.h"
-#include "launcher/shell_quote.h"
+#include "launcher/remote/launch_spec.h"
+#include "probes/digest.h"
+#include "launcher/remote/shell_quote.h"
 
 namespace muster {
 namespace {

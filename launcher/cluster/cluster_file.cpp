@@ -1,0 +1,355 @@
+#include "launcher/cluster/cluster_file.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <regex>
+#include <set>
+#include <sstream>
+
+#include <fmt/format.h>
+#include <yaml-cpp/yaml.h>
+
+#include "launcher/error.h"
+#include "launcher/cluster/hostlist.h"
+
+namespace muster {
+namespace {
+
+// Walks one YAML document, adding every problem to `diag` instead of stopping at the
+// first, so that a user fixes a file in one round.
+class ClusterFileReader {
+ public:
+  ClusterFileReader(std::string source, Diagnostics& diag)
+      : source_(std::move(source)), diag_(diag) {}
+
+  ClusterSpec read(const YAML::Node& root) {
+    ClusterSpec spec;
+    spec.source = source_;
+    if (!root.IsDefined() || root.IsNull()) {
+      diag_.add(at(root), "the file is empty; it needs at least a 'nodes:' list");
+      return spec;
+    }
+    if (!root.IsMap()) {
+      diag_.add(at(root), "a cluster file is a mapping with keys such as 'name', 'ssh', "
+                          "'launch', 'checks' and 'nodes'");
+      return spec;
+    }
+    std::optional<YAML::Node> nodes;
+    for_each_key(root, "cluster file", {"name", "ssh", "launch", "checks", "nodes"},
+                 [&](const std::string& key, const YAML::Node& value) {
+                   if (key == "name") read_string(value, "name", spec.name);
+                   if (key == "ssh") spec.ssh = read_ssh(value, "ssh");
+                   if (key == "launch") spec.launch = read_launch(value);
+                   if (key == "checks") spec.checks = read_checks(value);
+                   if (key == "nodes") nodes = value;
+                 });
+    if (!nodes) {
+      diag_.add(at(root), "missing 'nodes:', the list of machines; add e.g. "
+                          "'nodes: [{host: \"gpu[01-04]\"}]'");
+    } else {
+      read_nodes(*nodes, spec);
+    }
+    return spec;
+  }
+
+ private:
+  SourceLocation at(const YAML::Node& node) const {
+    YAML::Mark mark = node.Mark();
+    if (mark.is_null()) return {source_, 1, 1};
+    return {source_, mark.line + 1, mark.column + 1};
+  }
+
+  template <typename Fn>
+  void for_each_key(const YAML::Node& map, const std::string& what,
+                    const std::vector<std::string>& allowed, Fn&& handle) {
+    std::set<std::string> seen;
+    for (const auto& item : map) {
+      const YAML::Node& key_node = item.first;
+      if (!key_node.IsScalar()) {
+        diag_.add(at(key_node), fmt::format("keys of {} must be plain words", what));
+        continue;
+      }
+      const std::string key = key_node.Scalar();
+      if (std::find(allowed.begin(), allowed.end(), key) == allowed.end()) {
+        std::string msg = fmt::format("unknown key '{}' in {}", key, what);
+        if (auto guess = closest_match(key, allowed))
+          msg += fmt::format(", did you mean '{}'?", *guess);
+        else
+          msg += fmt::format("; known keys are {}", fmt::join(allowed, ", "));
+        diag_.add(at(key_node), msg);
+        continue;
+      }
+      if (!seen.insert(key).second) {
+        diag_.add(at(key_node), fmt::format("key '{}' appears twice in {}", key, what));
+        continue;
+      }
+      handle(key, item.second);
+    }
+  }
+
+  bool expect_map(const YAML::Node& node, const std::string& what) {
+    if (node.IsMap()) return true;
+    diag_.add(at(node), fmt::format("'{}' must be a mapping of keys to values", what));
+    return false;
+  }
+
+  bool read_string(const YAML::Node& node, const std::string& what, std::string& out) {
+    if (!node.IsScalar() || node.Scalar().empty()) {
+      diag_.add(at(node), fmt::format("'{}' must be a non-empty text value", what));
+      return false;
+    }
+    out = node.Scalar();
+    return true;
+  }
+
+  template <typename T>
+  void read_optional_string(const YAML::Node& node, const std::string& what,
+                            std::optional<T>& out) {
+    std::string value;
+    if (read_string(node, what, value)) out = value;
+  }
+
+  std::optional<long> read_int(const YAML::Node& node, const std::string& what, long min,
+                               long max) {
+    if (node.IsScalar()) {
+      const std::string& text = node.Scalar();
+      static const std::regex integer("[+-]?[0-9]{1,12}");
+      if (std::regex_match(text, integer)) {
+        long value = std::stol(text);
+        if (value >= min && value <= max) return value;
+        diag_.add(at(node), fmt::format("{} must be between {} and {}, not {}", what, min,
+                                        max, text));
+        return std::nullopt;
+      }
+    }
+    diag_.add(at(node), fmt::format("{} must be a whole number, not {}", what, describe(node)));
+    return std::nullopt;
+  }
+
+  std::optional<double> read_number(const YAML::Node& node, const std::string& what) {
+    if (node.IsScalar()) {
+      static const std::regex number("[+]?([0-9]+\\.?[0-9]*|\\.[0-9]+)([eE][+-]?[0-9]+)?");
+      if (std::regex_match(node.Scalar(), number)) return std::stod(node.Scalar());
+    }
+    diag_.add(at(node), fmt::format("{} must be a number of zero or more, not {}", what,
+                                    describe(node)));
+    return std::nullopt;
+  }
+
+  static std::string describe(const YAML::Node& node) {
+    if (node.IsScalar()) return fmt::format("'{}'", node.Scalar());
+    if (node.IsSequence()) return "a list";
+    if (node.IsMap()) return "a mapping";
+    return "nothing";
+  }
+
+  SlotCount read_slots(const YAML::Node& node, const std::string& what) {
+    if (node.IsScalar() && node.Scalar() == "auto") return {};
+    if (node.IsScalar()) {
+      static const std::regex integer("[+-]?[0-9]{1,9}");
+      if (std::regex_match(node.Scalar(), integer) && std::stol(node.Scalar()) >= 1)
+        return {int(std::stol(node.Scalar()))};
+    }
+    diag_.add(at(node), fmt::format("{} must be 'auto' or a whole number of at least 1, "
+                                    "not {}", what, describe(node)));
+    return {};
+  }
+
+  SshOptions read_ssh(const YAML::Node& node, const std::string& what) {
+    SshOptions ssh;
+    if (!expect_map(node, what)) return ssh;
+    for_each_key(node, "'" + what + "'",
+                 {"user", "port", "identity", "known_hosts", "host_keys", "connect_timeout"},
+                 [&](const std::string& key, const YAML::Node& value) {
+                   if (key == "user") read_optional_string(value, what + ".user", ssh.user);
+                   if (key == "port")
+                     if (auto p = read_int(value, what + ".port", 1, 65535)) ssh.port = int(*p);
+                   if (key == "identity")
+                     read_optional_string(value, what + ".identity", ssh.identity);
+                   if (key == "known_hosts")
+                     read_optional_string(value, what + ".known_hosts", ssh.known_hosts);
+                   if (key == "host_keys") {
+                     if (value.IsScalar() && value.Scalar() == "strict")
+                       ssh.host_keys = HostKeyPolicy::Strict;
+                     else if (value.IsScalar() && value.Scalar() == "accept-new")
+                       ssh.host_keys = HostKeyPolicy::AcceptNew;
+                     else
+                       diag_.add(at(value), fmt::format("{}.host_keys must be 'strict' or "
+                                                        "'accept-new', not {}; host key "
+                                                        "checking cannot be turned off",
+                                                        what, describe(value)));
+                   }
+                   if (key == "connect_timeout")
+                     ssh.connect_timeout_s = read_number(value, what + ".connect_timeout");
+                 });
+    return ssh;
+  }
+
+  LaunchOptions read_launch(const YAML::Node& node) {
+    LaunchOptions launch;
+    if (!expect_map(node, "launch")) return launch;
+    for_each_key(node, "'launch'", {"slots", "env", "workdir"},
+                 [&](const std::string& key, const YAML::Node& value) {
+                   if (key == "slots") launch.slots = read_slots(value, "launch.slots");
+                   if (key == "workdir")
+                     read_optional_string(value, "launch.workdir", launch.workdir);
+                   if (key == "env") read_env(value, launch.env);
+                 });
+    return launch;
+  }
+
+  void read_env(const YAML::Node& node, std::map<std::string, std::string>& env) {
+    if (!expect_map(node, "launch.env")) return;
+    static const std::regex name("[A-Za-z_][A-Za-z0-9_]*");
+    for (const auto& item : node) {
+      const std::string key = item.first.IsScalar() ? item.first.Scalar() : "";
+      if (!std::regex_match(key, name)) {
+        diag_.add(at(item.first), fmt::format("'{}' is not a valid environment variable "
+                                              "name (letters, digits and '_', not "
+                                              "starting with a digit)", key));
+        continue;
+      }
+      if (!item.second.IsScalar()) {
+        diag_.add(at(item.second), fmt::format("launch.env.{} must be a text value, not {}",
+                                               key, describe(item.second)));
+        continue;
+      }
+      if (env.count(key)) {
+        diag_.add(at(item.first), fmt::format("launch.env.{} appears twice", key));
+        continue;
+      }
+      env[key] = item.second.Scalar();
+    }
+  }
+
+  CheckThresholds read_checks(const YAML::Node& node) {
+    CheckThresholds checks;
+    if (!expect_map(node, "checks")) return checks;
+    for_each_key(node, "'checks'",
+                 {"gpus_per_node", "gpu_model", "max_rtt_ms", "max_clock_skew_ms",
+                  "min_bandwidth_gbps", "min_busbw_gbps"},
+                 [&](const std::string& key, const YAML::Node& value) {
+                   const std::string what = "checks." + key;
+                   if (key == "gpus_per_node") {
+                     if (auto n = read_int(value, what, 0, 1024)) checks.gpus_per_node = int(*n);
+                   } else if (key == "gpu_model") {
+                     read_optional_string(value, what, checks.gpu_model);
+                   } else {
+                     auto v = read_number(value, what);
+                     if (key == "max_rtt_ms") checks.max_rtt_ms = v;
+                     if (key == "max_clock_skew_ms") checks.max_clock_skew_ms = v;
+                     if (key == "min_bandwidth_gbps") checks.min_bandwidth_gbps = v;
+                     if (key == "min_busbw_gbps") checks.min_busbw_gbps = v;
+                   }
+                 });
+    return checks;
+  }
+
+  std::vector<std::string> read_hostlist(const YAML::Node& node, const std::string& what) {
+    std::string text;
+    if (!read_string(node, what, text)) return {};
+    try {
+      return expand_hostlist(text);
+    } catch (const Error& e) {
+      diag_.add(at(node), e.what());
+      return {};
+    }
+  }
+
+  void read_nodes(const YAML::Node& nodes, ClusterSpec& spec) {
+    if (!nodes.IsSequence() || nodes.size() == 0) {
+      diag_.add(at(nodes), "'nodes' must be a non-empty list of entries such as "
+                           "'- host: gpu[01-04]'");
+      return;
+    }
+    std::map<std::string, SourceLocation> first_seen;
+    for (const auto& entry : nodes) {
+      std::optional<YAML::Node> host_node, address_node;
+      SlotCount slots = spec.launch.slots;
+      SshOptions ssh;
+      if (entry.IsScalar()) {  // "- gpu01" is shorthand for "- host: gpu01"
+        host_node = YAML::Node(entry);
+      } else if (entry.IsMap()) {
+        for_each_key(entry, "a node entry", {"host", "address", "slots", "ssh"},
+                     [&](const std::string& key, const YAML::Node& value) {
+                       if (key == "host") host_node = value;
+                       if (key == "address") address_node = value;
+                       if (key == "slots") slots = read_slots(value, "slots");
+                       if (key == "ssh") ssh = read_ssh(value, "ssh");
+                     });
+        if (!host_node) {
+          diag_.add(at(entry), "node entry has no 'host'; add e.g. 'host: gpu01'");
+          continue;
+        }
+      } else {
+        diag_.add(at(entry), "a node entry must be a host name or a mapping with 'host:'");
+        continue;
+      }
+      std::vector<std::string> hosts = read_hostlist(*host_node, "host");
+      std::vector<std::string> addresses = hosts;
+      if (address_node) {
+        addresses = read_hostlist(*address_node, "address");
+        if (!addresses.empty() && addresses.size() != hosts.size()) {
+          diag_.add(at(*address_node),
+                    fmt::format("'address' names {} addresses for {} hosts; give one address "
+                                "per host, e.g. 'address: 10.0.0.[1-{}]'",
+                                addresses.size(), hosts.size(), hosts.size()));
+          continue;
+        }
+      }
+      for (size_t i = 0; i < hosts.size() && i < addresses.size(); ++i) {
+        SourceLocation where = at(*host_node);
+        auto [it, inserted] = first_seen.emplace(hosts[i], where);
+        if (!inserted) {
+          diag_.add(where, fmt::format("host '{}' is listed twice (first at {}); a machine "
+                                       "listed twice would run duplicate ranks",
+                                       hosts[i], it->second.str()));
+          continue;
+        }
+        spec.nodes.push_back(
+            NodeSpec{hosts[i], addresses[i], slots, std::nullopt, ssh.merged_over(spec.ssh),
+                     where});
+      }
+    }
+  }
+
+  std::string source_;
+  Diagnostics& diag_;
+};
+
+}  // namespace
+
+SshOptions SshOptions::merged_over(const SshOptions& defaults) const {
+  SshOptions out = *this;
+  if (!out.user) out.user = defaults.user;
+  if (!out.port) out.port = defaults.port;
+  if (!out.identity) out.identity = defaults.identity;
+  if (!out.known_hosts) out.known_hosts = defaults.known_hosts;
+  if (!out.host_keys) out.host_keys = defaults.host_keys;
+  if (!out.connect_timeout_s) out.connect_timeout_s = defaults.connect_timeout_s;
+  return out;
+}
+
+ClusterSpec parse_cluster_yaml(std::string_view text, const std::string& source) {
+  Diagnostics diag;
+  YAML::Node root;
+  try {
+    root = YAML::Load(std::string(text));
+  } catch (const YAML::Exception& e) {
+    diag.add({source, e.mark.line + 1, e.mark.column + 1},
+             fmt::format("not valid YAML: {}", e.msg));
+    diag.throw_if_any();
+  }
+  ClusterSpec spec = ClusterFileReader(source, diag).read(root);
+  diag.throw_if_any();
+  return spec;
+}
+
+ClusterSpec load_cluster_file(const std::string& path) {
+  return parse_cluster_yaml(read_input_file(path, "cluster file"), path);
+}
+
+}  // namespace muster

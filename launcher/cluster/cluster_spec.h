@@ -1,0 +1,76 @@
+// The cluster a job runs on, as read from a cluster file, a hostfile, -H or -n.
+#pragma once
+
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "launcher/cluster/diagnostics.h"
+
+namespace muster {
+
+// What to do with a host key that is not in known_hosts yet.
+enum class HostKeyPolicy {
+  Strict,     // refuse unknown and changed keys (the default)
+  AcceptNew,  // record unknown keys, refuse changed ones
+};
+
+// SSH settings; unset fields fall back to ~/.ssh/config and then to ssh's defaults.
+struct SshOptions {
+  std::optional<std::string> user;
+  std::optional<int> port;
+  std::optional<std::string> identity;
+  std::optional<std::string> known_hosts;
+  std::optional<HostKeyPolicy> host_keys;
+  std::optional<double> connect_timeout_s;
+
+  // These settings with every unset field taken from `defaults`.
+  SshOptions merged_over(const SshOptions& defaults) const;
+};
+
+// Ranks per node: a fixed number, or "auto" (the node's GPU count, 1 without GPUs).
+struct SlotCount {
+  std::optional<int> fixed;  // unset means auto
+  bool is_auto() const { return !fixed.has_value(); }
+};
+
+// One machine of the cluster.
+struct NodeSpec {
+  std::string host;              // the name ranks see and reports use
+  std::string address;           // where to connect (defaults to host)
+  SlotCount slots;               // from the node entry, else launch.slots
+  std::optional<int> gpu_count;  // known only once topology has been discovered
+  SshOptions ssh;                // per-node settings merged over the file's ssh:
+  SourceLocation where;          // the entry that named this node
+};
+
+// How ranks are started.
+struct LaunchOptions {
+  SlotCount slots;                          // default for nodes that say nothing
+  std::map<std::string, std::string> env;   // added to every rank's environment
+  std::optional<std::string> workdir;       // ranks start here
+};
+
+// Thresholds that checks compare against; unset means "not checked".
+struct CheckThresholds {
+  std::optional<int> gpus_per_node;
+  std::optional<std::string> gpu_model;
+  std::optional<double> max_rtt_ms;
+  std::optional<double> max_clock_skew_ms;
+  std::optional<double> min_bandwidth_gbps;
+  std::optional<double> min_busbw_gbps;
+};
+
+// The whole cluster description.
+struct ClusterSpec {
+  std::string name;
+  std::string source;  // the file it came from, or how it was given
+  SshOptions ssh;
+  LaunchOptions launch;
+  CheckThresholds checks;
+  std::vector<NodeSpec> nodes;  // in file order; node rank is the index
+  bool is_this_machine = false; // no cluster was given: run on this machine only
+};
+
+}  // namespace muster

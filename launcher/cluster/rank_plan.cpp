@@ -1,0 +1,85 @@
+#include "launcher/cluster/rank_plan.h"
+
+#include <fmt/format.h>
+
+#include "launcher/error.h"
+
+namespace muster {
+
+int resolved_slots(const NodeSpec& node) {
+  if (node.slots.fixed) return *node.slots.fixed;
+  if (node.gpu_count && *node.gpu_count > 0) return *node.gpu_count;
+  return 1;
+}
+
+RankPlan make_rank_plan(const ClusterSpec& cluster, std::optional<int> world_size,
+                        MapBy map_by) {
+  RankPlan plan;
+  int total_slots = 0;
+  for (size_t i = 0; i < cluster.nodes.size(); ++i) {
+    const NodeSpec& node = cluster.nodes[i];
+    plan.nodes.push_back(NodePlan{int(i), node.host, resolved_slots(node), {}});
+    total_slots += plan.nodes.back().slots;
+  }
+  const int wanted = world_size.value_or(total_slots);
+  if (wanted < 1) throw Error(ErrorKind::Usage, fmt::format("-n {}: a job needs at least one rank", wanted));
+  if (wanted > total_slots)
+    throw Error(ErrorKind::Usage,
+                fmt::format("-n {} asks for more ranks than the {} slots of {}; lower -n or "
+                            "give nodes more slots", wanted, total_slots,
+                            cluster.source.empty() ? "the cluster" : cluster.source));
+
+  auto place = [&](NodePlan& node) {
+    const NodeSpec& spec = cluster.nodes[size_t(node.node_rank)];
+    RankAssignment r;
+    r.rank = int(plan.ranks.size());
+    r.local_rank = int(node.ranks.size());
+    r.node_rank = node.node_rank;
+    r.host = node.host;
+    // CUDA numbers GPUs 0..n-1 in PCI bus order; local rank i takes GPU i when it exists.
+    if (spec.gpu_count && r.local_rank < *spec.gpu_count) r.gpu = r.local_rank;
+    node.ranks.push_back(r.rank);
+    plan.ranks.push_back(std::move(r));
+  };
+
+  if (map_by == MapBy::Slot) {
+    for (auto& node : plan.nodes)
+      while (int(node.ranks.size()) < node.slots && plan.world_size() < wanted) place(node);
+  } else {
+    while (plan.world_size() < wanted)
+      for (auto& node : plan.nodes)
+        if (int(node.ranks.size()) < node.slots && plan.world_size() < wanted) place(node);
+  }
+  return plan;
+}
+
+nlohmann::json rank_plan_json(const RankPlan& plan) {
+  using nlohmann::json;
+  json ranks = json::array(), nodes = json::array();
+  for (const auto& r : plan.ranks)
+    ranks.push_back({{"rank", r.rank}, {"local_rank", r.local_rank}, {"node_rank", r.node_rank},
+                     {"host", r.host}, {"gpu", r.gpu ? json(*r.gpu) : json(nullptr)}});
+  for (const auto& n : plan.nodes)
+    nodes.push_back({{"node_rank", n.node_rank}, {"host", n.host}, {"slots", n.slots},
+                     {"ranks", n.ranks}});
+  return {{"ranks", ranks}, {"nodes", nodes}};
+}
+
+RankPlan rank_plan_from_json(const nlohmann::json& j) {
+  RankPlan plan;
+  for (const auto& r : j.at("ranks")) {
+    RankAssignment a;
+    a.rank = r.at("rank");
+    a.local_rank = r.at("local_rank");
+    a.node_rank = r.at("node_rank");
+    a.host = r.at("host");
+    if (!r.at("gpu").is_null()) a.gpu = r.at("gpu").get<int>();
+    plan.ranks.push_back(a);
+  }
+  for (const auto& n : j.at("nodes"))
+    plan.nodes.push_back({n.at("node_rank"), n.at("host"), n.at("slots"),
+                          n.at("ranks").get<std::vector<int>>()});
+  return plan;
+}
+
+}  // namespace muster

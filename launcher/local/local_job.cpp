@@ -1,0 +1,305 @@
+#include "launcher/local/local_job.h"
+
+#include <poll.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <csignal>
+
+#include "launcher/error.h"
+#include "launcher/local/line_buffer.h"
+
+namespace muster {
+
+std::vector<std::pair<int, RankBindingReport>> binding_reports(const std::vector<RankProcess>& ranks,
+                                                               const Topology& topology) {
+  std::vector<std::pair<int, RankBindingReport>> out;
+  for (const auto& r : ranks) {
+    RankBindingReport report{r.binding, ""};
+    if (r.binding.gpu && size_t(*r.binding.gpu) < topology.gpus.size())
+      report.gpu_bus_id = topology.gpus[size_t(*r.binding.gpu)].location.bus_id;
+    out.emplace_back(r.rank, report);
+  }
+  return out;
+}
+
+int JobResult::exit_code() const {
+  switch (end) {
+    case JobEnd::Completed: return 0;
+    case JobEnd::TimedOut: return 124;  // timeout(1)'s convention
+    case JobEnd::Interrupted: return 128 + received_signal;
+    case JobEnd::StartFailed: return 127;  // the shell's "command not found / not executable"
+    case JobEnd::RankFailed:
+      for (const auto& r : ranks)
+        if (first_failed_rank && r.rank == *first_failed_rank && r.status)
+          return r.status->shell_code();
+      return 1;
+  }
+  return 1;
+}
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// One running rank and its two output pipes.
+struct RankSlot {
+  RankOutcome outcome;
+  int fds[2] = {-1, -1};          // stdout, stderr
+  LineBuffer buffers[2];
+  bool running = false;
+};
+
+class LocalJob {
+ public:
+  LocalJob(ProcessSpawner& spawner, const TeardownPolicy& policy, JobOutput& output,
+           std::vector<int> interrupt_fds, std::vector<std::string> job_markers)
+      : spawner_(spawner), policy_(policy), output_(output),
+        interrupt_fds_(std::move(interrupt_fds)), job_markers_(std::move(job_markers)) {}
+
+  JobResult run(const std::vector<RankProcess>& ranks) {
+    start_ranks(ranks);
+    supervise_until_ranks_end();
+    clear_leftover_processes();
+    drain_and_close_output();
+    return std::move(result_);
+  }
+
+ private:
+  void start_ranks(const std::vector<RankProcess>& ranks) {
+    deadline_ = policy_.timeout ? std::optional(Clock::now() + *policy_.timeout) : std::nullopt;
+    slots_.resize(ranks.size());
+    for (size_t i = 0; i < ranks.size(); ++i) {
+      slots_[i].outcome.rank = ranks[i].rank;
+      if (tearing_down_) continue;  // a start already failed: start nothing more
+      try {
+        SpawnedProcess p = spawner_.spawn(ranks[i].spec);
+        slots_[i].outcome.pid = p.pid;
+        slots_[i].fds[0] = p.stdout_fd;
+        slots_[i].fds[1] = p.stderr_fd;
+        slots_[i].running = true;
+      } catch (const Error& e) {
+        result_.start_error = e.what();
+        result_.first_failed_rank = ranks[i].rank;
+        output_.rank_ended(ranks[i].rank, ExitStatus::exited(127));
+        begin_teardown(JobEnd::StartFailed);
+      }
+    }
+  }
+
+  // The event loop: output, exits, signals to muster, the timeout and teardown deadlines.
+  void supervise_until_ranks_end() {
+    while (any_running()) {
+      wait_for_events();
+      read_interrupts();
+      read_available_output();
+      record_exits();
+      check_deadlines();
+      output_.flush();
+    }
+  }
+
+  // Ranks' leaders are gone; their groups may still hold children (a data loader, a
+  // daemon). Nothing of the job may outlive muster: stop them, bounded by the policy.
+  void clear_leftover_processes() {
+    std::vector<pid_t> groups;
+    for (const auto& s : slots_)
+      if (s.outcome.pid > 0) groups.push_back(s.outcome.pid);
+    auto leftovers = [&] {
+      std::vector<std::pair<int, pid_t>> out;  // rank (-1: escaped), pid
+      for (const auto& s : slots_)
+        if (s.outcome.pid > 0)
+          for (pid_t pid : spawner_.live_group_members(s.outcome.pid))
+            out.emplace_back(s.outcome.rank, pid);
+      if (!job_markers_.empty())
+        for (pid_t pid : spawner_.escaped_job_processes(job_markers_, groups))
+          out.emplace_back(-1, pid);
+      return out;
+    };
+    auto remaining = leftovers();
+    if (remaining.empty()) return;
+    for (const auto& [rank, pid] : remaining)
+      if (rank < 0) ++result_.escaped_killed;
+    auto signal_all = [&](int sig) {
+      for (pid_t g : groups) spawner_.signal_group(g, sig);
+      for (const auto& [rank, pid] : remaining)
+        if (rank < 0) spawner_.signal_process(pid, sig);
+    };
+    const auto start = Clock::now();
+    const auto kill_at = tearing_down_ ? kill_at_ : start + policy_.grace;
+    bool killed = sigkill_sent_;
+    if (!killed) signal_all(SIGTERM);
+    if (killed) signal_all(SIGKILL);
+    auto give_up_at = std::max(kill_at, Clock::now()) + policy_.kill_wait;
+    while (!remaining.empty() && Clock::now() < give_up_at) {
+      wait_for_events(std::chrono::milliseconds(50));
+      read_available_output();
+      spawner_.reap();
+      if (!killed && Clock::now() >= kill_at) {
+        signal_all(SIGKILL);
+        killed = true;
+        give_up_at = Clock::now() + policy_.kill_wait;
+      }
+      remaining = leftovers();
+    }
+    for (const auto& [rank, pid] : remaining)
+      result_.stuck.push_back({rank, spawner_.describe_process(pid)});
+  }
+
+  void drain_and_close_output() {
+    read_available_output();
+    for (auto& s : slots_) {
+      for (int stream = 0; stream < 2; ++stream) {
+        s.buffers[stream].finish([&](std::string_view line) {
+          output_.line(s.outcome.rank, OutputStream(stream), line);
+        });
+        if (s.fds[stream] >= 0) close(s.fds[stream]);
+        s.fds[stream] = -1;
+      }
+    }
+    output_.flush();
+    for (auto& s : slots_) result_.ranks.push_back(s.outcome);
+  }
+
+  bool any_running() const {
+    return std::any_of(slots_.begin(), slots_.end(), [](const RankSlot& s) { return s.running; });
+  }
+
+  void wait_for_events(Milliseconds longest = Milliseconds(100)) {
+    std::vector<pollfd> fds;
+    for (int fd : interrupt_fds_) fds.push_back({fd, POLLIN, 0});
+    if (spawner_.child_event_fd() >= 0) fds.push_back({spawner_.child_event_fd(), POLLIN, 0});
+    for (const auto& s : slots_)
+      for (int fd : s.fds)
+        if (fd >= 0) fds.push_back({fd, POLLIN, 0});
+    auto wait = longest;
+    auto now = Clock::now();
+    std::optional<Clock::time_point> next_step;
+    if (tearing_down_) next_step = sigkill_sent_ ? give_up_at_ : kill_at_;
+    for (auto at : {deadline_, next_step}) {
+      if (at) wait = std::min(wait, std::chrono::duration_cast<Milliseconds>(*at - now) +
+                                        Milliseconds(1));
+    }
+    poll(fds.data(), fds.size(), int(std::max<long>(0, wait.count())));
+  }
+
+  void read_interrupts() {
+    for (int fd : interrupt_fds_) read_interrupts_from(fd);
+  }
+
+  void read_interrupts_from(int fd) {
+    unsigned char signals[16];
+    ssize_t n;
+    while ((n = read(fd, signals, sizeof signals)) > 0) {
+      for (ssize_t i = 0; i < n; ++i) {
+        if (!tearing_down_) {
+          result_.received_signal = signals[i];
+          begin_teardown(JobEnd::Interrupted);
+        } else if (!sigkill_sent_ && result_.end == JobEnd::Interrupted) {
+          send_sigkill();  // a second Ctrl-C means "now", as with torchrun
+        }
+      }
+    }
+  }
+
+  void read_available_output() {
+    char chunk[65536];
+    for (auto& s : slots_) {
+      for (int stream = 0; stream < 2; ++stream) {
+        int& fd = s.fds[stream];
+        // Bounded per call so that one chatty rank cannot starve the others' exits.
+        for (int round = 0; fd >= 0 && round < 16; ++round) {
+          ssize_t n = read(fd, chunk, sizeof chunk);
+          if (n > 0) {
+            s.buffers[stream].feed(std::string_view(chunk, size_t(n)), [&](std::string_view line) {
+              output_.line(s.outcome.rank, OutputStream(stream), line);
+            });
+            continue;
+          }
+          if (n == 0 || (errno != EAGAIN && errno != EINTR)) {
+            close(fd);
+            fd = -1;
+          }
+          break;
+        }
+      }
+    }
+  }
+
+  void record_exits() {
+    // Every exit in the batch is recorded before teardown starts: a rank that was already
+    // dead must not be reported as stopped by it. Within one batch the order is the
+    // kernel's, not the order of death, so a rank killed by a signal is taken as the cause
+    // over one that exited with an error (often a peer reacting to that death).
+    const RankOutcome* first_failure = nullptr;
+    for (const ProcessExit& exit : spawner_.reap()) {
+      for (auto& s : slots_) {
+        if (s.outcome.pid != exit.pid || !s.running) continue;
+        s.running = false;
+        s.outcome.status = exit.status;
+        output_.rank_ended(s.outcome.rank, exit.status);
+        if (exit.status.success() || tearing_down_) continue;
+        if (!first_failure || (exit.status.signal && !first_failure->status->signal))
+          first_failure = &s.outcome;
+      }
+    }
+    if (first_failure) {
+      result_.first_failed_rank = first_failure->rank;
+      begin_teardown(JobEnd::RankFailed);
+    }
+  }
+
+  void check_deadlines() {
+    auto now = Clock::now();
+    if (deadline_ && now >= *deadline_ && !tearing_down_) begin_teardown(JobEnd::TimedOut);
+    if (tearing_down_ && !sigkill_sent_ && now >= kill_at_) send_sigkill();
+    // A leader that survives SIGKILL (stuck in the kernel) is not waited for any longer:
+    // clear_leftover_processes() names it.
+    if (sigkill_sent_ && now >= give_up_at_)
+      for (auto& s : slots_) s.running = false;
+  }
+
+  void begin_teardown(JobEnd why) {
+    if (tearing_down_) return;
+    tearing_down_ = true;
+    result_.end = why;
+    kill_at_ = Clock::now() + policy_.grace;
+    for (auto& s : slots_) {
+      if (!s.running) continue;
+      s.outcome.stopped_by_teardown = true;
+      spawner_.signal_group(s.outcome.pid, SIGTERM);
+    }
+  }
+
+  void send_sigkill() {
+    sigkill_sent_ = true;
+    give_up_at_ = Clock::now() + policy_.kill_wait;
+    for (auto& s : slots_)
+      if (s.outcome.pid > 0) spawner_.signal_group(s.outcome.pid, SIGKILL);
+  }
+
+  ProcessSpawner& spawner_;
+  const TeardownPolicy& policy_;
+  JobOutput& output_;
+  std::vector<int> interrupt_fds_;
+  std::vector<std::string> job_markers_;
+  std::vector<RankSlot> slots_;
+  JobResult result_;
+  std::optional<Clock::time_point> deadline_;
+  bool tearing_down_ = false;
+  bool sigkill_sent_ = false;
+  Clock::time_point kill_at_{};
+  Clock::time_point give_up_at_{};
+};
+
+}  // namespace
+
+JobResult run_local_job(ProcessSpawner& spawner, const std::vector<RankProcess>& ranks,
+                        const TeardownPolicy& policy, JobOutput& output,
+                        const std::vector<int>& interrupt_fds,
+                        const std::vector<std::string>& job_markers) {
+  return LocalJob(spawner, policy, output, interrupt_fds, job_markers).run(ranks);
+}
+
+}  // namespace muster

@@ -1,0 +1,109 @@
+// Running a node's ranks as local processes: output, failure, signals, timeout, and a
+// teardown that leaves nothing behind. The local launcher and the per-node agent
+// both run ranks through this.
+#pragma once
+
+#include <chrono>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "launcher/local/process_spawner.h"
+#include "topology/binding.h"
+#include "topology/topology.h"
+
+namespace muster {
+
+using Milliseconds = std::chrono::milliseconds;
+
+// A rank's binding as reported on its node: CPUs, NUMA node, GPU and the GPU's bus id.
+struct RankBindingReport {
+  RankBinding binding;
+  std::string gpu_bus_id;  // empty without a GPU
+};
+
+// One rank to start on this node.
+struct RankProcess {
+  int rank = 0;
+  ProcessSpec spec;
+  RankBinding binding;  // what spec.cpus was chosen from, for --report-bindings
+};
+
+// The report of each of `ranks` on a node whose topology is `topology`.
+std::vector<std::pair<int, RankBindingReport>> binding_reports(const std::vector<RankProcess>& ranks,
+                                                               const Topology& topology);
+
+// How long teardown waits at each step; every wait is bounded.
+struct TeardownPolicy {
+  Milliseconds grace{3000};                 // SIGTERM, then SIGKILL after this
+  std::optional<Milliseconds> timeout;      // the whole job's limit
+  Milliseconds kill_wait{2000};             // after SIGKILL: give up and name survivors
+};
+
+enum class OutputStream { Stdout, Stderr };
+
+
+// Where ranks' output lines go; called from the launcher's single thread.
+class JobOutput {
+ public:
+  virtual ~JobOutput() = default;
+  // One complete line of a rank (without its '\n'); a partial last line arrives at the end.
+  virtual void line(int rank, OutputStream stream, std::string_view text) = 0;
+  // Everything delivered so far should be written out now.
+  virtual void flush() = 0;
+  // A rank's process ended (called as soon as it is reaped, before teardown finishes).
+  virtual void rank_ended(int rank, const ExitStatus& status) { (void)rank; (void)status; }
+  // Where a rank will run, before it starts (for --report-bindings).
+  virtual void rank_bound(int rank, const RankBindingReport& binding) { (void)rank; (void)binding; }
+};
+
+// Why a job ended.
+enum class JobEnd {
+  Completed,    // every rank exited (all with status 0)
+  RankFailed,   // a rank failed; the others were torn down
+  StartFailed,  // a rank could not be started; the others were torn down
+  Interrupted,  // muster received SIGINT, SIGTERM or SIGHUP
+  TimedOut,     // the job ran past its timeout
+};
+
+// One rank's end.
+struct RankOutcome {
+  int rank = 0;
+  pid_t pid = -1;
+  std::optional<ExitStatus> status;  // unset if it never started or could not be reaped
+  bool stopped_by_teardown = false;  // it was still running when teardown began
+};
+
+// A process that survived SIGKILL and the wait after it.
+struct StuckProcess {
+  int rank = -1;  // -1 when it had left its rank's process group
+  std::string description;
+};
+
+// Everything that happened to the job, for cli/ to report.
+struct JobResult {
+  JobEnd end = JobEnd::Completed;
+  std::vector<RankOutcome> ranks;        // in the order given
+  std::optional<int> first_failed_rank;  // the failure that started teardown
+  std::string start_error;               // why a rank could not start (StartFailed)
+  int received_signal = 0;               // for Interrupted
+  std::vector<StuckProcess> stuck;
+  int escaped_killed = 0;                // processes found by job id outside rank groups
+  std::vector<std::string> notes;        // other things to report (a node lost, ...)
+
+  // The job's exit status: 0 when every rank exited 0; else the first failed rank's
+  // (128+N for signal N); 128+N when muster got signal N; 124 on timeout.
+  int exit_code() const;
+};
+
+// Starts every rank and supervises them until all have ended. Each of `interrupt_fds`
+// yields a byte per stop request (a signal number; see ShutdownSignals). `job_markers` are
+// the "NAME=VALUE" environment entries that identify this job's processes on this node,
+// for finding the ones that left their rank's process group.
+JobResult run_local_job(ProcessSpawner& spawner, const std::vector<RankProcess>& ranks,
+                        const TeardownPolicy& policy, JobOutput& output,
+                        const std::vector<int>& interrupt_fds,
+                        const std::vector<std::string>& job_markers);
+
+}  // namespace muster

@@ -1,0 +1,35 @@
+// The real ProcessSpawner: fork, setsid, exec, kill and /proc on Linux.
+#pragma once
+
+#include <set>
+
+#include "launcher/local/process_spawner.h"
+
+namespace muster {
+
+// The executable `name` resolves to through the PATH of `env`, if any.
+std::optional<std::string> find_program(const std::string& name, const Environment& env);
+
+// Spawns real processes. While it exists muster is a child subreaper, so a rank's
+// orphaned grandchildren become muster's children and can be waited for and reaped.
+class PosixSpawner : public ProcessSpawner {
+ public:
+  PosixSpawner();
+  ~PosixSpawner() override;
+
+  SpawnedProcess spawn(const ProcessSpec& spec) override;
+  void signal_group(pid_t pgid, int signal) override;
+  void signal_process(pid_t pid, int signal) override;
+  std::vector<ProcessExit> reap() override;
+  std::vector<pid_t> live_group_members(pid_t pgid) override;
+  std::vector<pid_t> escaped_job_processes(const std::vector<std::string>& markers,
+                                           const std::vector<pid_t>& except_groups) override;
+  std::string describe_process(pid_t pid) override;
+  int child_event_fd() const override { return child_read_fd_; }
+
+ private:
+  std::set<pid_t> leaders_;
+  int child_read_fd_ = -1;
+};
+
+}  // namespace muster

@@ -1,0 +1,125 @@
+#include "launcher/remote/launch_spec.h"
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "launcher/error.h"
+
+namespace muster {
+
+using nlohmann::json;
+
+std::string to_json(const NodeLaunchSpec& spec) {
+  const JobEnvironment& job = spec.request.job;
+  json j = {
+      {"protocol", kAgentProtocol},
+      {"node_rank", spec.node_rank},
+      {"plan", rank_plan_json(spec.plan)},
+      {"argv", spec.request.argv},
+      {"workdir", spec.request.workdir ? json(*spec.request.workdir) : json(nullptr)},
+      {"bind", bind_policy_name(spec.request.bind)},
+      {"job", {{"job_id", job.job_id}, {"master_addr", job.master_addr},
+               {"master_port", job.master_port}, {"jax_coordinator_port", job.jax_coordinator_port},
+               {"launch_env", job.launch_env}, {"exports", job.exports},
+               {"node_env", [&] {
+                  json by_node = json::object();
+                  for (const auto& [node, vars] : job.node_env) by_node[std::to_string(node)] = vars;
+                  return by_node;
+                }()}}},
+      {"grace_ms", spec.teardown.grace.count()},
+      {"kill_wait_ms", spec.teardown.kill_wait.count()},
+  };
+  return j.dump();
+}
+
+NodeLaunchSpec node_launch_spec_from_json(const std::string& text) {
+  try {
+    json j = json::parse(text);
+    if (j.at("protocol").get<int>() != kAgentProtocol)
+      throw Error(ErrorKind::Runtime, "the head speaks another muster protocol version");
+    NodeLaunchSpec spec;
+    spec.node_rank = j.at("node_rank");
+    spec.plan = rank_plan_from_json(j.at("plan"));
+    spec.request.argv = j.at("argv").get<std::vector<std::string>>();
+    if (!j.at("workdir").is_null()) spec.request.workdir = j.at("workdir").get<std::string>();
+    spec.request.bind = bind_policy_from_name(j.at("bind"));
+    const json& job = j.at("job");
+    spec.request.job.job_id = job.at("job_id");
+    spec.request.job.master_addr = job.at("master_addr");
+    spec.request.job.master_port = job.at("master_port");
+    spec.request.job.jax_coordinator_port = job.at("jax_coordinator_port");
+    spec.request.job.launch_env = job.at("launch_env").get<std::map<std::string, std::string>>();
+    spec.request.job.exports = job.at("exports").get<std::map<std::string, std::string>>();
+    for (const auto& [node, vars] : job.at("node_env").items())
+      spec.request.job.node_env[std::stoi(node)] = vars.get<std::map<std::string, std::string>>();
+    spec.teardown.grace = Milliseconds(j.at("grace_ms").get<long>());
+    spec.teardown.kill_wait = Milliseconds(j.at("kill_wait_ms").get<long>());
+    return spec;
+  } catch (const json::exception& e) {
+    throw Error(ErrorKind::Runtime, fmt::format("malformed launch spec: {}", e.what()));
+  }
+}
+
+std::string bindings_to_json(const std::vector<std::pair<int, RankBindingReport>>& reports) {
+  json out = json::array();
+  for (const auto& [rank, r] : reports)
+    out.push_back({{"rank", rank}, {"cpus", r.binding.cpus},
+                   {"numa", r.binding.numa ? json(*r.binding.numa) : json(nullptr)},
+                   {"gpu", r.binding.gpu ? json(*r.binding.gpu) : json(nullptr)},
+                   {"gpu_bus_id", r.gpu_bus_id}});
+  return out.dump();
+}
+
+std::vector<std::pair<int, RankBindingReport>> bindings_from_json(const std::string& text) {
+  std::vector<std::pair<int, RankBindingReport>> out;
+  for (const auto& j : json::parse(text)) {
+    RankBindingReport r;
+    r.binding.cpus = j.at("cpus").get<std::vector<int>>();
+    if (!j.at("numa").is_null()) r.binding.numa = j.at("numa").get<int>();
+    if (!j.at("gpu").is_null()) r.binding.gpu = j.at("gpu").get<int>();
+    r.gpu_bus_id = j.at("gpu_bus_id");
+    out.emplace_back(j.at("rank").get<int>(), r);
+  }
+  return out;
+}
+
+std::string to_json(const NodeHello& h) {
+  json addresses = json::array();
+  for (const auto& a : h.addresses)
+    addresses.push_back({{"interface", a.interface}, {"address", a.address},
+                         {"prefix_length", a.prefix_length}});
+  return json{{"protocol", kAgentProtocol}, {"hostname", h.hostname}, {"version", h.version},
+              {"machine_id", h.machine_id}, {"boot_id", h.boot_id}, {"gpus", h.gpus},
+              {"gpu_models", h.gpu_models}, {"cpus", h.cpus}, {"free_ports", h.free_ports},
+              {"probe_port", h.probe_port}, {"addresses", addresses}, {"nics", h.nics},
+              {"memory_bytes", h.memory_bytes}, {"kernel", h.kernel}}
+      .dump();
+}
+
+NodeHello node_hello_from_json(const std::string& text) {
+  try {
+    json j = json::parse(text);
+    if (j.at("protocol").get<int>() != kAgentProtocol)
+      throw Error(ErrorKind::Runtime, "the node's agent speaks another muster protocol version");
+    NodeHello h;
+    h.hostname = j.at("hostname");
+    h.version = j.at("version");
+    h.machine_id = j.at("machine_id");
+    h.boot_id = j.at("boot_id");
+    h.gpus = j.at("gpus");
+    h.gpu_models = j.at("gpu_models").get<std::vector<std::string>>();
+    h.cpus = j.at("cpus");
+    h.free_ports = j.at("free_ports").get<std::vector<int>>();
+    h.probe_port = j.at("probe_port");
+    for (const auto& a : j.at("addresses"))
+      h.addresses.push_back({a.at("interface"), a.at("address"), a.at("prefix_length")});
+    h.nics = j.at("nics");
+    h.memory_bytes = j.at("memory_bytes");
+    h.kernel = j.at("kernel");
+    return h;
+  } catch (const json::exception& e) {
+    throw Error(ErrorKind::Runtime, fmt::format("malformed hello from agent: {}", e.what()));
+  }
+}
+
+}  // namespace muster

@@ -1,0 +1,54 @@
+// What the head sends each node's agent, and what the agent says about its node: the
+// JSON payloads of the Spec and Hello frames.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "launcher/local/local_job.h"
+#include "launcher/local/node_launch.h"
+#include "launcher/cluster/rank_plan.h"
+#include "probes/interfaces.h"
+
+namespace muster {
+
+// Everything a node needs to start its ranks exactly as the local launcher would.
+struct NodeLaunchSpec {
+  int node_rank = 0;
+  RankPlan plan;
+  LaunchRequest request;
+  TeardownPolicy teardown;  // the agent's own grace and kill wait (the head keeps the timeout)
+};
+
+// Facts a node's agent reports before anything starts.
+struct NodeHello {
+  std::string hostname;
+  std::string version;
+  std::string machine_id;
+  std::string boot_id;
+  int gpus = 0;
+  std::vector<std::string> gpu_models;
+  int cpus = 0;
+  std::vector<int> free_ports;  // two TCP ports free on the node: rendezvous candidates
+  int probe_port = 0;           // where the agent's probe server listens
+  std::vector<LocalAddress> addresses;  // non-loopback IPv4 addresses, with interfaces
+  int nics = 0;
+  std::uint64_t memory_bytes = 0;
+  std::string kernel;           // uname -r
+};
+
+std::string to_json(const NodeLaunchSpec& spec);
+// Throws Error(Runtime) when the text is not a spec of this version.
+NodeLaunchSpec node_launch_spec_from_json(const std::string& text);
+
+std::string to_json(const NodeHello& hello);
+NodeHello node_hello_from_json(const std::string& text);
+
+// Bound frames: each rank's CPUs, NUMA node and GPU as the node will bind it.
+std::string bindings_to_json(const std::vector<std::pair<int, RankBindingReport>>& reports);
+std::vector<std::pair<int, RankBindingReport>> bindings_from_json(const std::string& text);
+
+// The protocol version both sides must share; bumped on any change to the frames or JSON.
+inline constexpr int kAgentProtocol = 1;
+
+}  // namespace muster

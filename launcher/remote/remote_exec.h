@@ -1,0 +1,36 @@
+// Running one command once on every node, like pdsh: the command's words arrive verbatim.
+#pragma once
+
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "launcher/cluster/cluster_spec.h"
+#include "launcher/local/local_job.h"
+#include "launcher/remote/ssh_transport.h"
+
+namespace muster {
+
+// How the command went on one node.
+struct NodeExecResult {
+  std::string host;
+  int status = -1;                      // the remote exit status; -1 when unreachable
+  std::string out, err;                 // everything it printed (kept for --fold)
+  std::optional<std::string> failure;   // why the node could not run it
+};
+
+// Receives output lines as they arrive, from several threads (it must lock).
+using ExecLineSink = std::function<void(const std::string& host, OutputStream, std::string_view)>;
+
+// Runs `argv` on every node, at most `fanout` at a time. With a `sink`, lines are streamed
+// to it; the results keep the whole output either way.
+std::vector<NodeExecResult> exec_on_nodes(SshTransport& transport, const ClusterSpec& cluster,
+                                          const std::vector<std::string>& argv, int fanout,
+                                          const ExecLineSink& sink);
+
+// The exit status of a whole exec (pdsh -S): the largest remote status, an unreachable
+// node counting as ssh's 255.
+int exec_exit_status(const std::vector<NodeExecResult>& results);
+
+}  // namespace muster

@@ -1,0 +1,103 @@
+// Reaching other machines: the SSH transport behind a small interface, so that fan-out and
+// launch logic can be tested against a recording fake and run for real through libssh.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "launcher/cluster/cluster_spec.h"
+#include "launcher/error.h"
+
+namespace muster {
+
+// Why a node could not be reached or used; each is reported with the node's name.
+enum class SshFailure {
+  NameResolution,
+  ConnectionRefused,
+  Timeout,
+  Authentication,
+  HostKey,
+  RemoteCommand,
+  Connection,  // anything else on the way (reset, protocol error)
+};
+
+// "name resolution", "connection refused", ...
+const char* describe(SshFailure failure);
+
+// An SSH failure of one node; what() is "HOST: cause: detail[, fix]".
+class SshError : public Error {
+ public:
+  SshError(SshFailure failure, const std::string& host, const std::string& detail)
+      : Error(ErrorKind::Runtime, host + ": " + describe(failure) + ": " + detail),
+        failure_(failure), host_(host) {}
+  SshFailure failure() const { return failure_; }
+  const std::string& host() const { return host_; }
+
+ private:
+  SshFailure failure_;
+  std::string host_;
+};
+
+// What to connect to.
+struct SshTarget {
+  std::string host;     // the node's name, for messages and ~/.ssh/config's Host matching
+  std::string address;  // where to connect
+  SshOptions options;   // from the cluster file; unset fields come from ~/.ssh/config
+};
+
+// A command running on a node. Not thread-safe: one thread drives it.
+class RemoteCommand {
+ public:
+  virtual ~RemoteCommand() = default;
+  // Sends bytes to the command's stdin.
+  virtual void write(std::string_view bytes) = 0;
+  // Closes the command's stdin (it sees end of file).
+  virtual void close_stdin() = 0;
+  // Waits up to `limit` for output; appends what came. Returns false once both streams
+  // have ended.
+  virtual bool read(std::string& out, std::string& err, std::chrono::milliseconds limit) = 0;
+  // The exit status once the command has ended (-1 when the connection dropped first).
+  virtual int exit_status() = 0;
+};
+
+// How long each step of reaching a node took, in milliseconds.
+struct ConnectTimings {
+  double resolve_ms = 0;      // name resolution
+  double tcp_connect_ms = 0;  // the TCP handshake
+  double ssh_ms = 0;          // SSH key exchange, host key check and authentication
+};
+
+// An authenticated connection to one node. Not thread-safe: one thread drives it.
+class SshConnection {
+ public:
+  virtual ~SshConnection() = default;
+  // How long reaching the node took.
+  virtual ConnectTimings timings() const { return {}; }
+  // Starts `command_line` through the remote user's shell.
+  virtual std::unique_ptr<RemoteCommand> start(const std::string& command_line) = 0;
+  // Copies `content` to `remote_path` (mode 0755) over SFTP.
+  virtual void upload(const std::string& content, const std::string& remote_path) = 0;
+};
+
+// Opens connections. Implementations may be called from several threads at once.
+class SshTransport {
+ public:
+  virtual ~SshTransport() = default;
+  // Resolves, connects, checks the host key and authenticates, never prompting.
+  // Throws SshError naming the cause.
+  virtual std::unique_ptr<SshConnection> connect(const SshTarget& target) = 0;
+};
+
+// The real transport: libssh in-process.
+std::unique_ptr<SshTransport> make_libssh_transport();
+
+// Runs `command_line` to completion on `connection`, feeding `input`; returns stdout and
+// the exit status. Throws SshError(RemoteCommand) with stderr when the status is not 0.
+std::string run_remote(SshConnection& connection, const std::string& host,
+                       const std::string& command_line, const std::string& input = "",
+                       std::chrono::seconds limit = std::chrono::seconds(60));
+
+}  // namespace muster
