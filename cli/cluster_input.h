@@ -1,11 +1,7 @@
 // The flags that say which cluster a command works on, shared by every subcommand.
 #pragma once
 
-#include <optional>
-#include <string>
-
-#include "launcher/cluster/cluster_spec.h"
-#include "launcher/cluster/rank_plan.h"
+#include "launcher/cluster/cluster_input.h"
 
 namespace CLI {
 class App;
@@ -13,22 +9,10 @@ class App;
 
 namespace muster::cli {
 
-// -f, --hostfile, -H, -n and --map-by as given.
-struct ClusterInputOptions {
-  std::string cluster_file;
-  std::string hostfile;
-  std::string hosts;
-  std::optional<int> ranks;  // -n
-  std::string map_by = "slot";
-};
+// Whether a command places ranks (-n and --map-by mean something to it).
+enum class RankFlags { Declared, Omitted };
 
-// Declares the cluster flags on `app`.
-void add_cluster_input_options(CLI::App& app, ClusterInputOptions& options);
-
-// The cluster the flags name; this machine when none of -f, --hostfile, -H was given.
-ClusterSpec load_cluster(const ClusterInputOptions& options);
-
-// --map-by as an enum.
-MapBy map_by_of(const ClusterInputOptions& options);
+// Declares -f, --hostfile and -H on `app`, and -n and --map-by when `ranks` says so.
+void add_cluster_input_options(CLI::App& app, ClusterInput& input, RankFlags ranks = RankFlags::Declared);
 
 }  // namespace muster::cli

@@ -1,16 +1,28 @@
 // muster agent: the per-node agent the head starts over SSH (not for direct use).
 #include <unistd.h>
 
+#include <cmath>
+#include <memory>
+
 #include <CLI/CLI.hpp>
 
 #include "cli/commands.h"
+#include "cli/flag_checks.h"
 #include "launcher/remote/agent.h"
 
 namespace muster::cli {
 
 CommandAction setup_agent(CLI::App& app) {
   app.group("");  // hidden from --help: only muster itself runs it
-  return []() { return run_agent(STDIN_FILENO, STDOUT_FILENO); };
+  auto silence_s = std::make_shared<double>(
+      std::chrono::duration<double>(kDefaultHeartbeatTimeout).count());
+  app.add_option("--heartbeat-timeout", *silence_s, "seconds without the head before stopping")
+      ->check(at_least(1));
+  return [silence_s]() {
+    AgentSettings settings;
+    settings.head_silence_limit = std::chrono::milliseconds(std::llround(*silence_s * 1000));
+    return run_agent(STDIN_FILENO, STDOUT_FILENO, settings);
+  };
 }
 
 }  // namespace muster::cli

@@ -7,20 +7,24 @@
 #include <fmt/format.h>
 
 #include "cli/cluster_input.h"
+#include "cli/flag_checks.h"
 #include "cli/commands.h"
 #include "cli/remote_options.h"
 #include "cli/terminal_output.h"
-#include "launcher/error.h"
+#include "launcher/cluster/cluster_input.h"
 #include "launcher/cluster/hostlist.h"
+#include "launcher/error.h"
 #include "launcher/remote/remote_exec.h"
 
 namespace muster::cli {
 
 struct ExecOptions {
-  ClusterInputOptions cluster;
+  ClusterInput cluster;
   RemoteFlags remote;
   std::vector<std::string> command;
   bool fold = false;
+  bool no_prefix = false;
+  TagStyle tag = TagStyle::Host;
 };
 
 namespace {
@@ -44,9 +48,10 @@ int run_exec(const ExecOptions& options) {
                                   "'muster exec -f cluster.yaml -- uname -r'");
   ClusterSpec cluster = load_cluster(options.cluster);
   auto transport = make_libssh_transport();
+  const bool prefix = !options.no_prefix && options.tag == TagStyle::Host;
   std::mutex print_lock;  // lines arrive from several node threads
   ExecLineSink sink = [&](const std::string& host, OutputStream stream, std::string_view line) {
-    std::string text = fmt::format("[{}] {}\n", host, line);
+    std::string text = prefix ? fmt::format("[{}] {}\n", host, line) : fmt::format("{}\n", line);
     std::lock_guard lock(print_lock);
     if (stream == OutputStream::Stdout) print_out(text);
     else print_note_raw(text);
@@ -63,10 +68,17 @@ int run_exec(const ExecOptions& options) {
 
 CommandAction setup_exec(CLI::App& app) {
   auto options = std::make_shared<ExecOptions>();
-  add_cluster_input_options(app, options->cluster);
-  add_remote_flags(app, options->remote, false);
-  app.add_flag("--fold", options->fold,
-               "print each distinct output once, under the hosts that gave it (clush -b)");
+  add_cluster_input_options(app, options->cluster, RankFlags::Omitted);
+  add_remote_flags(app, options->remote, RemoteUse::Command);
+  auto* fold = app.add_flag("--fold", options->fold,
+                            "print each distinct output once, under the hosts that gave it (clush -b)");
+  auto* no_prefix = app.add_flag("-N,--no-prefix", options->no_prefix,
+                                 "print lines without the '[host] ' prefix (pdsh -N)");
+  static const std::map<std::string, TagStyle> kTags = {{"host", TagStyle::Host},
+                                                        {"none", TagStyle::None}};
+  add_choice(app, "--tag", options->tag, kTags, "prefix of each output line (none: like -N)", "host")
+      ->excludes(no_prefix);
+  fold->excludes(no_prefix);
   app.add_option("command", options->command, "the command, after --; its words arrive verbatim");
   app.footer("Exit status: the largest remote one (255 for a node that could not be reached).");
   return [options]() { return run_exec(*options); };

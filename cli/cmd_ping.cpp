@@ -11,12 +11,14 @@
 #include "cli/commands.h"
 #include "cli/remote_options.h"
 #include "cli/terminal_output.h"
+#include "launcher/cluster/cluster_input.h"
+#include "launcher/job/cluster_context.h"
 #include "launcher/job/cluster_ping.h"
 
 namespace muster::cli {
 
 struct PingCliOptions {
-  ClusterInputOptions cluster;
+  ClusterInput cluster;
   RemoteFlags remote;
   int count = 50;
   bool bandwidth = false;
@@ -77,8 +79,10 @@ nlohmann::json report_json(const PingReport& r) {
   }
   nlohmann::json problems = nlohmann::json::array();
   for (const auto& p : r.problems)
-    problems.push_back({{"severity", p.severity == Problem::Severity::Fail ? "fail" : "warn"},
-                        {"check", p.check}, {"message", p.message}});
+    problems.push_back({{"severity", p.severity == Finding::Severity::Fail ? "fail" : "warn"},
+                        {"check", finding_name(p.kind)},
+                        {"node", p.node ? nlohmann::json(r.nodes[size_t(*p.node)].host) : nlohmann::json(nullptr)},
+                        {"message", p.message}});
   nlohmann::json ifnames = nlohmann::json::object();
   for (const auto& [node, name] : r.choice.interface_of) ifnames[r.nodes[size_t(node)].host] = "=" + name;
   return {{"nodes", nodes}, {"pairs", pairs}, {"problems", problems},
@@ -119,9 +123,8 @@ std::string report_text(const PingReport& r) {
   }
   std::vector<int> outliers;
   for (const auto& p : r.problems)
-    if (p.check == "rtt" && p.severity == Problem::Severity::Warn)
-      for (size_t i = 0; i < r.nodes.size(); ++i)
-        if (p.message.rfind(r.nodes[i].host + ":", 0) == 0) outliers.push_back(int(i));
+    if (p.kind == FindingKind::Rtt && p.severity == Finding::Severity::Warn && p.node)
+      outliers.push_back(*p.node);
   out += matrix_text(r, width, "median RTT (us)", [&](const PairProbe* p, size_t i, size_t j) {
     if (!p) return std::string("?");
     if (!p->result.reachable) return std::string("UNREACH");
@@ -136,7 +139,7 @@ std::string report_text(const PingReport& r) {
   out += "\n";
   if (r.problems.empty()) out += "no problems found\n";
   for (const auto& p : r.problems)
-    out += fmt::format("{} {}\n", p.severity == Problem::Severity::Fail ? "FAIL" : "warn", p.message);
+    out += fmt::format("{} {}\n", p.severity == Finding::Severity::Fail ? "FAIL" : "warn", p.message);
   out += fmt::format("\nMASTER_ADDR: {}\n", r.choice.master_addr.value_or("(none every node reached)"));
   if (!r.choice.interface_of.empty()) {
     out += fmt::format("NCCL_SOCKET_IFNAME / GLOO_SOCKET_IFNAME (subnet {}):", r.choice.subnet);
@@ -151,8 +154,8 @@ std::string report_text(const PingReport& r) {
 
 CommandAction setup_ping(CLI::App& app) {
   auto options = std::make_shared<PingCliOptions>();
-  add_cluster_input_options(app, options->cluster);
-  add_remote_flags(app, options->remote, true);
+  add_cluster_input_options(app, options->cluster, RankFlags::Omitted);
+  add_remote_flags(app, options->remote, RemoteUse::Agents);
   app.add_option("--count", options->count, "round trips per pair and address (K)")
       ->check(CLI::Range(1, 100000))
       ->capture_default_str();
@@ -161,16 +164,12 @@ CommandAction setup_ping(CLI::App& app) {
   app.footer("Exit status: 0 when every check passed, 1 when one failed, 2 for usage or "
              "configuration errors.");
   return [options]() {
-    ClusterSpec cluster = load_cluster(options->cluster);
-    auto transport = make_libssh_transport();
-    RemoteOptions remote = options->remote.options();
-    remote.reach = Reach::BestEffort;
-    remote.time_command = true;
-    auto job = RemoteJob::open(*transport, cluster, remote);
+    ClusterContext context(load_cluster(options->cluster), options->remote.settings());
     PingOptions ping;
     ping.round_trips = options->count;
     ping.bandwidth = options->bandwidth;
-    PingReport report = ping_cluster(*job, cluster, ping);
+    PingReport report = ping_cluster(context.session(Reach::BestEffort, true), context.cluster(),
+                                     ping, context.interrupt_fds());
     print_out(options->json ? report_json(report).dump(2) + "\n" : report_text(report));
     return report.failed() ? 1 : 0;
   };

@@ -9,30 +9,32 @@
 #include "cli/commands.h"
 #include "cli/terminal_output.h"
 #include "launcher/cluster/rank_plan.h"
+#include "launcher/cluster/cluster_input.h"
 #include "launcher/cluster/local_gpus.h"
+#include "topology/topology_source.h"
 
 namespace muster::cli {
 
 struct PlanOptions {
-  ClusterInputOptions cluster;
+  ClusterInput cluster;
   bool json = false;
 };
 
 namespace {
 
-nlohmann::json plan_json(const RankPlan& plan, const ClusterInputOptions& input) {
+nlohmann::json plan_json(const RankPlan& plan, const ClusterInput& input) {
   nlohmann::json j = rank_plan_json(plan);
   j["world_size"] = plan.world_size();
-  j["map_by"] = input.map_by;
+  j["map_by"] = input.map_by == MapBy::Node ? "node" : "slot";
   return j;
 }
 
 std::string plan_table(const RankPlan& plan, const ClusterSpec& cluster,
-                       const ClusterInputOptions& input) {
+                       const ClusterInput& input) {
   std::string out = fmt::format("cluster: {} ({} node{}), world size {}, map-by {}\n\n",
                                 cluster.name.empty() ? cluster.source : cluster.name,
                                 plan.nodes.size(), plan.nodes.size() == 1 ? "" : "s",
-                                plan.world_size(), input.map_by);
+                                plan.world_size(), input.map_by == MapBy::Node ? "node" : "slot");
   size_t width = 4;
   for (const auto& n : plan.nodes) width = std::max(width, n.host.size());
   out += fmt::format("{:<6}{:<{}}  {:<6}{:<6}{:<6}{}\n", "NODE", "HOST", width, "SLOTS", "RANK",
@@ -59,7 +61,7 @@ CommandAction setup_plan(CLI::App& app) {
     ClusterSpec cluster = load_cluster(options->cluster);
     HwlocTopologySource this_machine;
     learn_local_gpus(cluster, this_machine);
-    RankPlan plan = make_rank_plan(cluster, options->cluster.ranks, map_by_of(options->cluster));
+    RankPlan plan = make_rank_plan(cluster, options->cluster.ranks, options->cluster.map_by);
     if (options->json)
       print_out(plan_json(plan, options->cluster).dump(2) + "\n");
     else

@@ -3,12 +3,13 @@
 #include <fmt/format.h>
 
 #include "cli/terminal_output.h"
+#include "launcher/thread.h"
 
 namespace muster::cli {
 
 DoctorProgress::DoctorProgress(bool live) : live_(live) {
   if (live_)
-    ticker_ = std::thread([this] {
+    ticker_ = signal_free_thread([this] {
       while (!stop_) {
         draw();
         std::this_thread::sleep_for(std::chrono::milliseconds(200));
@@ -44,13 +45,18 @@ void DoctorProgress::begin_stage(const std::string& name, int total, const std::
 
 void DoctorProgress::step_done() { ++done_; }
 
-void DoctorProgress::end_stage(const std::string& name, const std::string& status,
+void DoctorProgress::end_stage(const std::string& name, CheckStatus status,
                                const std::string& reason) {
   double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count();
   std::lock_guard lock(mutex_);
   stage_.clear();
   print_note_raw(fmt::format("{}muster: doctor: {} {}: {} ({:.1f}s)\n", live_ ? "\r\033[K" : "",
-                             name, status, reason, elapsed));
+                             name, status_name(status), reason, elapsed));
+}
+
+void DoctorProgress::other_line(int rank, std::string_view text) {
+  std::lock_guard lock(mutex_);
+  print_note_raw(fmt::format("{}[{}] {}\n", live_ ? "\r\033[K" : "", rank, text));
 }
 
 }  // namespace muster::cli

@@ -8,18 +8,20 @@
 #include <string>
 #include <thread>
 
+#include "launcher/job/doctor.h"
+
 namespace muster::cli {
 
-class DoctorProgress {
+class DoctorProgress : public DoctorObserver {
  public:
   // `live`: stderr is a terminal, so the line may be redrawn.
   explicit DoctorProgress(bool live);
-  ~DoctorProgress();
+  ~DoctorProgress() override;
 
-  // `total` steps of `unit` ("nodes", "rounds"); 0 when the stage cannot count its steps.
-  void begin_stage(const std::string& name, int total, const std::string& unit = "nodes");
-  void step_done();  // thread-safe
-  void end_stage(const std::string& name, const std::string& status, const std::string& reason);
+  void begin_stage(const std::string& name, int total, const std::string& unit) override;
+  void step_done() override;  // thread-safe
+  void end_stage(const std::string& name, CheckStatus status, const std::string& reason) override;
+  void other_line(int rank, std::string_view text) override;
 
  private:
   void draw();

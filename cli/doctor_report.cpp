@@ -7,25 +7,6 @@
 
 namespace muster::cli {
 
-const char* status_name(CheckStatus s) {
-  switch (s) {
-    case CheckStatus::Pass: return "pass";
-    case CheckStatus::Warn: return "warn";
-    case CheckStatus::Fail: return "fail";
-    case CheckStatus::Skip: return "skip";
-  }
-  return "?";
-}
-
-CheckStatus DoctorReport::overall() const {
-  bool warned = false;
-  for (const auto& c : checks) {
-    if (c.status == CheckStatus::Fail) return CheckStatus::Fail;
-    warned |= c.status == CheckStatus::Warn;
-  }
-  return warned ? CheckStatus::Warn : CheckStatus::Pass;
-}
-
 nlohmann::json doctor_json(const DoctorReport& report) {
   nlohmann::json stages = nlohmann::json::array(), checks = nlohmann::json::array();
   for (const auto& s : report.stages)

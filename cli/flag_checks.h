@@ -2,7 +2,9 @@
 // (CLI11's own print the whole range of a double).
 #pragma once
 
+#include <map>
 #include <string>
+#include <vector>
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
@@ -30,5 +32,38 @@ inline CLI::Validator at_least(double min, bool strictly = false) {
 
 // The flag's value must be a number above zero.
 inline CLI::Validator positive() { return at_least(0, true); }
+
+// Declares `--name` taking one of `values`' names, stored in `target` as its value. A wrong
+// word is refused naming the choices ("--tag: sideways not in {host,none,rank}").
+template <typename T>
+CLI::Option* add_choice(CLI::App& app, const std::string& name, T& target,
+                        const std::map<std::string, T>& values, const std::string& help,
+                        const std::string& default_name = "") {
+  std::vector<std::string> names;
+  for (const auto& [word, value] : values) names.push_back(word);
+  auto* option = app.add_option_function<std::string>(
+                        name, [&target, &values](const std::string& word) { target = values.at(word); }, help)
+                     ->check(CLI::IsMember(names));
+  if (!default_name.empty()) option->default_str(default_name);
+  return option;
+}
+
+// The first word before "--" that looks like an option but is not one of `command`'s
+// ("--tag" in 'muster exec --tag none'), or "" when there is none.
+inline std::string first_unknown_option(const CLI::App& command, int argc, char** argv) {
+  for (int i = 2; i < argc; ++i) {
+    std::string word = argv[i];
+    if (word == "--") break;
+    if (word.size() < 2 || word[0] != '-' || (word[1] >= '0' && word[1] <= '9')) continue;
+    std::string name = word.substr(0, word.find('='));
+    if (name.size() > 2 && name[1] != '-') name = name.substr(0, 2);  // -n4 is -n
+    if (!command.get_option_no_throw(name)) return name;
+  }
+  return "";
+}
+
+// "8", "64K", "128M", "1G" as bytes (K, M, G are powers of 1024). Throws Error(Usage)
+// quoting `text` when it is not a size, or a size above 1 TiB.
+size_t parse_bytes(const std::string& text);
 
 }  // namespace muster::cli

@@ -1,5 +1,8 @@
 // muster: parse the command line, run one subcommand, print errors once.
+#include <sys/prctl.h>
+
 #include <csignal>
+#include <cstdlib>
 #include <memory>
 #include <string>
 #include <vector>
@@ -9,6 +12,7 @@
 #include <fmt/ranges.h>
 
 #include "cli/commands.h"
+#include "cli/flag_checks.h"
 #include "cli/terminal_output.h"
 #include "launcher/error.h"
 
@@ -16,6 +20,9 @@ int main(int argc, char** argv) {
   using namespace muster;
   // A closed pipe on our stdout (muster ... | head) must not kill muster before teardown.
   signal(SIGPIPE, SIG_IGN);
+  // Probe ranks are started through /proc/self/exe, which the kernel would name "exe" in
+  // ps and top: every muster process is "muster", its role in its arguments.
+  prctl(PR_SET_NAME, "muster");
 
   CLI::App app{"muster: bring up distributed jobs on GPU clusters and check that the "
                "cluster will pass muster", "muster"};
@@ -53,15 +60,27 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     // Name the subcommand whose flags were wrong, so the hint is its own --help.
     const auto parsed = app.get_subcommands();
-    cli::print_error(parsed.empty() ? fmt::format("'{}' is not a muster command; the commands are {}",
-                                                  argv[1], fmt::join(listed, ", "))
-                                    : fmt::format("{}; see 'muster {} --help'", e.what(),
-                                                  parsed.front()->get_name()));
+    if (parsed.empty()) {
+      cli::print_error(fmt::format("'{}' is not a muster command; the commands are {}", argv[1],
+                                   fmt::join(listed, ", ")));
+    } else {
+      const std::string name = parsed.front()->get_name();
+      const std::string unknown = cli::first_unknown_option(*parsed.front(), argc, argv);
+      cli::print_error(unknown.empty() ? fmt::format("{}; see 'muster {} --help'", e.what(), name)
+                                       : fmt::format("unknown option '{}' for 'muster {}'; see "
+                                                     "'muster {} --help'", unknown, name, name));
+    }
     return cli::kUsageExit;
   }
 
   try {
     return action();
+  } catch (const Interrupted& e) {
+    // Nothing was started; connections and agents still opening go with the process. Its
+    // threads may be in the middle of a handshake, so no destructor waits for them.
+    cli::print_note(fmt::format("interrupted by SIG{} before anything was started",
+                                sigabbrev_np(e.signal())));
+    std::quick_exit(128 + e.signal());
   } catch (const Error& e) {
     for (const auto& message : e.messages()) cli::print_error(message);
     return e.kind() == ErrorKind::Runtime ? 1 : cli::kUsageExit;

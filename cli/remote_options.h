@@ -1,7 +1,8 @@
-// --fanout and --no-ship, shared by the subcommands that reach other machines.
+// --fanout, --no-ship and --heartbeat-timeout, shared by the subcommands that reach other
+// machines.
 #pragma once
 
-#include "launcher/remote/remote_job.h"
+#include "launcher/job/cluster_context.h"
 
 namespace CLI {
 class App;
@@ -12,12 +13,17 @@ namespace muster::cli {
 struct RemoteFlags {
   int fanout = kDefaultFanout;
   bool no_ship = false;
-  RemoteOptions options() const {
-    return {fanout, no_ship ? Shipping::Forbidden : Shipping::Allowed};
-  }
+  double heartbeat_timeout_s = std::chrono::duration<double>(kDefaultHeartbeatTimeout).count();
+  RemoteSettings settings() const;
 };
 
-// Declares --fanout (and --no-ship when `shipping` is true) on `app`.
-void add_remote_flags(CLI::App& app, RemoteFlags& flags, bool shipping);
+// What a command does on other machines, for the flags it takes.
+enum class RemoteUse {
+  Command,  // exec: one command per node, nothing shipped
+  Agents,   // run, smoke, ping, doctor: an agent per node, shipped when missing
+};
+
+// Declares --fanout, and for agents --no-ship and --heartbeat-timeout, on `app`.
+void add_remote_flags(CLI::App& app, RemoteFlags& flags, RemoteUse use);
 
 }  // namespace muster::cli

@@ -23,6 +23,13 @@ void write_all(int fd, std::string_view text) {
 
 }  // namespace
 
+const std::map<std::string, TagStyle>& tag_styles() {
+  static const std::map<std::string, TagStyle> styles = {
+      {"none", TagStyle::None}, {"rank", TagStyle::Rank}, {"host", TagStyle::Host},
+      {"host-rank", TagStyle::HostRank}};
+  return styles;
+}
+
 void print_error(std::string_view message) {
   write_all(STDERR_FILENO, fmt::format("muster: error: {}\n", message));
 }
@@ -67,6 +74,11 @@ void TaggedOutput::rank_bound(int rank, const RankBindingReport& r) {
                          r.binding.cpus.empty() ? std::string("(not bound)")
                                                 : format_cpu_list(r.binding.cpus),
                          numa, gpu));
+}
+
+void TaggedOutput::launch_warning(const std::string& text) {
+  flush();
+  print_warning(text);
 }
 
 void TaggedOutput::flush() {

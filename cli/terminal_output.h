@@ -1,6 +1,7 @@
 // Everything muster writes to the terminal goes through here.
 #pragma once
 
+#include <map>
 #include <string>
 #include <string_view>
 
@@ -25,6 +26,9 @@ void print_note_raw(std::string_view text);
 // How each output line of a rank is prefixed.
 enum class TagStyle { None, Rank, Host, HostRank };
 
+// --tag's names for the styles: none, rank, host, host-rank.
+const std::map<std::string, TagStyle>& tag_styles();
+
 // Writes ranks' lines to muster's stdout and stderr, each whole and prefixed, batched into
 // few writes; nothing interleaves because this is the only writer.
 class TaggedOutput : public JobOutput {
@@ -37,6 +41,7 @@ class TaggedOutput : public JobOutput {
   void flush() override;
   // Like mpirun --report-bindings: one line per rank on stderr, when asked for.
   void rank_bound(int rank, const RankBindingReport& binding) override;
+  void launch_warning(const std::string& text) override;
 
  private:
   TagStyle style_;

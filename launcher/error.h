@@ -12,6 +12,7 @@ enum class ErrorKind {
   Usage,    // the command line is wrong
   Config,   // a cluster file, hostfile or host list is wrong
   Runtime,  // the world did not cooperate (a process, a socket, a file)
+  Interrupted,  // muster was told to stop (SIGINT, SIGTERM, SIGHUP) before starting anything
 };
 
 // A failure with one or more messages, each already phrased as "subject: problem[, fix]".
@@ -30,6 +31,18 @@ class Error : public std::runtime_error {
  private:
   ErrorKind kind_;
   std::vector<std::string> messages_;
+};
+
+// muster received a stop signal while it was reaching or measuring the nodes: nothing was
+// started. cli/ exits with 128 + the signal's number, as a shell would.
+class Interrupted : public Error {
+ public:
+  explicit Interrupted(int signal)
+      : Error(ErrorKind::Interrupted, "interrupted before anything was started"), signal_(signal) {}
+  int signal() const { return signal_; }
+
+ private:
+  int signal_;
 };
 
 }  // namespace muster

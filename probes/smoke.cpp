@@ -136,7 +136,7 @@ class Sweeper {
 
 }  // namespace
 
-void run_smoke_rank(Collective& world, const SmokeSettings& settings,
+void run_smoke_sweep(Collective& world, const SmokeSettings& settings,
                     const std::vector<int>& node_of_rank,
                     const std::function<void(const SmokeEvent&)>& emit) {
   Sweeper sweeper(settings, emit);

@@ -50,7 +50,7 @@ size_t elements_per_rank(CollectiveOp op, size_t bytes, int n);
 // Runs the whole sweep on `world`; `node_of_rank[r]` is rank r's node. Every rank calls it
 // with the same arguments. Events go to `emit` as they happen; a failure is emitted as an
 // Error event and rethrown.
-void run_smoke_rank(Collective& world, const SmokeSettings& settings,
+void run_smoke_sweep(Collective& world, const SmokeSettings& settings,
                     const std::vector<int>& node_of_rank,
                     const std::function<void(const SmokeEvent&)>& emit);
 

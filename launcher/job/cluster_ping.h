@@ -1,6 +1,7 @@
-// `muster ping`'s pass over a cluster: how each node was reached, every pair of nodes
-// probed on every address, clocks, identities and facts compared, and the rendezvous
-// address and interfaces chosen from what was measured.
+// The network pass over a session: how each node was reached, every pair of nodes probed
+// on every address, clocks, identities and facts compared, and the rendezvous address and
+// interfaces chosen from what was measured. `ping` shows all of it; `run`, `smoke` and
+// `doctor` make their choices from it.
 #pragma once
 
 #include <chrono>
@@ -10,8 +11,9 @@
 #include <vector>
 
 #include "launcher/cluster/cluster_spec.h"
+#include "launcher/job/finding.h"
 #include "launcher/remote/launch_spec.h"
-#include "launcher/remote/remote_job.h"
+#include "launcher/remote/session.h"
 #include "probes/network_report.h"
 
 namespace muster {
@@ -34,24 +36,21 @@ struct NodeStatus {
   std::optional<NodeHello> facts;
 };
 
-// Something found, in plain words; failures fail the check (exit 1), warnings do not.
-struct Problem {
-  enum class Severity { Fail, Warn };
-  Severity severity = Severity::Fail;
-  std::string check;                            // "reach", "pair", "rtt", "bandwidth", ...
-  std::string message;
-};
-
 struct PingReport {
   std::vector<NodeStatus> nodes;                // by node rank
   std::vector<PairProbe> pairs;                 // node ranks, one entry per address probed
   NetworkChoice choice;                         // node ranks
-  std::vector<Problem> problems;
+  int rendezvous_node = 0;                      // where MASTER_ADDR is: the first node reached
+  std::vector<Finding> problems;
   bool bandwidth_measured = false;
   bool failed() const;
+  // The problems that make a launch pointless: a machine listed twice, no MASTER_ADDR.
+  std::vector<std::string> blocking_problems() const;
 };
 
-// Runs the whole pass over the nodes `job` reached (BestEffort), comparing with `checks`.
-PingReport ping_cluster(RemoteJob& job, const ClusterSpec& cluster, const PingOptions& options);
+// Runs the whole pass over the nodes of `session` that are usable, comparing with the
+// cluster's checks. Throws Interrupted on a byte from `interrupt_fds`.
+PingReport ping_cluster(ClusterSession& session, const ClusterSpec& cluster,
+                        const PingOptions& options, const std::vector<int>& interrupt_fds);
 
 }  // namespace muster

@@ -30,6 +30,7 @@ int JobResult::exit_code() const {
     case JobEnd::TimedOut: return 124;  // timeout(1)'s convention
     case JobEnd::Interrupted: return 128 + received_signal;
     case JobEnd::StartFailed: return 127;  // the shell's "command not found / not executable"
+    case JobEnd::NodeLost: return 255;
     case JobEnd::RankFailed:
       for (const auto& r : ranks)
         if (first_failed_rank && r.rank == *first_failed_rank && r.status)

@@ -56,6 +56,9 @@ class JobOutput {
   virtual void rank_ended(int rank, const ExitStatus& status) { (void)rank; (void)status; }
   // Where a rank will run, before it starts (for --report-bindings).
   virtual void rank_bound(int rank, const RankBindingReport& binding) { (void)rank; (void)binding; }
+  // Something the launch found that does not stop it (a pair of nodes that cannot talk on
+  // one network), before any rank starts.
+  virtual void launch_warning(const std::string& text) { (void)text; }
 };
 
 // Why a job ended.
@@ -65,6 +68,7 @@ enum class JobEnd {
   StartFailed,  // a rank could not be started; the others were torn down
   Interrupted,  // muster received SIGINT, SIGTERM or SIGHUP
   TimedOut,     // the job ran past its timeout
+  NodeLost,     // a node fell silent or its connection dropped; the others were torn down
 };
 
 // One rank's end.
@@ -93,7 +97,8 @@ struct JobResult {
   std::vector<std::string> notes;        // other things to report (a node lost, ...)
 
   // The job's exit status: 0 when every rank exited 0; else the first failed rank's
-  // (128+N for signal N); 128+N when muster got signal N; 124 on timeout.
+  // (128+N for signal N); 128+N when muster got signal N; 124 on timeout; 255 when a node
+  // was lost (ssh's and pdsh's number for a node that cannot be reached).
   int exit_code() const;
 };
 

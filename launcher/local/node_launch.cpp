@@ -30,7 +30,10 @@ std::vector<RankProcess> rank_processes_for_node(const RankPlan& plan, int node_
     RankProcess p;
     p.rank = ranks[i];
     p.spec.argv = request.argv;
-    if (!p.spec.argv.empty() && p.spec.argv[0] == kMusterSelf) p.spec.argv[0] = kThisExecutable;
+    if (!p.spec.argv.empty() && p.spec.argv[0] == kMusterSelf) {
+      p.spec.program = kThisExecutable;
+      p.spec.argv[0] = "muster";  // what ps and top show: "muster smoke-rank"
+    }
     p.spec.env = rank_environment(base, plan, ranks[i], request.job);
     p.spec.workdir = request.workdir;
     p.spec.cpus = bindings[i].cpus;

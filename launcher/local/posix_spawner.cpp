@@ -117,7 +117,8 @@ SpawnedProcess PosixSpawner::spawn(const ProcessSpec& spec) {
   std::vector<std::string> argv = spec.argv;
   std::vector<std::string> envp = spec.env.to_strings();
   std::vector<char*> c_argv = c_strings(argv), c_envp = c_strings(envp);
-  const std::string program = find_program(spec.argv[0], spec.env).value_or(spec.argv[0]);
+  const std::string program =
+      spec.program ? *spec.program : find_program(spec.argv[0], spec.env).value_or(spec.argv[0]);
   const char* workdir = spec.workdir ? spec.workdir->c_str() : nullptr;
   cpu_set_t cpus;
   CPU_ZERO(&cpus);

@@ -15,7 +15,8 @@ namespace muster {
 
 // What to start.
 struct ProcessSpec {
-  std::vector<std::string> argv;        // argv[0] is looked up in the PATH of `env`
+  std::vector<std::string> argv;        // argv[0] is looked up in the PATH of `env`...
+  std::optional<std::string> program;   // ...unless this names the file to execute
   Environment env;                      // the complete environment (nothing is inherited)
   std::optional<std::string> workdir;   // chdir here before exec
   std::vector<int> cpus;                // bind to these CPUs before exec; empty: no binding

@@ -5,8 +5,11 @@
 #include <sys/utsname.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
+#include <condition_variable>
 #include <csignal>
+#include <deque>
 #include <fstream>
 #include <mutex>
 #include <thread>
@@ -14,11 +17,12 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "launcher/remote/agent_protocol.h"
 #include "launcher/error.h"
-#include "launcher/remote/launch_spec.h"
 #include "launcher/local/posix_spawner.h"
 #include "launcher/local/shutdown_signals.h"
+#include "launcher/remote/agent_protocol.h"
+#include "launcher/remote/launch_spec.h"
+#include "launcher/thread.h"
 #include "probes/free_port.h"
 #include "probes/interfaces.h"
 #include "probes/tcp_probe.h"
@@ -27,24 +31,35 @@
 namespace muster {
 namespace {
 
-// Frames to the head; whole frames only, from one thread at a time.
+using Clock = std::chrono::steady_clock;
+
+// Frames to the head; whole frames only, from one thread at a time. The channel is written
+// without blocking forever: once the head is known to be lost, output is dropped so that the
+// agent can get on with stopping its ranks.
 class FrameWriter {
  public:
-  explicit FrameWriter(int fd) : fd_(fd) {}
+  explicit FrameWriter(int fd) : fd_(fd) { fcntl(fd_, F_SETFL, fcntl(fd_, F_GETFL) | O_NONBLOCK); }
   void send(const Frame& frame) { write_all(encode_frame(frame)); }
   void write_all(std::string_view bytes) {
     std::lock_guard lock(mutex_);
-    while (!bytes.empty()) {
+    while (!bytes.empty() && !head_lost_) {
       ssize_t n = ::write(fd_, bytes.data(), bytes.size());
+      if (n > 0) {
+        bytes.remove_prefix(size_t(n));
+        continue;
+      }
       if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) return;  // the head is gone; teardown goes on without it
-      bytes.remove_prefix(size_t(n));
+      if (n < 0 && errno != EAGAIN) return;  // the head is gone
+      pollfd p{fd_, POLLOUT, 0};
+      poll(&p, 1, 100);  // the head reads slowly: wait, but look at head_lost_ again soon
     }
   }
+  void head_lost() { head_lost_ = true; }
 
  private:
   int fd_;
   std::mutex mutex_;
+  std::atomic<bool> head_lost_{false};
 };
 
 // Ranks' lines and exits as frames, batched per flush.
@@ -80,6 +95,10 @@ std::string first_line_of(const std::string& path) {
   return line;
 }
 
+// Two TCP ports free on this node right now: rank 0's rendezvous (torch, JAX) listens on
+// them when this node holds rank 0.
+std::vector<int> two_free_ports() { return {find_free_tcp_port(), find_free_tcp_port()}; }
+
 NodeHello describe_this_node(const Topology& topology, int probe_port) {
   NodeHello hello;
   char name[256] = {};
@@ -91,8 +110,7 @@ NodeHello describe_this_node(const Topology& topology, int probe_port) {
   hello.gpus = int(topology.gpus.size());
   for (const auto& g : topology.gpus) hello.gpu_models.push_back(g.model);
   hello.cpus = topology.pus;
-  // If this node is node 0, rank 0's rendezvous (torch, JAX) listens on these.
-  hello.free_ports = {find_free_tcp_port(), find_free_tcp_port()};
+  hello.free_ports = two_free_ports();
   hello.probe_port = probe_port;
   hello.addresses = local_addresses();
   hello.nics = int(topology.nics.size());
@@ -121,105 +139,244 @@ std::string answer_probe(const nlohmann::json& ask) {
   return results.dump();
 }
 
+// A request the agent cannot answer gets an answer saying why: the agent itself goes on.
 std::string answer(const std::string& payload) {
-  auto ask = nlohmann::json::parse(payload);
-  const std::string op = ask.at("op");
-  if (op == "probe") return answer_probe(ask);
-  if (op == "clock")
-    return nlohmann::json{{"unix_ns", std::chrono::duration_cast<std::chrono::nanoseconds>(
-                                          std::chrono::system_clock::now().time_since_epoch())
-                                          .count()}}
-        .dump();
-  throw Error(ErrorKind::Runtime, "unknown request '" + op + "'");
-}
-
-// The head plans and probes before it sends the spec; a large ping can take a while.
-constexpr std::chrono::milliseconds kSpecWaitLimit{std::chrono::minutes(2)};
-
-// Answers the head's requests until a Spec arrives; nullopt when the head went away.
-std::optional<NodeLaunchSpec> receive_spec(int in_fd, FrameReader& reader, FrameWriter& writer) {
-  char buffer[65536];
-  for (;;) {
-    while (auto frame = reader.next()) {
-      if (frame->kind == FrameKind::Spec) return node_launch_spec_from_json(frame->payload);
-      if (frame->kind == FrameKind::Stop) return std::nullopt;
-      if (frame->kind == FrameKind::Ask)
-        writer.send({FrameKind::Answer, frame->rank, answer(frame->payload)});
-    }
-    pollfd p{in_fd, POLLIN, 0};
-    if (poll(&p, 1, int(kSpecWaitLimit.count())) <= 0)
-      return std::nullopt;  // no spec in time: the head is not coming back
-    ssize_t n = read(in_fd, buffer, sizeof buffer);
-    if (n <= 0) return std::nullopt;
-    reader.feed(std::string_view(buffer, size_t(n)));
-  }
-}
-
-// Watches the head while ranks run: a Stop frame, end of file or silence becomes a stop
-// request on `stop_fd` (SIGTERM for a stop, SIGHUP for a lost head).
-void watch_head(int in_fd, FrameReader reader, int stop_fd) {
-  char buffer[4096];
-  unsigned char why = SIGHUP;
   try {
-    for (bool running = true; running;) {
-      while (auto frame = reader.next())
-        if (frame->kind == FrameKind::Stop) {
-          why = SIGTERM;
-          running = false;
-        }
-      if (!running) break;
-      pollfd p{in_fd, POLLIN, 0};
-      int ready = poll(&p, 1, int(std::chrono::milliseconds(kHeadSilenceLimit).count()));
-      if (ready <= 0) break;  // silence: the network to the head is gone
-      ssize_t n = read(in_fd, buffer, sizeof buffer);
-      if (n <= 0) break;      // the control channel closed: the head is gone
-      reader.feed(std::string_view(buffer, size_t(n)));
-    }
-  } catch (const Error&) {
-    // Garbage from the head is as good as no head: stop the ranks.
+    auto ask = nlohmann::json::parse(payload);
+    const std::string op = ask.at("op");
+    if (op == "probe") return answer_probe(ask);
+    if (op == "ports") return nlohmann::json{{"ports", two_free_ports()}}.dump();
+    if (op == "clock")
+      return nlohmann::json{{"unix_ns", std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                            std::chrono::system_clock::now().time_since_epoch())
+                                            .count()}}
+          .dump();
+    return nlohmann::json{{"error", "unknown request '" + op + "'"}}.dump();
+  } catch (const std::exception& e) {
+    return nlohmann::json{{"error", e.what()}}.dump();
   }
-  [[maybe_unused]] auto n = write(stop_fd, &why, 1);
+}
+
+// The agent's side of the channel to the head, on threads of its own: one reads every frame
+// the head sends (and notices silence), one sends a heartbeat every second, one answers
+// requests. The main thread takes the jobs (specs) from it, one at a time.
+class HeadLink {
+ public:
+  HeadLink(int in_fd, FrameWriter& writer, std::chrono::milliseconds silence_limit)
+      : in_fd_(in_fd), writer_(writer), silence_limit_(silence_limit) {
+    for (int* p : {ready_, stop_})
+      if (pipe2(p, O_CLOEXEC | O_NONBLOCK) != 0)
+        throw Error(ErrorKind::Runtime, "cannot create a pipe");
+    reader_ = signal_free_thread([this] { read_frames(); });
+    beater_ = signal_free_thread([this] { send_beats(); });
+    answerer_ = signal_free_thread([this] { answer_asks(); });
+  }
+  ~HeadLink() {
+    {
+      std::lock_guard lock(mutex_);
+      quitting_ = true;
+    }
+    changed_.notify_all();
+    for (auto* t : {&reader_, &beater_, &answerer_}) t->join();
+    for (int* p : {ready_, stop_})
+      for (int i = 0; i < 2; ++i) close(p[i]);
+  }
+
+  // Readable when a job arrived or the head is gone.
+  int ready_fd() const { return ready_[0]; }
+
+  // The next job and its run id, if one arrived.
+  std::optional<std::pair<int, NodeLaunchSpec>> take_spec() {
+    char drain[64];
+    while (read(ready_[0], drain, sizeof drain) > 0) {}
+    std::lock_guard lock(mutex_);
+    if (specs_.empty()) return std::nullopt;
+    auto next = std::move(specs_.front());
+    specs_.pop_front();
+    return next;
+  }
+
+  bool gone() const {
+    std::lock_guard lock(mutex_);
+    return gone_;
+  }
+
+  // Starts run `id`: the returned fd yields a byte per stop request for it (a Stop frame, or
+  // the head lost). A Stop that arrived before the run started still stops it.
+  int begin_run(int id) {
+    char drain[64];
+    while (read(stop_[0], drain, sizeof drain) > 0) {}
+    std::lock_guard lock(mutex_);
+    current_run_ = id;
+    if (stopped_up_to_ >= id || gone_) wake(stop_[1], SIGTERM);
+    return stop_[0];
+  }
+  // Whether the head asked run `id` to stop (as opposed to a signal sent to the agent).
+  bool stop_requested(int id) const {
+    std::lock_guard lock(mutex_);
+    return stopped_up_to_ >= id || gone_;
+  }
+  void end_run() {
+    std::lock_guard lock(mutex_);
+    current_run_ = -1;
+  }
+
+ private:
+  static void wake(int fd, unsigned char why) { [[maybe_unused]] auto n = write(fd, &why, 1); }
+
+  // Reads until the head says goodbye, the channel closes, garbage arrives or nothing at all
+  // arrives for the silence limit (the network to the head is gone).
+  void read_frames() {
+    FrameReader reader;
+    char buffer[65536];
+    auto last_heard = Clock::now();
+    std::string why;
+    try {
+      while (why.empty()) {
+        while (auto frame = reader.next())
+          if (!handle(*frame)) why = "the head said goodbye";
+        if (!why.empty()) break;
+        {
+          std::lock_guard lock(mutex_);
+          if (quitting_) return;
+        }
+        pollfd p{in_fd_, POLLIN, 0};
+        int ready = poll(&p, 1, 200);
+        if (ready < 0 && errno != EINTR) why = "the channel to the head failed";
+        if (ready <= 0) {
+          if (Clock::now() - last_heard > silence_limit_) why = "the head fell silent";
+          continue;
+        }
+        ssize_t n = read(in_fd_, buffer, sizeof buffer);
+        if (n < 0 && (errno == EINTR || errno == EAGAIN)) continue;
+        if (n <= 0) why = "the channel to the head closed";
+        else reader.feed(std::string_view(buffer, size_t(n)));
+        last_heard = Clock::now();
+      }
+    } catch (const Error&) {
+      why = "the head sent something that is not muster's protocol";
+    }
+    std::lock_guard lock(mutex_);
+    gone_ = true;
+    writer_.head_lost();
+    if (current_run_ >= 0) wake(stop_[1], SIGHUP);
+    wake(ready_[1], 1);
+    changed_.notify_all();
+  }
+
+  // One frame from the head; false when it ends the session.
+  bool handle(Frame& frame) {
+    std::lock_guard lock(mutex_);
+    switch (frame.kind) {
+      case FrameKind::Spec:
+        try {
+          specs_.emplace_back(frame.rank, node_launch_spec_from_json(frame.payload));
+          wake(ready_[1], 1);
+        } catch (const Error& e) {
+          writer_.send({FrameKind::Fail, frame.rank, e.what()});  // this run only
+        }
+        break;
+      case FrameKind::Stop:
+        stopped_up_to_ = std::max(stopped_up_to_, frame.rank);
+        if (frame.rank == current_run_) wake(stop_[1], SIGTERM);  // again: SIGKILL at once
+        break;
+      case FrameKind::Ask:
+        asks_.push_back(std::move(frame));
+        changed_.notify_all();
+        break;
+      case FrameKind::Bye: return false;
+      default: break;  // heartbeats only prove the head is alive
+    }
+    return true;
+  }
+
+  void send_beats() {
+    std::unique_lock lock(mutex_);
+    while (!quitting_ && !gone_) {
+      lock.unlock();
+      writer_.send({FrameKind::Beat, -1, ""});
+      lock.lock();
+      changed_.wait_for(lock, std::chrono::seconds(1), [&] { return quitting_ || gone_; });
+    }
+  }
+
+  void answer_asks() {
+    std::unique_lock lock(mutex_);
+    for (;;) {
+      changed_.wait(lock, [&] { return quitting_ || gone_ || !asks_.empty(); });
+      if (quitting_ || gone_) return;
+      Frame ask = std::move(asks_.front());
+      asks_.pop_front();
+      lock.unlock();
+      writer_.send({FrameKind::Answer, ask.rank, answer(ask.payload)});
+      lock.lock();
+    }
+  }
+
+  int in_fd_;
+  FrameWriter& writer_;
+  std::chrono::milliseconds silence_limit_;
+  int ready_[2] = {-1, -1};  // a byte: a spec arrived, or the head is gone
+  int stop_[2] = {-1, -1};   // a byte per stop request for the current run
+  mutable std::mutex mutex_;
+  std::condition_variable changed_;
+  std::deque<std::pair<int, NodeLaunchSpec>> specs_;
+  std::deque<Frame> asks_;
+  int current_run_ = -1;
+  int stopped_up_to_ = -1;
+  bool gone_ = false;
+  bool quitting_ = false;
+  std::thread reader_, beater_, answerer_;
+};
+
+// Runs one job's ranks on this node as the local launcher does, and reports how it ended.
+// Returns false when the agent itself was told to stop by a signal (not by the head).
+bool run_job(int id, const NodeLaunchSpec& spec, const Topology& topology, HeadLink& head,
+             FrameWriter& writer, ProcessSpawner& spawner, const ShutdownSignals& signals) {
+  std::vector<RankProcess> ranks = rank_processes_for_node(
+      spec.plan, spec.node_rank, spec.request, Environment::current(), topology);
+  writer.send({FrameKind::Bound, -1, bindings_to_json(binding_reports(ranks, topology))});
+  AgentOutput output(writer);
+  const int stop_fd = head.begin_run(id);
+  JobResult result = run_local_job(spawner, ranks, spec.teardown, output, {stop_fd, signals.fd()},
+                                   job_markers(spec.request.job, spec.node_rank));
+  output.flush();
+  const bool signalled = result.end == JobEnd::Interrupted && !head.stop_requested(id);
+  head.end_run();
+  nlohmann::json done = {{"start_error", result.start_error},
+                         {"escaped", result.escaped_killed},
+                         {"stuck", nlohmann::json::array()}};
+  for (const auto& s : result.stuck)
+    done["stuck"].push_back({{"rank", s.rank}, {"process", s.description}});
+  writer.send({FrameKind::Done, id, done.dump()});
+  return !signalled;
 }
 
 }  // namespace
 
-int run_agent(int in_fd, int out_fd) {
+int run_agent(int in_fd, int out_fd, const AgentSettings& settings) {
   FrameWriter writer(out_fd);
   try {
     // 1. Say what this node is, so the head can plan (GPU counts) and check identity.
     Topology topology = HwlocTopologySource().load();
+    ShutdownSignals signals;   // SIGHUP from sshd, SIGTERM from an admin: stop the ranks too
+    PosixSpawner spawner;
     ProbeServer probe_server;  // other nodes measure their way here while the head asks
     writer.send({FrameKind::Hello, -1, to_json(describe_this_node(topology, probe_server.port()))});
 
-    // 2. Wait for this node's part of the job.
-    FrameReader reader;
-    std::optional<NodeLaunchSpec> spec = receive_spec(in_fd, reader, writer);
-    if (!spec) return 0;  // the head changed its mind or went away: nothing was started
-
-    // 3. Start the ranks as the local launcher does, and supervise them while watching the head.
-    std::vector<RankProcess> ranks = rank_processes_for_node(
-        spec->plan, spec->node_rank, spec->request, Environment::current(), topology);
-    writer.send({FrameKind::Bound, -1, bindings_to_json(binding_reports(ranks, topology))});
-    int stop_pipe[2];
-    if (pipe2(stop_pipe, O_CLOEXEC | O_NONBLOCK) != 0)
-      throw Error(ErrorKind::Runtime, "cannot create a pipe");
-    std::thread(watch_head, in_fd, std::move(reader), stop_pipe[1]).detach();
-    ShutdownSignals signals;  // SIGHUP from sshd, SIGTERM from an admin: stop the ranks too
-    PosixSpawner spawner;
-    AgentOutput output(writer);
-    JobResult result = run_local_job(spawner, ranks, spec->teardown, output,
-                                     {stop_pipe[0], signals.fd()},
-                                     job_markers(spec->request.job, spec->node_rank));
-    output.flush();
-
-    // 4. Report how the node ended, including anything that would not die.
-    nlohmann::json done = {{"start_error", result.start_error},
-                           {"escaped", result.escaped_killed},
-                           {"stuck", nlohmann::json::array()}};
-    for (const auto& s : result.stuck)
-      done["stuck"].push_back({{"rank", s.rank}, {"process", s.description}});
-    writer.send({FrameKind::Done, -1, done.dump()});
-    return 0;
+    // 2. Jobs, one at a time, until the head says goodbye or is lost.
+    HeadLink head(in_fd, writer, settings.head_silence_limit);
+    for (;;) {
+      pollfd fds[2] = {{head.ready_fd(), POLLIN, 0}, {signals.fd(), POLLIN, 0}};
+      if (poll(fds, 2, -1) < 0 && errno != EINTR) return 1;
+      if (fds[1].revents) return 0;  // told to stop with nothing running
+      auto next = head.take_spec();
+      if (next) {
+        if (!run_job(next->first, next->second, topology, head, writer, spawner, signals)) return 0;
+      } else if (head.gone()) {
+        return 0;
+      }
+    }
   } catch (const std::exception& e) {
     writer.send({FrameKind::Fail, -1, e.what()});
     return 1;

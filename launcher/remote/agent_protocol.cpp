@@ -11,7 +11,7 @@ namespace muster {
 namespace {
 
 constexpr std::pair<FrameKind, const char*> kNames[] = {
-    {FrameKind::Hello, "HELLO"}, {FrameKind::Spec, "SPEC"}, {FrameKind::Stop, "STOP"}, {FrameKind::Beat, "BEAT"},
+    {FrameKind::Hello, "HELLO"}, {FrameKind::Spec, "SPEC"}, {FrameKind::Stop, "STOP"}, {FrameKind::Beat, "BEAT"}, {FrameKind::Bye, "BYE"},
     {FrameKind::Ask, "ASK"},     {FrameKind::Answer, "ANSWER"},
     {FrameKind::Bound, "BOUND"}, {FrameKind::Out, "OUT"},     {FrameKind::Err, "ERR"},   {FrameKind::Exit, "EXIT"},
     {FrameKind::Done, "DONE"},   {FrameKind::Fail, "FAIL"},

@@ -9,20 +9,24 @@
 
 namespace muster {
 
-// What a frame carries.
+// What a frame carries. A session carries any number of jobs (runs), one at a time; the
+// rank field of Spec, Stop, Done and Fail frames carries the run's id, so nothing of an
+// earlier run is ever taken for the current one.
 enum class FrameKind {
   Hello,  // agent -> head: JSON facts about the node (hostname, version, GPUs)
-  Spec,   // head -> agent: JSON launch spec for the node's ranks
-  Stop,   // head -> agent: tear the ranks down now
-  Beat,   // head -> agent: the head is alive (an agent that hears nothing stops its ranks)
-  Ask,    // head -> agent: JSON request before the spec ({"op": "probe" | "clock", ...});
+  Spec,   // head -> agent: JSON launch spec for the node's ranks of one run
+  Stop,   // head -> agent: tear that run's ranks down now (a second Stop: SIGKILL at once)
+  Beat,   // both ways, every second: "still here". A side that hears nothing for the
+          // heartbeat timeout takes the other for lost (a cut network sends no FIN)
+  Bye,    // head -> agent: the session is over; exit
+  Ask,    // head -> agent: JSON request ({"op": "probe" | "clock" | "ports", ...});
           // its rank field carries a request id
   Answer, // agent -> head: JSON answer, with the id of the Ask it answers
   Bound,  // agent -> head: JSON, where each of the node's ranks will run (before they start)
   Out,    // agent -> head: one stdout line of a rank
   Err,    // agent -> head: one stderr line of a rank
   Exit,   // agent -> head: JSON, a rank ended
-  Done,   // agent -> head: JSON, every rank ended and the node is clean (or not)
+  Done,   // agent -> head: JSON, every rank of the run ended and the node is clean (or not)
   Fail,   // agent -> head: text, the agent could not do what was asked
 };
 

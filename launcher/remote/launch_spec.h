@@ -49,6 +49,6 @@ std::string bindings_to_json(const std::vector<std::pair<int, RankBindingReport>
 std::vector<std::pair<int, RankBindingReport>> bindings_from_json(const std::string& text);
 
 // The protocol version both sides must share; bumped on any change to the frames or JSON.
-inline constexpr int kAgentProtocol = 1;
+inline constexpr int kAgentProtocol = 2;
 
 }  // namespace muster

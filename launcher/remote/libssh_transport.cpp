@@ -84,6 +84,8 @@ class LibsshCommand : public RemoteCommand {
     return !(ssh_channel_is_eof(channel_) || ssh_channel_is_closed(channel_));
   }
 
+  int wait_fd() const override { return ssh_get_fd(session_); }
+
   int exit_status() override {
     // Wait briefly for the exit-status message, which may follow the end of output.
     for (int i = 0; i < 50; ++i) {

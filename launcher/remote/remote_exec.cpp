@@ -2,7 +2,7 @@
 
 #include "launcher/remote/fanout.h"
 #include "launcher/local/line_buffer.h"
-#include "launcher/remote/remote_job.h"
+#include "launcher/remote/session.h"
 #include "launcher/remote/shell_quote.h"
 
 namespace muster {

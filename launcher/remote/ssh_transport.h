@@ -61,6 +61,9 @@ class RemoteCommand {
   virtual bool read(std::string& out, std::string& err, std::chrono::milliseconds limit) = 0;
   // The exit status once the command has ended (-1 when the connection dropped first).
   virtual int exit_status() = 0;
+  // A descriptor that becomes readable when output may have arrived, for a poll(2) that
+  // also waits on other things; -1 when there is none (then read() with a short limit).
+  virtual int wait_fd() const { return -1; }
 };
 
 // How long each step of reaching a node took, in milliseconds.

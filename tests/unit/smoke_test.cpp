@@ -68,7 +68,7 @@ TEST(SmokeSweep, RunsEveryOpAtEverySizeAndChecksEveryElement) {
   s.iters = 2;
   s.warmup = 1;
   std::vector<SmokeEvent> events;
-  run_smoke_rank(world, s, {0, 0, 1, 1}, [&](const SmokeEvent& e) { events.push_back(e); });
+  run_smoke_sweep(world, s, {0, 0, 1, 1}, [&](const SmokeEvent& e) { events.push_back(e); });
   int results = 0;
   for (const auto& e : events)
     if (e.kind == SmokeEvent::Kind::Result) {
@@ -88,7 +88,7 @@ TEST(SmokeSweep, AWrongElementIsCounted) {
   std::vector<SmokeEvent> events;
   // Corrupt one element of the next all-reduce: with no warmup and one iteration, the one
   // that is checked.
-  run_smoke_rank(world, s, {0, 1}, [&](const SmokeEvent& e) {
+  run_smoke_sweep(world, s, {0, 1}, [&](const SmokeEvent& e) {
     if (e.kind == SmokeEvent::Kind::Enter && e.op == CollectiveOp::AllReduce) world.corrupt_next = true;
     events.push_back(e);
   });
@@ -104,7 +104,7 @@ TEST(SmokeSweep, SplitAndPairsFormTheirGroupsInTheSameOrderOnEveryRank) {
   SmokeSettings s = one_checked_all_reduce();
   s.split_node = true;
   s.pairs = true;
-  run_smoke_rank(world, s, {0, 0, 1, 1, 2, 2}, [](const SmokeEvent&) {});
+  run_smoke_sweep(world, s, {0, 0, 1, 1, 2, 2}, [](const SmokeEvent&) {});
   std::vector<std::string> groups;
   for (const auto& line : *log)
     if (line.rfind("subgroup", 0) == 0) groups.push_back(line);

@@ -9,7 +9,7 @@
 
 #include "probes/smoke.h"
 
-namespace muster::cli {
+namespace muster {
 
 inline constexpr std::string_view kSmokeLinePrefix = "MUSTER-SMOKE ";
 
@@ -24,4 +24,4 @@ nlohmann::json smoke_settings_json(const SmokeSettings& s, const std::string& ba
                                    long timeout_ms);
 SmokeSettings smoke_settings_from_json(const nlohmann::json& j);
 
-}  // namespace muster::cli
+}  // namespace muster

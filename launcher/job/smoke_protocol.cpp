@@ -1,6 +1,6 @@
-#include "cli/smoke_protocol.h"
+#include "launcher/job/smoke_protocol.h"
 
-namespace muster::cli {
+namespace muster {
 
 namespace {
 const char* kind_name(SmokeEvent::Kind k) {
@@ -62,4 +62,4 @@ SmokeSettings smoke_settings_from_json(const nlohmann::json& j) {
   return s;
 }
 
-}  // namespace muster::cli
+}  // namespace muster

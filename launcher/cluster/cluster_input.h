@@ -1,0 +1,25 @@
+// Which cluster a command works on, as the user named it: a cluster file, a hostfile, -H,
+// or nothing (this machine, with -n ranks).
+#pragma once
+
+#include <optional>
+#include <string>
+
+#include "launcher/cluster/cluster_spec.h"
+#include "launcher/cluster/rank_plan.h"
+
+namespace muster {
+
+struct ClusterInput {
+  std::string cluster_file;   // -f
+  std::string hostfile;       // --hostfile
+  std::string hosts;          // -H
+  std::optional<int> ranks;   // -n
+  MapBy map_by = MapBy::Slot; // --map-by
+};
+
+// The cluster `input` names; this machine when none of -f, --hostfile, -H was given.
+// Throws Error(Config) with every problem of the input at once.
+ClusterSpec load_cluster(const ClusterInput& input);
+
+}  // namespace muster

@@ -1,0 +1,36 @@
+#include "launcher/job/cluster_context.h"
+
+#include "launcher/cluster/hostfile.h"
+
+namespace muster {
+
+ClusterContext::ClusterContext(ClusterSpec cluster, RemoteSettings remote,
+                               std::shared_ptr<SshTransport> transport)
+    : interrupt_fds_{signals_.fd()}, cluster_(std::move(cluster)), remote_(remote),
+      is_local_(only_this_machine(cluster_)), transport_(std::move(transport)) {}
+
+ClusterSession& ClusterContext::session(Reach reach, bool time_command,
+                                        std::function<void()> on_node_done) {
+  if (session_) return *session_;
+  if (!transport_) transport_ = make_libssh_transport();
+  SessionOptions options;
+  options.fanout = remote_.fanout;
+  options.shipping = remote_.shipping;
+  options.reach = reach;
+  options.time_command = time_command;
+  options.heartbeat_timeout = remote_.heartbeat_timeout;
+  options.on_node_done = std::move(on_node_done);
+  session_ = ClusterSession::open(transport_, cluster_, options, interrupt_fds_);
+  return *session_;
+}
+
+const PingReport& ClusterContext::network() {
+  if (!network_) {
+    PingOptions quick;
+    quick.round_trips = 5;
+    network_ = ping_cluster(session(), cluster_, quick, interrupt_fds_);
+  }
+  return *network_;
+}
+
+}  // namespace muster

@@ -1,0 +1,408 @@
+#include "launcher/job/doctor.h"
+
+#include <algorithm>
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <set>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "launcher/cluster/hostfile.h"
+#include "launcher/error.h"
+#include "launcher/job/cluster_ping.h"
+#include "launcher/job/launch.h"
+#include "launcher/job/node_facts.h"
+#include "launcher/job/smoke_check.h"
+#include "topology/topology_source.h"
+
+namespace muster {
+
+const char* status_name(CheckStatus s) {
+  switch (s) {
+    case CheckStatus::Pass: return "pass";
+    case CheckStatus::Warn: return "warn";
+    case CheckStatus::Fail: return "fail";
+    case CheckStatus::Skip: return "skip";
+  }
+  return "?";
+}
+
+CheckStatus DoctorReport::overall() const {
+  bool warned = false;
+  for (const auto& c : checks) {
+    if (c.status == CheckStatus::Fail) return CheckStatus::Fail;
+    warned |= c.status == CheckStatus::Warn;
+  }
+  return warned ? CheckStatus::Warn : CheckStatus::Pass;
+}
+
+const std::vector<std::string>& doctor_stages() {
+  static const std::vector<std::string> stages = {"cluster", "ssh", "topology", "network",
+                                                  "launch", "smoke"};
+  return stages;
+}
+
+namespace {
+
+std::string plural(size_t n, const char* word) {
+  return fmt::format("{} {}{}", n, word, n == 1 ? "" : "s");
+}
+
+bool contains(const std::vector<std::string>& list, const std::string& item) {
+  return std::find(list.begin(), list.end(), item) != list.end();
+}
+
+struct Discard : JobOutput {
+  void line(int, OutputStream, std::string_view) override {}
+  void flush() override {}
+};
+
+class Doctor {
+ public:
+  Doctor(const DoctorRequest& request, DoctorObserver& observer)
+      : request_(request), observer_(observer) {}
+
+  // Runs one stage unless it was deselected or a stage it needs failed.
+  void stage(const std::string& name, const std::vector<std::string>& needs,
+             const std::function<void()>& run) {
+    auto started = std::chrono::steady_clock::now();
+    StageResult result{name, CheckStatus::Pass, "", 0};
+    // Every other stage works on the cluster, so reading it is never skipped.
+    const bool selected = name == "cluster" ||
+                          ((request_.only.empty() || contains(request_.only, name)) &&
+                           !contains(request_.skip, name));
+    std::string failed_need;
+    for (const auto& need : needs)
+      if (failed_.count(need)) failed_need = need;
+    if (!selected || !failed_need.empty()) {
+      result.status = CheckStatus::Skip;
+      result.reason = selected ? fmt::format("skipped: the {} stage failed", failed_need)
+                               : "not selected (--only / --skip)";
+      if (!failed_need.empty()) failed_.insert(name);  // what needs it is skipped too
+      add(name, "stage", std::nullopt, CheckStatus::Skip, result.reason);
+    } else {
+      begin(name);
+      const size_t first = report_.checks.size();
+      try {
+        run();
+      } catch (const Interrupted&) {
+        throw;  // Ctrl-C ends doctor, not just the stage
+      } catch (const std::exception& e) {
+        add(name, "stage", std::nullopt, CheckStatus::Fail, e.what());
+      }
+      summarize(first, result);
+      observer_.end_stage(name, result.status, result.reason);
+    }
+    result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+    report_.stages.push_back(result);
+  }
+
+  // --- the stages ----------------------------------------------------------------------
+
+  void check_cluster_file() {
+    ClusterSpec cluster;
+    try {
+      cluster = load_cluster(request_.cluster);
+    } catch (const Error& e) {
+      report_.config_error = true;
+      for (const auto& m : e.messages()) add("cluster", "cluster file", std::nullopt, CheckStatus::Fail, m);
+      throw Error(ErrorKind::Config, "the cluster description is invalid");
+    }
+    report_.cluster = cluster.name.empty() ? cluster.source : cluster.name;
+    add("cluster", "cluster file", std::nullopt, CheckStatus::Pass,
+        cluster.is_this_machine
+            ? std::string("no cluster given: checking this machine")
+            : fmt::format("{}: {}", report_.cluster, plural(cluster.nodes.size(), "node")));
+    context_ = std::make_unique<ClusterContext>(std::move(cluster), request_.remote);
+  }
+
+  void check_ssh_reach() {
+    if (context_->is_local()) {
+      add("ssh", "reach", std::nullopt, CheckStatus::Skip, "this machine: no SSH needed");
+      return;
+    }
+    ClusterSession& session = context_->session(Reach::BestEffort, true, [this] { observer_.step_done(); });
+    for (size_t i = 0; i < session.size(); ++i) {
+      const NodeReach& r = session.reach()[i];
+      if (r.ok)
+        add("ssh", "reach", host(i), CheckStatus::Pass,
+            fmt::format("SSH {:.1f} ms (resolve {:.1f}, TCP {:.1f}), command {:.1f} ms",
+                        r.timings.ssh_ms, r.timings.resolve_ms, r.timings.tcp_connect_ms, r.command_rtt_ms));
+      else
+        add("ssh", "reach", host(i), CheckStatus::Fail, r.failure);
+    }
+  }
+
+  void check_topology() {
+    const CheckThresholds& checks = context_->cluster().checks;
+    if (!context_->is_local() && !context_->has_session()) {
+      add("topology", "nodes", std::nullopt, CheckStatus::Skip, "needs the ssh stage, which did not run");
+      return;
+    }
+    // What each node is: this machine's topology, or what each agent reported.
+    struct NodeGpus {
+      std::string host;
+      int gpus = 0;
+      std::vector<std::string> models;
+    };
+    std::vector<NodeGpus> nodes;
+    std::vector<NodeHello> hellos;
+    if (context_->is_local()) {
+      Topology t = HwlocTopologySource().load();
+      NodeGpus n{host(0), int(t.gpus.size()), {}};
+      for (const auto& g : t.gpus) n.models.push_back(g.model);
+      add("topology", "machine", n.host, CheckStatus::Pass,
+          fmt::format("{}, {}, {} cores, {}; NVLink {}", plural(t.numa_nodes.size(), "NUMA node"),
+                      describe_gpus(n.gpus, n.models), t.cores, plural(t.nics.size(), "NIC"),
+                      t.nvlinks ? "from " + t.nvlink_source : t.nvlink_source));
+      nodes.push_back(n);
+    } else {
+      ClusterSession& session = context_->session();
+      for (size_t i = 0; i < session.size(); ++i) {
+        if (!session.usable(i)) continue;
+        const NodeHello& h = session.hellos()[i];
+        nodes.push_back({host(i), h.gpus, h.gpu_models});
+        hellos.push_back(h);
+      }
+    }
+    auto differences = differences_from_majority(hellos);
+    for (size_t k = 0; k < nodes.size(); ++k) {
+      const auto& n = nodes[k];
+      if (checks.gpus_per_node)
+        add("topology", "gpus_per_node", n.host,
+            n.gpus == *checks.gpus_per_node ? CheckStatus::Pass : CheckStatus::Fail,
+            fmt::format("{}, checks.gpus_per_node is {}", plural(size_t(n.gpus), "GPU"),
+                        *checks.gpus_per_node));
+      if (checks.gpu_model) {
+        bool all = !n.models.empty() && std::all_of(n.models.begin(), n.models.end(), [&](const auto& m) {
+          return m.find(*checks.gpu_model) != std::string::npos;
+        });
+        add("topology", "gpu_model", n.host, all ? CheckStatus::Pass : CheckStatus::Fail,
+            fmt::format("{}; checks.gpu_model is '{}'",
+                        n.models.empty() ? "no GPU" : fmt::format("{}", fmt::join(n.models, ", ")),
+                        *checks.gpu_model));
+      }
+      if (context_->is_local()) continue;
+      std::vector<std::string> odd;
+      for (const auto& d : differences[k]) odd.push_back(fmt::format("{} {} (most have {})", d.what, d.value, d.usual));
+      add("topology", "same as the others", n.host, odd.empty() ? CheckStatus::Pass : CheckStatus::Warn,
+          odd.empty() ? describe_node(hellos[k])
+                      : fmt::format("differs from most nodes: {}", fmt::join(odd, "; ")));
+    }
+  }
+
+  void check_network() {
+    if (context_->is_local() || context_->cluster().nodes.size() < 2) {
+      add("network", "pairs", std::nullopt, CheckStatus::Skip, "one node: no pairs to probe");
+      return;
+    }
+    if (!context_->has_session()) {
+      add("network", "pairs", std::nullopt, CheckStatus::Skip, "needs the ssh stage, which did not run");
+      return;
+    }
+    PingOptions ping;
+    ping.round_trips = 20;
+    ping.bandwidth = context_->cluster().checks.min_bandwidth_gbps.has_value();
+    ping.on_round_done = [this] { observer_.step_done(); };
+    PingReport r = ping_cluster(context_->session(), context_->cluster(), ping, context_->interrupt_fds());
+    for (size_t i = 0; i < r.nodes.size(); ++i) {
+      if (!r.nodes[i].facts) continue;
+      int peers = 0, reached = 0;
+      std::vector<double> medians;
+      for (const auto& p : r.pairs)
+        if (p.src == int(i)) {
+          ++peers;
+          reached += p.result.reachable;
+          if (p.result.reachable) medians.push_back(p.result.rtt.median_us);
+        }
+      std::sort(medians.begin(), medians.end());
+      add("network", "pairs", host(i), reached == peers ? CheckStatus::Pass : CheckStatus::Fail,
+          fmt::format("reached {} of {} peer addresses{}", reached, peers,
+                      medians.empty() ? "" : fmt::format(", median RTT {:.0f} us", medians[(medians.size() - 1) / 2])));
+      if (r.nodes[i].clock_offset_ms)
+        add("network", "clock", host(i), CheckStatus::Pass,
+            fmt::format("{:+.1f} ms from the head", *r.nodes[i].clock_offset_ms));
+    }
+    // Every problem found becomes a check of the node it names (or of the cluster). The ssh
+    // stage reported unreachable nodes; the topology stage compared the nodes.
+    for (const auto& p : r.problems) {
+      if (p.kind == FindingKind::Reach || p.kind == FindingKind::Facts) continue;
+      add("network", finding_name(p.kind), p.node ? std::optional(host(size_t(*p.node))) : std::nullopt,
+          p.severity == Finding::Severity::Fail ? CheckStatus::Fail : CheckStatus::Warn, p.message);
+    }
+    if (r.choice.master_addr) {
+      std::vector<std::string> names;
+      for (const auto& [n, name] : r.choice.interface_of) names.push_back(host(size_t(n)) + "=" + name);
+      add("network", "rendezvous", std::nullopt, CheckStatus::Pass,
+          fmt::format("MASTER_ADDR {}{}", *r.choice.master_addr,
+                      names.empty() ? "" : fmt::format("; interfaces {}", fmt::join(names, ", "))));
+    }
+    context_->remember_network(std::move(r));  // the launch uses these choices
+  }
+
+  void check_launch() {
+    JobOptions launch = job_options();
+    launch.command = {"true"};
+    launch.timeout_s = 120;
+    LaunchedJob job = launch_job(*context_, launch, [](const RankPlan&) { return std::make_unique<Discard>(); });
+    std::set<int> nodes;
+    for (const auto& r : job.plan.ranks) nodes.insert(r.node_rank);
+    if (job.result.exit_code() == 0)
+      add("launch", "ranks", std::nullopt, CheckStatus::Pass,
+          fmt::format("{} on {} started and exited 0{}{}", plural(size_t(job.plan.world_size()), "rank"),
+                      plural(nodes.size(), "node"), why_this_many_ranks_, left_out()));
+    else
+      add("launch", "ranks", std::nullopt, CheckStatus::Fail,
+          fmt::format("a trivial job failed with exit status {}{}{}", job.result.exit_code(),
+                      job.result.start_error.empty() ? "" : ": " + job.result.start_error,
+                      job.result.notes.empty() ? "" : "; " + fmt::format("{}", fmt::join(job.result.notes, "; "))));
+  }
+
+  void check_smoke() {
+    SmokeRequest smoke;
+    smoke.launch = job_options();
+    smoke.settings.ops = {CollectiveOp::AllReduce};
+    smoke.settings.min_bytes = smoke.settings.max_bytes = 1 << 20;  // a modest size
+    smoke.settings.iters = 10;
+    smoke.settings.warmup = 3;
+    smoke.on_other_line = [this](int rank, std::string_view text) { observer_.other_line(rank, text); };
+    SmokeOutcome outcome = run_smoke(*context_, smoke);
+    std::vector<Finding> hello_problems, other_problems;
+    for (const auto& p : outcome.problems)
+      (p.kind == FindingKind::Hello || p.kind == FindingKind::Duplicate ? hello_problems : other_problems)
+          .push_back(p);
+    if (hello_problems.empty())
+      add("smoke", "hello", std::nullopt, CheckStatus::Pass,
+          fmt::format("{} of {} ranks answered once each, no duplicates", outcome.hellos.size(),
+                      outcome.plan.world_size()));
+    for (const auto& p : hello_problems) add("smoke", "hello", std::nullopt, CheckStatus::Fail, p.message);
+    for (const auto& p : other_problems)
+      add("smoke", p.kind == FindingKind::Busbw ? "min_busbw_gbps" : "all_reduce", std::nullopt,
+          CheckStatus::Fail, p.message);
+    for (const auto& row : outcome.rows)
+      if (row.op == CollectiveOp::AllReduce && other_problems.empty())
+        add("smoke", "all_reduce", std::nullopt, CheckStatus::Pass,
+            fmt::format("{} at {} bytes over {}: busbw {:.3f} GB/s, {} wrong; slowest rank {}{}",
+                        outcome.backend, row.bytes, plural(size_t(row.ranks), "rank"), row.busbw_gbps,
+                        row.wrong, row.slowest_rank,
+                        row.ranks == 1 ? " (one slot: nothing crossed a link)" : ""));
+  }
+
+  int network_rounds() {
+    int reached = 0;
+    for (size_t i = 0; i < context_->session().size(); ++i) reached += context_->session().usable(i);
+    return probe_rounds(reached);
+  }
+
+  DoctorReport finish(double seconds) {
+    report_.seconds = seconds;
+    return std::move(report_);
+  }
+
+ private:
+  // Only the ssh and network stages can count their steps as they go.
+  void begin(const std::string& name) {
+    if (name == "ssh" && context_ && !context_->is_local())
+      observer_.begin_stage(name, int(context_->cluster().nodes.size()), "nodes");
+    else if (name == "network" && context_ && context_->has_session())
+      observer_.begin_stage(name, network_rounds(), "rounds");
+    else
+      observer_.begin_stage(name, 0, "");
+  }
+
+  // The stage's status is the worst of its checks (skipped when all were); its reason is
+  // that of the first check with that status. A stage blocks what needs it only when
+  // nothing in it passed: one node down in the ssh stage still leaves the others to check.
+  void summarize(size_t first, StageResult& result) {
+    bool all_skipped = first < report_.checks.size(), any_passed = false;
+    result.status = CheckStatus::Pass;
+    for (size_t i = first; i < report_.checks.size(); ++i) {
+      all_skipped &= report_.checks[i].status == CheckStatus::Skip;
+      any_passed |= report_.checks[i].status == CheckStatus::Pass;
+      if (report_.checks[i].status != CheckStatus::Skip)
+        result.status = std::max(result.status, report_.checks[i].status);
+    }
+    if (all_skipped) result.status = CheckStatus::Skip;
+    result.reason = first < report_.checks.size() ? report_.checks.back().reason : "";
+    for (size_t i = first; i < report_.checks.size(); ++i)
+      if (report_.checks[i].status == result.status) {
+        result.reason = report_.checks[i].reason;
+        break;
+      }
+    if (result.status == CheckStatus::Fail && !any_passed) failed_.insert(result.name);
+  }
+
+  // The launch and smoke stages' ranks: every slot of every node that answered. A lone
+  // CPU-only slot would test no collective at all, so a single rank becomes two when its
+  // node has two cores or more, and the reason says so.
+  JobOptions job_options() {
+    JobOptions options;
+    options.map_by = request_.cluster.map_by;
+    options.ranks = request_.cluster.ranks;
+    if (!ranks_decided_) {
+      ranks_decided_ = true;
+      RankPlan plan = plan_job(*context_, options.ranks, options.map_by);
+      if (!options.ranks && plan.world_size() == 1 && !plan.ranks.front().gpu) {
+        const int node = plan.ranks.front().node_rank;
+        const int cpus = context_->is_local() ? HwlocTopologySource().load().pus
+                                              : context_->session().hellos()[size_t(node)].cpus;
+        if (cpus >= 2) {
+          context_->cluster().nodes[size_t(node)].slots.fixed = 2;
+          why_this_many_ranks_ = fmt::format(" (2 ranks on {}: it has no GPU, and two CPU ranks "
+                                             "make the collectives cross processes)", host(size_t(node)));
+        }
+      }
+    }
+    if (!why_this_many_ranks_.empty()) options.ranks = 2;
+    return options;
+  }
+
+  // " (node3 left out: ...)" for the nodes a launch could not use.
+  std::string left_out() {
+    if (context_->is_local()) return "";
+    std::vector<std::string> names;
+    for (size_t i = 0; i < context_->session().size(); ++i)
+      if (!context_->session().usable(i)) names.push_back(host(i));
+    return names.empty() ? "" : fmt::format(" ({} left out: not reached)", fmt::join(names, ", "));
+  }
+
+  std::string host(size_t node) const { return context_->cluster().nodes[node].host; }
+
+  void add(const std::string& stage, const std::string& name, std::optional<std::string> node,
+           CheckStatus status, const std::string& reason) {
+    report_.checks.push_back({stage, name, std::move(node), status, reason});
+  }
+
+  const DoctorRequest& request_;
+  DoctorObserver& observer_;
+  DoctorReport report_;
+  std::unique_ptr<ClusterContext> context_;
+  std::set<std::string> failed_;
+  bool ranks_decided_ = false;
+  std::string why_this_many_ranks_;
+};
+
+}  // namespace
+
+DoctorReport run_doctor(const DoctorRequest& request, DoctorObserver& observer) {
+  for (const auto& list : {request.only, request.skip})
+    for (const auto& s : list)
+      if (!contains(doctor_stages(), s))
+        throw Error(ErrorKind::Usage, fmt::format("unknown stage '{}'; the stages are {}", s,
+                                                  fmt::join(doctor_stages(), ", ")));
+  auto started = std::chrono::steady_clock::now();
+  Doctor doctor(request, observer);
+  // The stages in order, over one session; each names the stages whose failure makes it
+  // pointless.
+  doctor.stage("cluster", {}, [&] { doctor.check_cluster_file(); });        // the file is valid
+  doctor.stage("ssh", {"cluster"}, [&] { doctor.check_ssh_reach(); });      // every node answers
+  doctor.stage("topology", {"ssh"}, [&] { doctor.check_topology(); });      // GPUs as expected
+  doctor.stage("network", {"ssh"}, [&] { doctor.check_network(); });        // every pair talks
+  doctor.stage("launch", {"ssh"}, [&] { doctor.check_launch(); });          // ranks start and stop
+  doctor.stage("smoke", {"launch"}, [&] { doctor.check_smoke(); });         // collectives work
+  return doctor.finish(std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
+}
+
+}  // namespace muster

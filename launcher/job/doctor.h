@@ -1,0 +1,71 @@
+// `muster doctor`: every stage in order (cluster, ssh, topology, network, launch, smoke),
+// over one session, each check pass / warn / fail / skip with a one-line reason; a stage in
+// which nothing passed skips only the stages that need it. The CI health check.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "launcher/cluster/cluster_input.h"
+#include "launcher/job/cluster_context.h"
+
+namespace muster {
+
+enum class CheckStatus { Pass, Warn, Fail, Skip };
+
+const char* status_name(CheckStatus s);  // "pass", "warn", "fail", "skip"
+
+// One check of one stage, for the whole cluster or one node.
+struct Check {
+  std::string stage;
+  std::string name;
+  std::optional<std::string> node;
+  CheckStatus status = CheckStatus::Pass;
+  std::string reason;  // one line
+};
+
+struct StageResult {
+  std::string name;
+  CheckStatus status = CheckStatus::Pass;  // the worst of its checks, or Skip
+  std::string reason;
+  double seconds = 0;
+};
+
+struct DoctorReport {
+  std::string cluster;       // the cluster's name or source
+  std::vector<StageResult> stages;
+  std::vector<Check> checks;
+  double seconds = 0;
+  bool config_error = false; // the cluster description was invalid (exit 2)
+  // Fail if any check failed; Warn if any warned; else Pass.
+  CheckStatus overall() const;
+};
+
+struct DoctorRequest {
+  ClusterInput cluster;
+  RemoteSettings remote;
+  std::vector<std::string> only, skip;  // stage names
+};
+
+// What doctor tells as it goes, for a progress display.
+class DoctorObserver {
+ public:
+  virtual ~DoctorObserver() = default;
+  // `total` steps of `unit` ("nodes", "rounds"); 0 when the stage cannot count its steps.
+  virtual void begin_stage(const std::string& name, int total, const std::string& unit) = 0;
+  virtual void step_done() = 0;  // from any thread
+  virtual void end_stage(const std::string& name, CheckStatus status, const std::string& reason) = 0;
+  // A line a probe rank printed that is not part of the test (a library's warning).
+  virtual void other_line(int rank, std::string_view text) { (void)rank, (void)text; }
+};
+
+// The stage names, in order.
+const std::vector<std::string>& doctor_stages();
+
+// Runs every selected stage. Throws Error(Usage) for an unknown stage name in only/skip;
+// everything else, an invalid cluster file included, is reported as checks.
+DoctorReport run_doctor(const DoctorRequest& request, DoctorObserver& observer);
+
+}  // namespace muster

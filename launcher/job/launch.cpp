@@ -1,0 +1,150 @@
+#include "launcher/job/launch.h"
+
+#include <cmath>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "launcher/cluster/job_id.h"
+#include "launcher/cluster/local_gpus.h"
+#include "launcher/error.h"
+#include "launcher/local/node_launch.h"
+#include "launcher/local/posix_spawner.h"
+#include "probes/free_port.h"
+#include "topology/topology_source.h"
+
+namespace muster {
+namespace {
+
+Milliseconds seconds_to_ms(double s) { return Milliseconds(std::llround(s * 1000)); }
+
+// What every rank runs and sees, checked before anything starts; the rendezvous is
+// filled in by the caller, which knows where rank 0 runs.
+LaunchRequest launch_request(const JobOptions& options, const ClusterSpec& cluster,
+                             const Environment& muster_env) {
+  LaunchRequest request;
+  request.argv = options.command;
+  request.workdir = cluster.launch.workdir;
+  request.job.exports = resolve_exports(options.exports, muster_env);
+  request.job.launch_env = cluster.launch.env;
+  request.job.job_id = new_job_id();
+  request.bind = options.bind;
+  return request;
+}
+
+TeardownPolicy teardown_policy(const JobOptions& options) {
+  TeardownPolicy policy;
+  policy.grace = seconds_to_ms(options.grace_s);
+  if (options.timeout_s > 0) policy.timeout = seconds_to_ms(options.timeout_s);
+  return policy;
+}
+
+// Every rank on this machine: the local launcher, no SSH. A cluster that names this
+// machine twice (localhost and 127.0.0.1) runs both entries' ranks here, which is how a
+// duplicated machine shows up in smoke's hellos.
+LaunchedJob run_here(ClusterContext& context, const JobOptions& options,
+                     const OutputFactory& make_output) {
+  // 1. What this machine is made of, and which rank runs where.
+  ClusterSpec& cluster = context.cluster();
+  HwlocTopologySource this_machine;
+  Topology topology = *learn_local_gpus(cluster, this_machine);
+  LaunchedJob job;
+  job.plan = make_rank_plan(cluster, options.ranks, options.map_by);
+
+  // 2. Everything a rank will see, checked before anything starts.
+  const Environment muster_env = Environment::current();
+  if (options.command.front() != kMusterSelf && !find_program(options.command.front(), muster_env))
+    throw Error(ErrorKind::Usage, fmt::format("'{}': command not found in PATH",
+                                              options.command.front()));
+  LaunchRequest request = launch_request(options, cluster, muster_env);
+  request.job.master_addr = "127.0.0.1";  // every rank is on this machine
+  request.job.master_port = find_free_tcp_port();
+  request.job.jax_coordinator_port = find_free_tcp_port();
+  std::vector<RankProcess> ranks;
+  for (const auto& node : job.plan.nodes)
+    for (auto& r : rank_processes_for_node(job.plan, node.node_rank, request, muster_env, topology))
+      ranks.push_back(std::move(r));
+
+  // 3. Start the ranks and supervise them until every one has ended.
+  auto output = make_output(job.plan);
+  for (const auto& [rank, report] : binding_reports(ranks, topology)) output->rank_bound(rank, report);
+  PosixSpawner spawner;
+  job.result = run_local_job(spawner, ranks, teardown_policy(options), *output,
+                             context.interrupt_fds(), {"MUSTER_JOB_ID=" + request.job.job_id});
+  output->flush();
+  return job;
+}
+
+// Two ports free on the node that serves the rendezvous, asked for now: a port free when
+// the node said hello may have been taken since.
+std::pair<int, int> rendezvous_ports(ClusterContext& context, int node) {
+  ClusterSession& session = context.session();
+  auto answers = session.ask({{size_t(node), R"({"op":"ports"})"}}, std::chrono::seconds(10),
+                             context.interrupt_fds());
+  auto j = nlohmann::json::parse(answers[0].payload.value_or("{}"), nullptr, false);
+  if (!j.is_object() || !j.contains("ports") || j["ports"].size() < 2)
+    throw Error(ErrorKind::Runtime,
+                fmt::format("{} did not say which ports are free for the rendezvous: {}",
+                            context.cluster().nodes[size_t(node)].host,
+                            session.usable(size_t(node)) ? "no answer" : session.why_unusable(size_t(node))));
+  return {j["ports"][0].get<int>(), j["ports"][1].get<int>()};
+}
+
+// Ranks on other machines: the session's agents.
+LaunchedJob run_across_nodes(ClusterContext& context, const JobOptions& options,
+                             const OutputFactory& make_output) {
+  // 1. Every node reached, and the plan made from what they reported.
+  const Environment muster_env = Environment::current();
+  LaunchRequest request = launch_request(options, context.cluster(), muster_env);
+  LaunchedJob job;
+  job.plan = plan_job(context, options.ranks, options.map_by);
+
+  // 2. Rank 0's rendezvous and each node's interfaces, chosen from what was measured: an
+  //    address of rank 0's node every node reached, and per node the interface in the subnet
+  //    that joins them all. Nothing starts when there is none, or a machine is listed twice.
+  const PingReport& network = context.network();
+  std::vector<std::string> blocking = network.blocking_problems();
+  if (!blocking.empty()) {
+    blocking.push_back("nothing was started; 'muster ping -f FILE' shows the whole picture");
+    throw Error(ErrorKind::Runtime, blocking);
+  }
+  request.job.master_addr = *network.choice.master_addr;
+  for (const auto& [node, name] : network.choice.interface_of)
+    request.job.node_env[node] = {{"NCCL_SOCKET_IFNAME", "=" + name}, {"GLOO_SOCKET_IFNAME", name}};
+  std::tie(request.job.master_port, request.job.jax_coordinator_port) =
+      rendezvous_ports(context, job.plan.ranks.front().node_rank);
+
+  // 3. Start every node's ranks and supervise them as one job.
+  auto output = make_output(job.plan);
+  for (const auto& p : network.problems)
+    if (p.kind == FindingKind::Pair || p.kind == FindingKind::Interfaces) output->launch_warning(p.message);
+  job.result = context.session().run(job.plan, request, teardown_policy(options), *output,
+                                     context.interrupt_fds());
+  output->flush();
+  return job;
+}
+
+}  // namespace
+
+RankPlan plan_job(ClusterContext& context, std::optional<int> ranks, MapBy map_by) {
+  ClusterSpec cluster = context.cluster();
+  if (context.is_local()) {
+    HwlocTopologySource this_machine;
+    learn_local_gpus(cluster, this_machine);
+    return make_rank_plan(cluster, ranks, map_by);
+  }
+  ClusterSession& session = context.session();
+  for (size_t i = 0; i < cluster.nodes.size(); ++i) {
+    if (session.usable(i)) cluster.nodes[i].gpu_count = session.hellos()[i].gpus;
+    else cluster.nodes[i].slots.fixed = 0;  // left out: it was not reached, or was lost
+  }
+  return make_rank_plan(cluster, ranks, map_by);
+}
+
+LaunchedJob launch_job(ClusterContext& context, const JobOptions& options,
+                       const OutputFactory& make_output) {
+  return context.is_local() ? run_here(context, options, make_output)
+                            : run_across_nodes(context, options, make_output);
+}
+
+}  // namespace muster

@@ -1,0 +1,49 @@
+// Starting a job's ranks, here or across the nodes of a session: what `run`, `smoke` and
+// `doctor` share. The plan, the environment, the rendezvous and the interfaces are chosen
+// here, from what the nodes reported and the network pass measured.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "launcher/cluster/rank_plan.h"
+#include "launcher/job/cluster_context.h"
+#include "launcher/local/local_job.h"
+#include "topology/binding.h"
+
+namespace muster {
+
+// Everything about how a job is started, as the flags give it.
+struct JobOptions {
+  std::vector<std::string> command;   // argv[0] may be kMusterSelf
+  std::vector<std::string> exports;   // -x
+  std::optional<int> ranks;           // -n; unset: every slot
+  MapBy map_by = MapBy::Slot;
+  BindPolicy bind = BindPolicy::Core;
+  double grace_s = 3;
+  double timeout_s = 0;               // 0: none
+};
+
+struct LaunchedJob {
+  RankPlan plan;
+  JobResult result;
+};
+
+using OutputFactory = std::function<std::unique_ptr<JobOutput>(const RankPlan&)>;
+
+// Plans and starts the ranks (locally when every node is this machine, else over the
+// context's session, opened now if need be) and supervises them until all ended. Nodes the
+// session could not reach or has lost get no ranks. Throws Error before anything starts
+// when the input is wrong, a node cannot be reached, a machine is listed twice or no
+// rendezvous address works; Interrupted on Ctrl-C before the start.
+LaunchedJob launch_job(ClusterContext& context, const JobOptions& options,
+                       const OutputFactory& make_output);
+
+// The plan launch_job would make: with each node's GPU count as the session's agents
+// reported it (or this machine's topology), and no ranks on nodes that cannot be used.
+RankPlan plan_job(ClusterContext& context, std::optional<int> ranks, MapBy map_by);
+
+}  // namespace muster

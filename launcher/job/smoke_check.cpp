@@ -1,0 +1,232 @@
+#include "launcher/job/smoke_check.h"
+
+#include <algorithm>
+#include <map>
+#include <set>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "launcher/job/smoke_protocol.h"
+#include "launcher/local/node_launch.h"
+
+namespace muster {
+namespace {
+
+// Collects every rank's smoke lines; anything else a rank prints goes to the request's
+// on_other_line. A line that looks like a smoke line but is not one of ours is "other" too:
+// a rank's output can never make the head fail.
+class SmokeCollector : public JobOutput {
+ public:
+  explicit SmokeCollector(const SmokeRequest& request) : request_(request) {}
+  void line(int rank, OutputStream stream, std::string_view text) override {
+    if (stream == OutputStream::Stdout)
+      if (auto j = parse_smoke_line(text)) {
+        try {
+          record(rank, *j);
+          return;
+        } catch (const nlohmann::json::exception&) {
+          // not a line of this version's protocol: shown as it is
+        }
+      }
+    if (request_.on_other_line) request_.on_other_line(rank, text);
+  }
+  void flush() override {}
+  void launch_warning(const std::string& text) override { warnings.push_back(text); }
+
+  std::vector<std::string> warnings;
+  std::map<int, std::vector<nlohmann::json>> hellos;  // by the rank that printed it
+  std::map<int, std::vector<SmokeEvent>> results;
+  std::map<int, int> last_enter;
+  std::vector<std::pair<int, std::string>> failures;   // rank, message
+  std::optional<SmokeEvent> first_error;               // the earliest step that failed
+  std::string backend = "?";
+
+ private:
+  void record(int rank, const nlohmann::json& j) {
+    const std::string type = j.at("type");
+    if (type == "hello") {
+      hello_fields(j);
+      hellos[rank].push_back(j);
+    } else if (type == "backend") {
+      backend = j.at("backend");
+    } else if (type == "failure") {
+      // A failed collective was already reported by its error event.
+      std::pair<int, std::string> f{rank, j.at("message")};
+      if (std::find(failures.begin(), failures.end(), f) == failures.end()) failures.push_back(f);
+    } else if (type == "enter") {
+      last_enter[rank] = j.at("seq");
+    } else if (type == "result" || type == "error") {
+      SmokeEvent e = smoke_event_from_json(j);
+      if (e.kind == SmokeEvent::Kind::Error) {
+        failures.emplace_back(rank, e.message);
+        if (!first_error || e.seq < first_error->seq) first_error = e;
+      }
+      results[rank].push_back(e);
+    }
+  }
+  // Throws when a field check_hellos reads is missing or of the wrong type.
+  static void hello_fields(const nlohmann::json& h) {
+    (void)h.at("rank").get<int>();
+    (void)h.at("local_rank").get<int>();
+    (void)h.at("host").get<std::string>();
+    (void)h.at("machine_id").get<std::string>();
+    if (!h.at("gpu").is_null()) (void)h.at("gpu").at("pci_bus_id").get<std::string>();
+  }
+
+  const SmokeRequest& request_;
+};
+
+// Hands the launcher a JobOutput it may own and destroy, while the collector stays here.
+class JobOutputRef : public JobOutput {
+ public:
+  explicit JobOutputRef(JobOutput& target) : target_(target) {}
+  void line(int rank, OutputStream stream, std::string_view text) override {
+    target_.line(rank, stream, text);
+  }
+  void flush() override { target_.flush(); }
+  void rank_ended(int rank, const ExitStatus& status) override { target_.rank_ended(rank, status); }
+  void launch_warning(const std::string& text) override { target_.launch_warning(text); }
+
+ private:
+  JobOutput& target_;
+};
+
+Finding problem(FindingKind kind, std::string message) {
+  return {kind, Finding::Severity::Fail, std::nullopt, std::move(message)};
+}
+
+// Every rank 0..N-1 answered exactly once, from where it was planned, and no GPU or slot
+// of one machine serves two ranks (a machine listed twice).
+std::vector<Finding> check_hellos(const SmokeCollector& c, const RankPlan& plan) {
+  std::vector<Finding> found;
+  std::vector<int> missing;
+  for (int r = 0; r < plan.world_size(); ++r) {
+    auto it = c.hellos.find(r);
+    if (it == c.hellos.end()) missing.push_back(r);
+    else if (it->second.size() > 1 || it->second.front().at("rank") != r)
+      found.push_back(problem(FindingKind::Hello,
+                              fmt::format("{} answered {} time(s) claiming rank {}",
+                                          rank_and_host(plan, r), it->second.size(),
+                                          it->second.front().at("rank").get<int>())));
+  }
+  if (!missing.empty())
+    found.push_back(problem(FindingKind::Hello,
+                            fmt::format("rank{} {} never said hello", missing.size() > 1 ? "s" : "",
+                                        fmt::join(missing, ", "))));
+  std::map<std::string, std::vector<int>> by_slot;
+  for (const auto& [rank, list] : c.hellos) {
+    const auto& h = list.front();
+    std::string machine = h.at("machine_id").get<std::string>() + "@" + h.at("host").get<std::string>();
+    std::string slot = h.at("gpu").is_null()
+                           ? fmt::format("{}: local rank {}", machine, h.at("local_rank").get<int>())
+                           : fmt::format("{}: GPU {}", machine, h.at("gpu").at("pci_bus_id").get<std::string>());
+    by_slot[slot].push_back(rank);
+  }
+  for (const auto& [slot, ranks] : by_slot)
+    if (ranks.size() > 1) {
+      const auto& h = c.hellos.at(ranks.front()).front();
+      found.push_back(problem(FindingKind::Duplicate, fmt::format(
+          "ranks {} are duplicates: they run on {} as {} (machine-id {}); the machine is listed "
+          "more than once", fmt::join(ranks, " and "), h.at("host").get<std::string>(),
+          h.at("gpu").is_null() ? fmt::format("local rank {}", h.at("local_rank").get<int>())
+                                : "GPU " + h.at("gpu").at("pci_bus_id").get<std::string>(),
+          h.at("machine_id").get<std::string>())));
+    }
+  return found;
+}
+
+// How the ranks ended: a dead rank fails the run, named, and so do the ranks that never
+// arrived at the step that failed.
+std::vector<Finding> check_ending(const SmokeCollector& c, const LaunchedJob& job) {
+  std::vector<Finding> found;
+  if (job.result.end == JobEnd::Completed) return found;
+  for (const auto& [rank, message] : c.failures)
+    found.push_back(problem(FindingKind::Collective,
+                            fmt::format("{}: {}", rank_and_host(job.plan, rank), message)));
+  if (c.first_error) {
+    auto missing = ranks_never_arrived(c.last_enter, job.plan.world_size(), c.first_error->seq);
+    if (!missing.empty())
+      found.push_back(problem(FindingKind::Collective, fmt::format(
+          "{} ({}) at {} bytes was aborted; rank{} that never arrived: {}",
+          op_name(c.first_error->op), c.first_error->group, c.first_error->bytes,
+          missing.size() > 1 ? "s" : "", fmt::join(missing, ", "))));
+  }
+  // A rank that died on its own without saying why (killed, crashed) is named even when
+  // its peers reported the broken connections that its death caused.
+  if (job.result.end == JobEnd::RankFailed) {
+    std::set<int> reported;
+    for (const auto& f : c.failures) reported.insert(f.first);
+    for (const auto& r : job.result.ranks) {
+      const bool died_on_its_own = !r.stopped_by_teardown && (!r.status || !r.status->success());
+      if (died_on_its_own && !reported.count(r.rank))
+        found.push_back(problem(FindingKind::DeadRank,
+                                fmt::format("{} {} during the test", rank_and_host(job.plan, r.rank),
+                                            r.status ? r.status->describe() : "was lost")));
+    }
+  }
+  for (const auto& note : job.result.notes) found.push_back(problem(FindingKind::DeadRank, note));
+  if (found.empty()) found.push_back(problem(FindingKind::DeadRank, "the smoke test did not finish"));
+  return found;
+}
+
+// Correctness and speed: wrong elements, and the largest all-reduce against the threshold.
+std::vector<Finding> check_results(const std::vector<SmokeRow>& rows, const CheckThresholds& checks) {
+  std::vector<Finding> found;
+  for (const auto& r : rows)
+    if (r.wrong > 0)
+      found.push_back(problem(FindingKind::Wrong, fmt::format("{} ({}) at {} bytes: {} wrong elements",
+                                                              op_name(r.op), r.group, r.bytes, r.wrong)));
+  if (auto min_busbw = checks.min_busbw_gbps)
+    for (auto it = rows.rbegin(); it != rows.rend(); ++it)
+      if (it->op == CollectiveOp::AllReduce && it->group == "world") {
+        if (it->busbw_gbps < *min_busbw)
+          found.push_back(problem(FindingKind::Busbw,
+                                  fmt::format("all_reduce at {} bytes: busbw {:.3f} GB/s is below "
+                                              "checks.min_busbw_gbps {:g}", it->bytes,
+                                              it->busbw_gbps, *min_busbw)));
+        break;
+      }
+  return found;
+}
+
+}  // namespace
+
+std::string rank_and_host(const RankPlan& plan, int rank) {
+  return fmt::format("rank {} ({})", rank,
+                     rank >= 0 && rank < plan.world_size() ? plan.ranks[size_t(rank)].host : "?");
+}
+
+SmokeOutcome run_smoke(ClusterContext& context, const SmokeRequest& request) {
+  const SmokeSettings& settings = request.settings;
+  const long timeout_ms = long(request.collective_timeout_s * 1000);
+  JobOptions launch = request.launch;
+  launch.command = {kMusterSelf, "smoke-rank"};
+  launch.exports.push_back("MUSTER_SMOKE=" +
+                           smoke_settings_json(settings, request.backend, timeout_ms).dump());
+  // A backstop only: every collective and the rendezvous have their own limit.
+  const size_t steps = sweep_sizes(settings.min_bytes, settings.max_bytes, settings.step_factor).size() *
+                       (settings.ops.size() + 1);
+  launch.timeout_s = request.collective_timeout_s * double(steps * 3 + 10);
+
+  SmokeCollector c(request);
+  LaunchedJob job = launch_job(context, launch, [&](const RankPlan&) -> std::unique_ptr<JobOutput> {
+    return std::make_unique<JobOutputRef>(c);
+  });
+
+  SmokeOutcome outcome;
+  outcome.plan = job.plan;
+  outcome.rows = summarize_smoke(c.results);
+  outcome.backend = c.backend;
+  outcome.warnings = c.warnings;
+  for (const auto& [rank, list] : c.hellos)
+    for (const auto& h : list) outcome.hellos.push_back(h);
+  // 1. The hellos: every rank once, none duplicated. 2. How the ranks ended. 3. Results.
+  outcome.problems = check_hellos(c, job.plan);
+  for (auto& f : check_ending(c, job)) outcome.problems.push_back(std::move(f));
+  for (auto& f : check_results(outcome.rows, context.cluster().checks))
+    outcome.problems.push_back(std::move(f));
+  return outcome;
+}
+
+}  // namespace muster

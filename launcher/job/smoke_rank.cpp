@@ -1,0 +1,146 @@
+#include "launcher/job/smoke_rank.h"
+
+#include <sched.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <memory>
+#include <optional>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "launcher/error.h"
+#include "launcher/job/smoke_protocol.h"
+#include "probes/comm_gloo.h"
+#include "probes/comm_nccl.h"
+#include "probes/interfaces.h"
+#include "probes/rendezvous_store.h"
+#include "topology/cpu_list.h"
+#include "topology/topology_source.h"
+
+namespace muster {
+namespace {
+
+int env_int(const Environment& env, const char* name) {
+  std::string v = env.get(name);
+  try {
+    size_t used = 0;
+    int value = std::stoi(v, &used);
+    if (used == v.size()) return value;
+  } catch (const std::exception&) {
+  }
+  throw Error(ErrorKind::Usage, fmt::format("{} is '{}', not a number: smoke-rank runs under "
+                                            "muster smoke", name, v));
+}
+
+// Who this rank is, where it runs, what it is bound to and which GPU it has.
+nlohmann::json hello_of(const Topology& topology, int rank, int world, int local_rank, int node) {
+  cpu_set_t set;
+  std::vector<int> cpus;
+  if (sched_getaffinity(0, sizeof set, &set) == 0)
+    for (int c = 0; c < CPU_SETSIZE; ++c)
+      if (CPU_ISSET(c, &set)) cpus.push_back(c);
+  char host[256] = {};
+  gethostname(host, sizeof host - 1);
+  std::string machine_id;
+  std::getline(std::ifstream("/etc/machine-id"), machine_id);
+  nlohmann::json gpu = nullptr;
+  if (size_t(local_rank) < topology.gpus.size()) {
+    const Gpu& g = topology.gpus[size_t(local_rank)];
+    gpu = {{"index", g.index}, {"pci_bus_id", g.location.bus_id}, {"model", g.model},
+           {"uuid", g.uuid ? nlohmann::json(*g.uuid) : nlohmann::json(nullptr)}};
+  }
+  return {{"type", "hello"}, {"rank", rank}, {"world_size", world}, {"local_rank", local_rank},
+          {"node_rank", node}, {"host", host}, {"machine_id", machine_id}, {"gpu", gpu},
+          {"cpuset", format_cpu_list(cpus)}, {"pid", getpid()}};
+}
+
+// NCCL when asked for, or (auto) when every rank has an NVIDIA GPU and NCCL loads there;
+// otherwise Gloo. Every rank says what it can do at the rendezvous and reads the others'.
+std::string agree_on_backend(RendezvousClient& store, const std::string& wanted, bool has_nvidia,
+                             int rank, int world, std::chrono::milliseconds timeout) {
+  std::optional<std::string> nccl_missing =
+      has_nvidia ? nccl_unavailable_reason() : std::optional<std::string>("no NVIDIA GPU for this rank");
+  if (wanted == "nccl" && nccl_missing) {
+    char host[256] = {};
+    gethostname(host, sizeof host - 1);
+    throw Error(ErrorKind::Runtime, fmt::format("rank {} on {} cannot use NCCL: {}", rank, host, *nccl_missing));
+  }
+  store.set(fmt::format("nccl-ok/{}", rank), nccl_missing ? "0" : "1");
+  bool all_nccl = true;
+  for (int r = 0; r < world; ++r) all_nccl &= store.get(fmt::format("nccl-ok/{}", r), timeout) == "1";
+  return wanted == "auto" ? (all_nccl ? "nccl" : "gloo") : wanted;
+}
+
+void run(const Environment& env, const std::function<void(const std::string&)>& say_line) {
+  auto say = [&](const nlohmann::json& j) { say_line(std::string(kSmokeLinePrefix) + j.dump()); };
+  const auto config = nlohmann::json::parse(env.has("MUSTER_SMOKE") ? env.get("MUSTER_SMOKE") : "{}");
+  const int rank = env_int(env, "RANK"), world = env_int(env, "WORLD_SIZE");
+  const int local_rank = env_int(env, "LOCAL_RANK"), node = env_int(env, "GROUP_RANK");
+  const std::string master = env.get("MASTER_ADDR");
+  const int port = env_int(env, "MASTER_PORT");
+  const std::chrono::milliseconds timeout(config.at("timeout_ms").get<long>());
+
+  // 1. Hello.
+  Topology topology = HwlocTopologySource().load();
+  const nlohmann::json hello = hello_of(topology, rank, world, local_rank, node);
+  say(hello);
+
+  // 2. Meet at the rendezvous rank 0 serves; learn every rank's node; agree on a backend.
+  std::optional<RendezvousServer> server;
+  if (rank == 0) server.emplace(port);
+  RendezvousClient store(master, port, timeout);
+  store.set(fmt::format("node/{}", rank), std::to_string(node));
+  std::vector<int> node_of_rank;
+  for (int r = 0; r < world; ++r) {
+    try {
+      node_of_rank.push_back(std::stoi(store.get(fmt::format("node/{}", r), timeout)));
+    } catch (const Error&) {
+      throw Error(ErrorKind::Runtime, fmt::format("rank {} never reached the rendezvous within {} ms",
+                                                  r, timeout.count()));
+    }
+  }
+  const bool has_nvidia = !hello.at("gpu").is_null() &&
+                          topology.gpus[size_t(local_rank)].vendor_id == 0x10de;
+  const std::string backend = agree_on_backend(store, config.at("backend"), has_nvidia, rank, world, timeout);
+  if (rank == 0) say({{"type", "backend"}, {"backend", backend}});
+
+  std::unique_ptr<Collective> collective;
+  if (backend == "nccl") {
+    collective = make_nccl_collective(store, rank, world, local_rank, timeout);
+  } else {
+    GlooSettings gloo;
+    gloo.interface = env.get("GLOO_SOCKET_IFNAME");
+    gloo.address = is_loopback(master) ? master : hello.at("host").get<std::string>();
+    gloo.timeout = timeout;
+    collective = make_gloo_collective(store, rank, world, gloo);
+  }
+
+  // 3. The sweep, every step reported as it happens. MUSTER_SMOKE_STALL=RANK:STEP makes a
+  //    rank stop before that step, as a hung rank would: how the tests see a collective
+  //    that never completes.
+  const std::string stall = env.get("MUSTER_SMOKE_STALL");
+  const bool stalls = !stall.empty() && std::stoi(stall) == rank;
+  const int stall_step = stalls ? std::stoi(stall.substr(stall.find(':') + 1)) : 0;
+  run_smoke_sweep(*collective, smoke_settings_from_json(config), node_of_rank, [&](const SmokeEvent& e) {
+    if (stalls && e.kind == SmokeEvent::Kind::Enter && e.seq == stall_step) pause();
+    say(smoke_event_json(e));
+  });
+  // Rank 0 serves the rendezvous: everyone leaves together.
+  collective->run(CollectiveOp::Barrier, nullptr, nullptr, 0);
+  say({{"type", "done"}});
+}
+
+}  // namespace
+
+void run_smoke_rank(const Environment& env, const std::function<void(const std::string&)>& say) {
+  try {
+    run(env, say);
+  } catch (const std::exception& e) {
+    say(std::string(kSmokeLinePrefix) + nlohmann::json{{"type", "failure"}, {"message", e.what()}}.dump());
+    throw;
+  }
+}
+
+}  // namespace muster
