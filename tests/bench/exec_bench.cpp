@@ -1,65 +1,19 @@
 // Benchmark (not a test): `muster exec -- true` against pdsh and clush on the same 8 and 16
 // test hosts, measured in one run. Prints each median wall time, the ratios, and muster's
 // peak memory. Needs root (it builds the test cluster). Run: build/tests/bench/exec_bench [RUNS]
-#include <sys/resource.h>
-#include <fcntl.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
-#include <algorithm>
-#include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 #include <vector>
 
 #include <fmt/format.h>
 
+#include "tests/bench/measure.h"
 #include "tests/support/test_cluster.h"
 
 using muster::testing::TestCluster;
 
-namespace {
-
-struct Measurement {
-  double seconds = 0;
-  long peak_kib = 0;
-  int status = 0;
-};
-
-Measurement measure(const std::vector<std::string>& argv) {
-  std::fflush(stdout);  // or the child would print our buffered table again
-  auto start = std::chrono::steady_clock::now();
-  pid_t pid = fork();
-  if (pid == 0) {
-    std::vector<char*> c;
-    for (const auto& a : argv) c.push_back(const_cast<char*>(a.c_str()));
-    c.push_back(nullptr);
-    int devnull = open("/dev/null", O_WRONLY);
-    dup2(devnull, STDOUT_FILENO);
-    dup2(devnull, STDERR_FILENO);
-    execvp(c[0], c.data());
-    _exit(127);
-  }
-  int status = 0;
-  rusage usage{};
-  wait4(pid, &status, 0, &usage);
-  Measurement m;
-  m.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  m.peak_kib = usage.ru_maxrss;
-  m.status = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  return m;
-}
-
-Measurement median(const std::vector<std::string>& argv, int runs) {
-  std::vector<Measurement> all;
-  for (int i = 0; i < runs; ++i) all.push_back(measure(argv));
-  std::sort(all.begin(), all.end(), [](auto& a, auto& b) { return a.seconds < b.seconds; });
-  Measurement m = all[all.size() / 2];
-  for (const auto& x : all) m.peak_kib = std::max(m.peak_kib, x.peak_kib);
-  return m;
-}
-
-}  // namespace
+using muster::bench::median;
 
 int main(int argc, char** argv) {
   std::string why = TestCluster::unavailable_reason();

@@ -47,8 +47,19 @@ TEST(Doctor, ThisMachinePassesAndItsReportsFollowTheSchema) {
   EXPECT_EQ(stages, (std::vector<std::string>{"cluster", "ssh", "topology", "network", "launch", "smoke"}));
   ASSERT_NE(find_check(report, "smoke", "all_reduce"), nullptr);
   EXPECT_EQ((*find_check(report, "smoke", "all_reduce"))["status"], "pass");
+  // This machine has no GPU and at least two cores: two CPU ranks, so that a collective
+  // crosses a process boundary, and the reason says why.
+  const std::string launched = (*find_check(report, "launch", "ranks"))["reason"];
+  EXPECT_NE(launched.find("2 ranks on 1 node started and exited 0 (2 ranks on "), std::string::npos) << launched;
+  EXPECT_NE(launched.find("it has no GPU"), std::string::npos) << launched;
+  const std::string smoked = (*find_check(report, "smoke", "all_reduce"))["reason"];
+  EXPECT_NE(smoked.find("over 2 ranks"), std::string::npos) << smoked;
+  const std::string machine = (*find_check(report, "topology", "machine"))["reason"];
+  EXPECT_NE(machine.find(", no GPUs, "), std::string::npos) << machine;
   std::string checked = check_reports(dir);
-  if (checked != "skipped") EXPECT_EQ(checked.rfind("ok ", 0), 0u) << checked;
+  if (checked != "skipped") {
+    EXPECT_EQ(checked.rfind("ok ", 0), 0u) << checked;
+  }
   EXPECT_NE(r.out.find("PASS in"), std::string::npos) << r.out;
   EXPECT_EQ(r.out.find("\033["), std::string::npos);  // no colour when not a terminal
 }
@@ -85,8 +96,11 @@ TEST(Doctor, AnInvalidClusterFileIsAConfigurationError) {
   auto report = read_json(dir.file("report.json"));
   EXPECT_NE((*find_check(report, "cluster", "cluster file"))["reason"].get<std::string>().find(
                 "unknown key 'hots' in a node entry, did you mean 'host'?"), std::string::npos);
-  for (const auto& s : report["stages"])
-    if (s["name"] != "cluster") EXPECT_EQ(s["status"], "skip");
+  for (const auto& s : report["stages"]) {
+    if (s["name"] != "cluster") {
+      EXPECT_EQ(s["status"], "skip");
+    }
+  }
 }
 
 class DoctorCluster : public ::testing::Test {
@@ -100,6 +114,8 @@ class DoctorCluster : public ::testing::Test {
 
 TEST_F(DoctorCluster, EveryStagePassesOnAHealthyCluster) {
   TempDir dir;
+  std::vector<int> before;
+  for (int i = 0; i < 4; ++i) before.push_back(cluster_->accepted_connections(i));
   auto r = cluster_->muster({"doctor", "-f", cluster_->write_cluster_file("launch:\n  slots: 2\n"),
                              "--json", dir.file("report.json"), "--junit", dir.file("report.xml")}, 300);
   EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
@@ -110,7 +126,12 @@ TEST_F(DoctorCluster, EveryStagePassesOnAHealthyCluster) {
     EXPECT_EQ((*find_check(report, "network", "pairs", cluster_->host(i)))["status"], "pass");
   }
   std::string junit = check_reports(dir);
-  if (junit != "skipped") EXPECT_NE(junit.find("muster.ssh/reach [node3]"), std::string::npos) << junit;
+  if (junit != "skipped") {
+    EXPECT_NE(junit.find("muster.ssh/reach [node3]"), std::string::npos) << junit;
+  }
+  // Every stage ran over one session: each host's sshd accepted exactly one connection.
+  for (int i = 0; i < 4; ++i)
+    EXPECT_EQ(cluster_->accepted_connections(i) - before[size_t(i)], 1) << cluster_->host(i);
 }
 
 TEST_F(DoctorCluster, AHostDownFailsItselfWhileTheRestAreChecked) {
@@ -128,7 +149,9 @@ TEST_F(DoctorCluster, AHostDownFailsItselfWhileTheRestAreChecked) {
     EXPECT_EQ((*find_check(report, "network", "pairs", other))["status"], "pass") << other;
   }
   std::string junit = check_reports(dir);
-  if (junit != "skipped") EXPECT_NE(junit.find("muster.ssh/reach [node3]"), std::string::npos) << junit;
+  if (junit != "skipped") {
+    EXPECT_NE(junit.find("muster.ssh/reach [node3]"), std::string::npos) << junit;
+  }
 }
 
 TEST_F(DoctorCluster, AViolatedThresholdFailsItsCheck) {

@@ -54,5 +54,19 @@ TEST(Cli, VersionAndHelpWork) {
   EXPECT_EQ(none.exit_code, 2);
 }
 
+TEST(Cli, AnUnknownOptionIsNamedNotTheWholeCommand) {
+  auto r = run_muster({"exec", "-H", "localhost", "--frobnicate", "3", "--", "echo", "hi"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(r.err, "muster: error: unknown option '--frobnicate' for 'muster exec'; see 'muster "
+                   "exec --help'\n");
+  // exec runs once per node: ranks mean nothing to it.
+  auto ranks = run_muster({"exec", "-H", "localhost", "-n", "2", "--", "true"});
+  EXPECT_EQ(ranks.exit_code, 2);
+  EXPECT_NE(ranks.err.find("unknown option '-n' for 'muster exec'"), std::string::npos) << ranks.err;
+  auto tag = run_muster({"exec", "-H", "localhost", "--tag", "rank", "--", "true"});
+  EXPECT_EQ(tag.exit_code, 2);
+  EXPECT_NE(tag.err.find("--tag: rank not in {host,none}"), std::string::npos) << tag.err;
+}
+
 }  // namespace
 }  // namespace muster::testing

@@ -1,6 +1,7 @@
 // muster across real sshd hosts: the test cluster of network namespaces (needs root).
 #include <signal.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -69,6 +70,19 @@ TEST_F(SshCluster, ExecRunsOnEveryHostWithItsOwnHostname) {
   ASSERT_EQ(by_host.size(), 4u) << r.out;
   for (int i = 0; i < 4; ++i)
     EXPECT_EQ(by_host[cluster_->host(i)], std::vector<std::string>{cluster_->host(i)}) << r.out;
+}
+
+TEST_F(SshCluster, ExecWithoutPrefixPrintsBareLinesLikePdshN) {
+  for (const auto& flag : std::vector<std::vector<std::string>>{{"-N"}, {"--no-prefix"}, {"--tag", "none"}}) {
+    std::vector<std::string> args = {"exec", "-f", cluster_->write_cluster_file()};
+    args.insert(args.end(), flag.begin(), flag.end());
+    args.insert(args.end(), {"--", "hostname"});
+    auto r = cluster_->muster(args);
+    ASSERT_EQ(r.exit_code, 0) << flag[0] << ": " << r.err;
+    auto lines = r.out_lines();
+    std::sort(lines.begin(), lines.end());
+    EXPECT_EQ(lines, (std::vector<std::string>{"node1", "node2", "node3", "node4"})) << flag[0];
+  }
 }
 
 TEST_F(SshCluster, ExecFoldPrintsIdenticalOutputOnceUnderTheFoldedHosts) {

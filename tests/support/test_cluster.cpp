@@ -207,7 +207,7 @@ void TestCluster::write_sshd_config(int i) const {
       << "PasswordAuthentication no\nKbdInteractiveAuthentication no\nUsePAM no\n"
       << "StrictModes no\n"
       << "Subsystem sftp internal-sftp\n"
-      << "LogLevel ERROR\n";
+      << "LogLevel INFO\n";  // one "Accepted publickey" line per connection
 }
 
 void TestCluster::start_sshd(int i) {
@@ -270,6 +270,13 @@ void TestCluster::add_second_network() {
     must({"ip", "-n", ns, "addr", "add", second_address(i) + "/24", "dev", "eth1"});
     must({"ip", "-n", ns, "link", "set", "eth1", "up"});
   }
+}
+
+int TestCluster::accepted_connections(int i) const {
+  std::istringstream log(read_file(fmt::format("{}/sshd{}.log", dir_, i)));
+  int count = 0;
+  for (std::string line; std::getline(log, line);) count += line.find("Accepted publickey") != std::string::npos;
+  return count;
 }
 
 std::string TestCluster::second_address(int i) const {

@@ -58,6 +58,9 @@ class TestCluster {
   void add_second_network();
   std::string second_address(int i) const;
 
+  // How many SSH connections host i's sshd has accepted (authenticated) so far.
+  int accepted_connections(int i) const;
+
   void stop_sshd(int i);
   // Freezes (SIGSTOP) or thaws (SIGCONT) host i's sshd: it accepts TCP but never answers.
   void freeze_sshd(int i, bool frozen);

@@ -1,0 +1,62 @@
+// What the benchmarks measure of one command: wall time, the head's peak memory and CPU
+// time (from wait4), and its exit status; and the median over several runs.
+#pragma once
+
+#include <fcntl.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+namespace muster::bench {
+
+struct Measurement {
+  double seconds = 0;
+  double cpu_seconds = 0;  // user + system of the command (and what it waited for)
+  long peak_kib = 0;       // largest resident set
+  int status = 0;
+};
+
+// Runs `argv` once with its output discarded.
+inline Measurement measure(const std::vector<std::string>& argv) {
+  std::fflush(stdout);  // or the child would print our buffered table again
+  auto start = std::chrono::steady_clock::now();
+  pid_t pid = fork();
+  if (pid == 0) {
+    std::vector<char*> c;
+    for (const auto& a : argv) c.push_back(const_cast<char*>(a.c_str()));
+    c.push_back(nullptr);
+    int devnull = open("/dev/null", O_WRONLY);
+    dup2(devnull, STDOUT_FILENO);
+    dup2(devnull, STDERR_FILENO);
+    execvp(c[0], c.data());
+    _exit(127);
+  }
+  int status = 0;
+  rusage usage{};
+  wait4(pid, &status, 0, &usage);
+  Measurement m;
+  m.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  m.cpu_seconds = double(usage.ru_utime.tv_sec + usage.ru_stime.tv_sec) +
+                  double(usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) / 1e6;
+  m.peak_kib = usage.ru_maxrss;
+  m.status = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  return m;
+}
+
+// The run with the median wall time, with the largest peak memory of all runs.
+inline Measurement median(const std::vector<std::string>& argv, int runs) {
+  std::vector<Measurement> all;
+  for (int i = 0; i < runs; ++i) all.push_back(measure(argv));
+  std::sort(all.begin(), all.end(), [](auto& a, auto& b) { return a.seconds < b.seconds; });
+  Measurement m = all[all.size() / 2];
+  for (const auto& x : all) m.peak_kib = std::max(m.peak_kib, x.peak_kib);
+  return m;
+}
+
+}  // namespace muster::bench

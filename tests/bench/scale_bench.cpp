@@ -1,0 +1,68 @@
+// Benchmark (not a test): how muster's head grows with the cluster. On 4, 8 and 16 test hosts
+// (or the counts given), in one run: `exec -- true` (the SSH floor: one connection and one
+// command per node), `run -f -- true` (one rank per node), `ping -f` and `doctor -f`. Prints
+// median wall time, the ratio to exec on the same hosts, the head's CPU time and peak memory,
+// and the SSH connections each node accepted per command. Needs root.
+// Run: build/tests/bench/scale_bench [RUNS [HOSTS...]]
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "tests/bench/measure.h"
+#include "tests/support/test_cluster.h"
+
+using muster::bench::Measurement;
+using muster::bench::median;
+using muster::testing::TestCluster;
+
+int main(int argc, char** argv) {
+  std::string why = TestCluster::unavailable_reason();
+  if (!why.empty()) {
+    std::fprintf(stderr, "scale_bench: %s\n", why.c_str());
+    return 2;
+  }
+  const int runs = argc > 1 ? std::atoi(argv[1]) : 3;
+  std::vector<int> sizes;
+  for (int i = 2; i < argc; ++i) sizes.push_back(std::atoi(argv[i]));
+  if (sizes.empty()) sizes = {4, 8, 16};
+
+  std::printf("%-6s %-8s %9s %9s %9s %11s %10s\n", "hosts", "command", "wall s", "/exec", "cpu s",
+              "peak MiB", "conn/node");
+  for (int n : sizes) {
+    TestCluster cluster(n);
+    const std::string file = cluster.write_cluster_file();
+    // Ship muster once, so that every command below finds it cached, as on a second launch.
+    cluster.muster({"run", "-f", file, "--", "true"});
+    auto connections = [&] {
+      int total = 0;
+      for (int i = 0; i < n; ++i) total += cluster.accepted_connections(i);
+      return total;
+    };
+    struct Row {
+      const char* name;
+      std::vector<std::string> args;
+    };
+    const Row rows[] = {
+        {"exec", {"exec", "-f", file, "--", "true"}},
+        {"run", {"run", "-f", file, "--", "true"}},
+        {"ping", {"ping", "-f", file}},
+        {"doctor", {"doctor", "-f", file}},
+    };
+    double exec_s = 0;
+    for (const auto& row : rows) {
+      const int before = connections();
+      Measurement m = median(cluster.muster_argv(row.args), runs);
+      const double per_node = double(connections() - before) / runs / n;
+      if (std::string(row.name) == "exec") exec_s = m.seconds;
+      std::printf("%-6d %-8s %9.3f %9.2f %9.3f %11.1f %10.1f%s\n", n, row.name, m.seconds,
+                  m.seconds / exec_s, m.cpu_seconds, double(m.peak_kib) / 1024, per_node,
+                  m.status ? fmt::format("  (exit {})", m.status).c_str() : "");
+    }
+  }
+  std::printf("median of %d runs each; cpu and peak memory are the head's (muster on the "
+              "head, not the agents)\n", runs);
+  return 0;
+}

@@ -1,0 +1,183 @@
+// An SshTransport whose nodes run a scripted muster agent in memory: it says hello, answers
+// requests, and "runs" each job by reporting every rank's scripted exit, speaking the real
+// frame protocol. It can refuse connections, never say hello, die or fall silent at a given
+// job. Every connection and every command started is recorded.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "launcher/remote/agent_protocol.h"
+#include "launcher/remote/launch_spec.h"
+#include "launcher/remote/ssh_transport.h"
+
+namespace muster::testing {
+
+struct FakeAgentNode {
+  bool refuse = false;              // connect() fails: connection refused
+  bool never_says_hello = false;    // the agent starts, then says nothing at all
+  int dies_at_run = 0;              // the channel ends when the spec of this job (1, 2, ...) arrives
+  int silent_from_run = 0;          // from the spec of this job on, nothing is sent (no heartbeats)
+  int gpus = 0;
+  // Each rank's exit code in the node's n-th job (1-based); 0 unless it says otherwise.
+  std::function<int(int job, int rank)> exit_code = [](int, int) { return 0; };
+};
+
+class FakeAgentTransport : public SshTransport {
+ public:
+  std::map<std::string, FakeAgentNode> nodes;  // by address
+
+  int connections() const { return connections_; }
+  int agents_started() const { return agents_; }
+  std::vector<std::string> commands() {
+    std::lock_guard lock(mutex_);
+    return commands_;
+  }
+
+  std::unique_ptr<SshConnection> connect(const SshTarget& target) override {
+    const FakeAgentNode& node = nodes.at(target.address);
+    if (node.refuse) throw SshError(SshFailure::ConnectionRefused, target.host, "scripted refusal");
+    ++connections_;
+    return std::make_unique<Connection>(*this, target.host, node);
+  }
+
+ private:
+  // A setup command: the shipping probe finds muster on the PATH; anything else succeeds.
+  class SetupCommand : public RemoteCommand {
+   public:
+    explicit SetupCommand(std::string out) : out_(std::move(out)) {}
+    void write(std::string_view) override {}
+    void close_stdin() override {}
+    bool read(std::string& out, std::string&, std::chrono::milliseconds) override {
+      if (done_) return false;
+      out += out_;
+      done_ = true;
+      return true;
+    }
+    int exit_status() override { return 0; }
+
+   private:
+    std::string out_;
+    bool done_ = false;
+  };
+
+  class Agent : public RemoteCommand {
+   public:
+    explicit Agent(const FakeAgentNode& node) : node_(node) {
+      if (node_.never_says_hello) return;
+      NodeHello hello;
+      hello.hostname = "fake";
+      hello.version = MUSTER_VERSION;
+      hello.gpus = node_.gpus;
+      hello.gpu_models.assign(size_t(node_.gpus), "Fake GPU");
+      hello.cpus = 4;
+      hello.free_ports = {29500, 29501};
+      hello.probe_port = 40000;
+      out_ += encode_frame({FrameKind::Hello, -1, to_json(hello)});
+    }
+    void write(std::string_view bytes) override {
+      std::lock_guard lock(mutex_);
+      reader_.feed(bytes);
+      while (auto frame = reader_.next()) handle(*frame);
+      ready_.notify_all();
+    }
+    void close_stdin() override {}
+    bool read(std::string& out, std::string&, std::chrono::milliseconds limit) override {
+      std::unique_lock lock(mutex_);
+      ready_.wait_for(lock, limit, [&] { return !out_.empty() || ended_; });
+      if (!silent() && !ended_ && std::chrono::steady_clock::now() - last_beat_ > std::chrono::milliseconds(200)) {
+        out_ += encode_frame({FrameKind::Beat, -1, ""});
+        last_beat_ = std::chrono::steady_clock::now();
+      }
+      if (silent()) out_.clear();
+      out += out_;
+      out_.clear();
+      return !ended_ || !out.empty();
+    }
+    int exit_status() override { return ended_ ? 0 : -1; }
+
+   private:
+    bool silent() const {
+      return node_.never_says_hello || (node_.silent_from_run && jobs_ >= node_.silent_from_run);
+    }
+    void handle(const Frame& frame) {
+      switch (frame.kind) {
+        case FrameKind::Ask: {
+          auto ask = nlohmann::json::parse(frame.payload);
+          nlohmann::json answer;
+          if (ask["op"] == "clock")
+            answer = {{"unix_ns", std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                      std::chrono::system_clock::now().time_since_epoch()).count()}};
+          else if (ask["op"] == "ports")
+            answer = {{"ports", {29500, 29501}}};
+          else
+            answer = nlohmann::json::array();
+          out_ += encode_frame({FrameKind::Answer, frame.rank, answer.dump()});
+          break;
+        }
+        case FrameKind::Spec: {
+          ++jobs_;
+          if (node_.dies_at_run == jobs_) {
+            ended_ = true;
+            return;
+          }
+          NodeLaunchSpec spec = node_launch_spec_from_json(frame.payload);
+          for (int rank : spec.plan.nodes.at(size_t(spec.node_rank)).ranks)
+            out_ += encode_frame({FrameKind::Exit, rank,
+                                  nlohmann::json{{"signal", false}, {"code", node_.exit_code(jobs_, rank)}}.dump()});
+          out_ += encode_frame({FrameKind::Done, frame.rank,
+                                R"({"start_error":"","escaped":0,"stuck":[]})"});
+          break;
+        }
+        case FrameKind::Bye: ended_ = true; break;
+        default: break;
+      }
+    }
+
+    const FakeAgentNode& node_;
+    std::mutex mutex_;
+    std::condition_variable ready_;
+    FrameReader reader_;
+    std::string out_;
+    bool ended_ = false;
+    int jobs_ = 0;
+    std::chrono::steady_clock::time_point last_beat_{};
+  };
+
+  class Connection : public SshConnection {
+   public:
+    Connection(FakeAgentTransport& owner, std::string host, const FakeAgentNode& node)
+        : owner_(owner), host_(std::move(host)), node_(node) {}
+    std::unique_ptr<RemoteCommand> start(const std::string& command_line) override {
+      {
+        std::lock_guard lock(owner_.mutex_);
+        owner_.commands_.push_back(host_ + ": " + command_line);
+      }
+      if (command_line.find(" agent") != std::string::npos) {
+        ++owner_.agents_;
+        return std::make_unique<Agent>(node_);
+      }
+      return std::make_unique<SetupCommand>("path /usr/bin/muster\n");
+    }
+    void upload(const std::string&, const std::string&) override {}
+
+   private:
+    FakeAgentTransport& owner_;
+    std::string host_;
+    const FakeAgentNode& node_;
+  };
+
+  std::mutex mutex_;
+  std::vector<std::string> commands_;
+  std::atomic<int> connections_{0}, agents_{0};
+};
+
+}  // namespace muster::testing

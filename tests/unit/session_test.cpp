@@ -1,0 +1,152 @@
+// The cluster session on a fake transport whose agents are scripted: one connection and one
+// agent per node for any number of steps, and what later steps see after a node failed, was
+// never heard from, or a step failed.
+#include <gtest/gtest.h>
+
+#include <fmt/format.h>
+
+#include "launcher/cluster/rank_plan.h"
+#include "launcher/remote/session.h"
+#include "tests/fakes/fake_agent_transport.h"
+
+namespace muster {
+namespace {
+
+using testing::FakeAgentTransport;
+using std::chrono::milliseconds;
+
+struct Discard : JobOutput {
+  void line(int, OutputStream, std::string_view) override {}
+  void flush() override {}
+};
+
+class SessionTest : public ::testing::Test {
+ protected:
+  // Nodes n1..nN at addresses a1..aN, two slots each.
+  ClusterSpec cluster(int nodes) {
+    for (int i = 1; i <= nodes; ++i) transport_->nodes[fmt::format("a{}", i)];
+    ClusterSpec c;
+    c.source = "test";
+    for (int i = 1; i <= nodes; ++i)
+      c.nodes.push_back(NodeSpec{fmt::format("n{}", i), fmt::format("a{}", i), {2}, {}, {}, {}});
+    return c;
+  }
+  std::unique_ptr<ClusterSession> open(const ClusterSpec& c, Reach reach = Reach::AllOrNothing) {
+    SessionOptions options;
+    options.reach = reach;
+    options.heartbeat_timeout = milliseconds(800);
+    options.hello_timeout = milliseconds(500);
+    return ClusterSession::open(transport_, c, options, {});
+  }
+  JobResult run(ClusterSession& session, const ClusterSpec& c) {
+    RankPlan plan = make_rank_plan(c, std::nullopt, MapBy::Slot);
+    LaunchRequest request;
+    request.argv = {"true"};
+    request.job.job_id = "test";
+    TeardownPolicy policy;
+    policy.grace = milliseconds(100);
+    policy.kill_wait = milliseconds(100);
+    Discard output;
+    return session.run(plan, request, policy, output, {});
+  }
+  testing::FakeAgentNode& node(int i) { return transport_->nodes.at(fmt::format("a{}", i)); }
+
+  std::shared_ptr<FakeAgentTransport> transport_ = std::make_shared<FakeAgentTransport>();
+};
+
+TEST_F(SessionTest, EveryStepUsesTheOneConnectionAndAgentOfEachNode) {
+  ClusterSpec c = cluster(3);
+  auto session = open(c);
+  auto clocks = session->ask({{0, R"({"op":"clock"})"}, {1, R"({"op":"clock"})"}, {2, R"({"op":"clock"})"}},
+                             milliseconds(2000), {});
+  for (const auto& a : clocks) EXPECT_TRUE(a.payload.has_value());
+  EXPECT_EQ(run(*session, c).end, JobEnd::Completed);
+  EXPECT_EQ(run(*session, c).end, JobEnd::Completed);
+  EXPECT_EQ(session->ask({{1, R"({"op":"ports"})"}}, milliseconds(2000), {})[0].payload,
+            R"({"ports":[29500,29501]})");
+  EXPECT_EQ(transport_->connections(), 3);
+  EXPECT_EQ(transport_->agents_started(), 3);
+}
+
+TEST_F(SessionTest, ANodeThatNeverSaysHelloIsNamedAndLeftOut) {
+  ClusterSpec c = cluster(3);
+  node(2).never_says_hello = true;
+  auto session = open(c, Reach::BestEffort);
+  EXPECT_TRUE(session->usable(0));
+  EXPECT_FALSE(session->usable(1));
+  EXPECT_TRUE(session->usable(2));
+  EXPECT_NE(session->reach()[1].failure.find("n2: timeout: the agent did not say hello"),
+            std::string::npos) << session->reach()[1].failure;
+  auto answers = session->ask({{0, R"({"op":"clock"})"}, {1, R"({"op":"clock"})"}}, milliseconds(2000), {});
+  EXPECT_TRUE(answers[0].payload);
+  EXPECT_FALSE(answers[1].payload);
+
+  try {
+    open(c, Reach::AllOrNothing);
+    ADD_FAILURE() << "a node that never answered must fail the opening";
+  } catch (const Error& e) {
+    ASSERT_EQ(e.messages().size(), 2u);
+    EXPECT_NE(e.messages()[0].find("n2: timeout"), std::string::npos);
+    EXPECT_EQ(e.messages()[1], "1 of 3 nodes could not be reached; nothing was started");
+  }
+}
+
+TEST_F(SessionTest, StepsAfterANodeDiedNameItAndTheOthersGoOn) {
+  ClusterSpec c = cluster(3);
+  node(2).dies_at_run = 1;
+  auto session = open(c);
+  JobResult first = run(*session, c);
+  EXPECT_EQ(first.end, JobEnd::NodeLost);
+  EXPECT_EQ(first.exit_code(), 255);
+  ASSERT_FALSE(first.notes.empty());
+  EXPECT_NE(first.notes[0].find("lost contact with n2"), std::string::npos) << first.notes[0];
+  EXPECT_FALSE(session->usable(1));
+
+  // A request to it gets no answer; a job that needs it starts nowhere.
+  EXPECT_FALSE(session->ask({{1, R"({"op":"clock"})"}}, milliseconds(500), {})[0].payload);
+  try {
+    run(*session, c);
+    ADD_FAILURE() << "a job on a lost node must not start";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("lost contact with n2"), std::string::npos) << e.what();
+    EXPECT_EQ(e.messages().back(), "nothing was started");
+  }
+  // Without it, the other two nodes still run jobs.
+  ClusterSpec without = c;
+  without.nodes[1].slots.fixed = 0;
+  EXPECT_EQ(run(*session, without).end, JobEnd::Completed);
+  EXPECT_EQ(transport_->agents_started(), 3);
+}
+
+TEST_F(SessionTest, AFailedStepLeavesTheSessionUsable) {
+  ClusterSpec c = cluster(2);
+  node(2).exit_code = [](int job, int rank) { return job == 1 && rank == 3 ? 7 : 0; };
+  auto session = open(c);
+  JobResult failed = run(*session, c);
+  EXPECT_EQ(failed.end, JobEnd::RankFailed);
+  EXPECT_EQ(failed.first_failed_rank, 3);
+  EXPECT_EQ(failed.exit_code(), 7);
+  EXPECT_TRUE(session->usable(0) && session->usable(1));
+  EXPECT_EQ(run(*session, c).end, JobEnd::Completed);
+  EXPECT_EQ(transport_->connections(), 2);
+}
+
+TEST_F(SessionTest, ANodeThatFallsSilentIsLostWithinTheHeartbeatTimeout) {
+  ClusterSpec c = cluster(2);
+  node(1).silent_from_run = 1;
+  node(1).exit_code = [](int, int) { return 0; };
+  auto session = open(c);
+  auto start = std::chrono::steady_clock::now();
+  JobResult result = run(*session, c);
+  auto took = std::chrono::steady_clock::now() - start;
+  EXPECT_EQ(result.end, JobEnd::NodeLost);
+  ASSERT_FALSE(result.notes.empty());
+  EXPECT_NE(result.notes[0].find("lost contact with n1: nothing heard from it for"), std::string::npos)
+      << result.notes[0];
+  EXPECT_LT(took, std::chrono::seconds(20));  // a bound on a hang, not a timing measurement
+  EXPECT_FALSE(session->usable(0));
+  EXPECT_TRUE(session->usable(1));
+}
+
+}  // namespace
+}  // namespace muster
