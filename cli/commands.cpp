@@ -16,6 +16,8 @@ const std::vector<Command>& all_commands() {
       {"exec", "run a command once on every node, like pdsh", setup_exec},
       {"hostlist", "expand, fold or count host lists, like ClusterShell's nodeset",
        setup_hostlist},
+      {"bundle", "write the self-contained bundle muster ships to nodes, to pre-install it",
+       setup_bundle},
       {"agent", "the per-node agent that muster starts over SSH", setup_agent, true},
       {"smoke-rank", "one probe rank of muster smoke", setup_smoke_rank, true},
   };

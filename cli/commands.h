@@ -25,6 +25,7 @@ struct Command {
 const std::vector<Command>& all_commands();
 
 CommandAction setup_agent(CLI::App& app);
+CommandAction setup_bundle(CLI::App& app);
 CommandAction setup_doctor(CLI::App& app);
 CommandAction setup_exec(CLI::App& app);
 CommandAction setup_hostlist(CLI::App& app);

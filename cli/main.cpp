@@ -15,6 +15,7 @@
 #include "cli/flag_checks.h"
 #include "cli/terminal_output.h"
 #include "launcher/error.h"
+#include "launcher/local/self.h"
 
 int main(int argc, char** argv) {
   using namespace muster;
@@ -23,10 +24,12 @@ int main(int argc, char** argv) {
   // Probe ranks are started through /proc/self/exe, which the kernel would name "exe" in
   // ps and top: every muster process is "muster", its role in its arguments.
   prctl(PR_SET_NAME, "muster");
+  note_how_muster_started();
 
   CLI::App app{"muster: bring up distributed jobs on GPU clusters and check that the "
                "cluster will pass muster", "muster"};
-  app.set_version_flag("--version", "muster " MUSTER_VERSION);
+  app.set_version_flag("--version", fmt::format("muster {}\nbuild {}\nbuilt with {}", MUSTER_VERSION,
+                                               muster_build_id(), MUSTER_LIBRARY_VERSIONS));
   app.require_subcommand(1);
   app.fallthrough(false);
 
@@ -73,6 +76,7 @@ int main(int argc, char** argv) {
     return cli::kUsageExit;
   }
 
+  show_as_muster(argc, argv);  // the options are parsed: argv's memory is free to reuse
   try {
     return action();
   } catch (const Interrupted& e) {

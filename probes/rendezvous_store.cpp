@@ -21,10 +21,15 @@ namespace muster {
 namespace {
 
 // Wire: 'S' key value -> 'O';  'G' key wait_ms -> 'V' value | 'T'. Strings are a 32-bit
-// length and bytes.
-bool write_string(int fd, const std::string& s) {
+// length and bytes. Each message goes out in one write: split into several, Nagle and
+// delayed ACKs would hold every request back for 40 ms.
+void append_string(std::string& message, const std::string& s) {
   std::uint32_t n = std::uint32_t(s.size());
-  return write_exact(fd, &n, 4) && write_exact(fd, s.data(), s.size());
+  message.append(reinterpret_cast<const char*>(&n), 4);
+  message += s;
+}
+bool send_message(int fd, const std::string& message) {
+  return write_exact(fd, message.data(), message.size());
 }
 
 bool read_string(int fd, std::string& s) {
@@ -41,6 +46,8 @@ RendezvousServer::RendezvousServer(int port) : listener_(port, "the rendezvous")
 }
 
 void RendezvousServer::serve(const std::shared_ptr<Values>& values, int fd) {
+  int yes = 1;
+  setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &yes, sizeof yes);
   char op = 0;
   std::string key, value;
   while (read_exact(fd, &op, 1) && read_string(fd, key)) {
@@ -58,10 +65,10 @@ void RendezvousServer::serve(const std::shared_ptr<Values>& values, int fd) {
       std::unique_lock lock(values->mutex);
       bool found = values->changed.wait_for(lock, std::chrono::milliseconds(wait_ms),
                                             [&] { return values->by_key.count(key) > 0; });
-      std::string answer = found ? values->by_key[key] : "";
+      std::string answer = found ? "V" : "T";
+      if (found) append_string(answer, values->by_key[key]);
       lock.unlock();
-      if (!(found ? write_exact(fd, "V", 1) && write_string(fd, answer) : write_exact(fd, "T", 1)))
-        break;
+      if (!send_message(fd, answer)) break;
     } else {
       break;
     }
@@ -103,17 +110,21 @@ RendezvousClient::~RendezvousClient() {
 }
 
 void RendezvousClient::set(const std::string& key, const std::string& value) {
+  std::string message = "S";
+  append_string(message, key);
+  append_string(message, value);
   char ok = 0;
-  if (!write_exact(fd_, "S", 1) || !write_string(fd_, key) || !write_string(fd_, value) ||
-      !read_exact(fd_, &ok, 1))
+  if (!send_message(fd_, message) || !read_exact(fd_, &ok, 1))
     throw Error(ErrorKind::Runtime, "the rendezvous connection broke (rank 0 gone?)");
 }
 
 std::string RendezvousClient::get(const std::string& key, std::chrono::milliseconds limit) {
   std::uint32_t wait_ms = std::uint32_t(limit.count());
+  std::string message = "G";
+  append_string(message, key);
+  message.append(reinterpret_cast<const char*>(&wait_ms), 4);
   char answer = 0;
-  if (!write_exact(fd_, "G", 1) || !write_string(fd_, key) || !write_exact(fd_, &wait_ms, 4) ||
-      !read_exact(fd_, &answer, 1))
+  if (!send_message(fd_, message) || !read_exact(fd_, &answer, 1))
     throw Error(ErrorKind::Runtime, "the rendezvous connection broke (rank 0 gone?)");
   if (answer == 'T')
     throw Error(ErrorKind::Runtime, fmt::format("timed out waiting for '{}' at the rendezvous", key));

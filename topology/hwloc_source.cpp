@@ -1,5 +1,6 @@
 // The only file that sees hwloc: it turns hwloc's object tree into muster's Topology.
 #include <fcntl.h>
+#include <link.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -272,6 +273,20 @@ Topology HwlocTopologySource::load() {
     t.nvlink_source = t.is_this_machine ? "unknown: no NVIDIA GPU" : "unknown: the export has no NVLink data";
   }
   return t;
+}
+
+std::vector<std::string> hwloc_plugin_files() {
+  // Plugins stay loaded while a topology exists: look at the process's objects meanwhile.
+  TopologyHandle handle = open_topology(std::nullopt);
+  std::vector<std::string> files;
+  dl_iterate_phdr([](dl_phdr_info* info, size_t, void* out) {
+    const std::string name = info->dlpi_name ? info->dlpi_name : "";
+    const auto slash = name.rfind('/');
+    if (slash != std::string::npos && name.compare(slash + 1, 10, "hwloc_pci.") == 0)
+      static_cast<std::vector<std::string>*>(out)->push_back(name);
+    return 0;
+  }, &files);
+  return files;
 }
 
 }  // namespace muster

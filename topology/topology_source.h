@@ -4,6 +4,7 @@
 
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "topology/topology.h"
 
@@ -28,5 +29,10 @@ class HwlocTopologySource : public TopologySource {
  private:
   std::optional<std::string> xml_path_;
 };
+
+// The files of the hwloc plugins muster's discovery needs on this machine (the PCI one:
+// GPUs and NICs are PCI devices, and Debian's hwloc finds them through a plugin), as hwloc
+// loads them into this process while discovering it. Empty when hwloc has them built in.
+std::vector<std::string> hwloc_plugin_files();
 
 }  // namespace muster

@@ -10,6 +10,7 @@
 #include "launcher/error.h"
 #include "launcher/local/node_launch.h"
 #include "launcher/local/posix_spawner.h"
+#include "launcher/local/self.h"
 #include "probes/free_port.h"
 #include "topology/topology_source.h"
 
@@ -52,7 +53,7 @@ LaunchedJob run_here(ClusterContext& context, const JobOptions& options,
   job.plan = make_rank_plan(cluster, options.ranks, options.map_by);
 
   // 2. Everything a rank will see, checked before anything starts.
-  const Environment muster_env = Environment::current();
+  const Environment muster_env = node_environment();
   if (options.command.front() != kMusterSelf && !find_program(options.command.front(), muster_env))
     throw Error(ErrorKind::Usage, fmt::format("'{}': command not found in PATH",
                                               options.command.front()));
@@ -94,7 +95,7 @@ std::pair<int, int> rendezvous_ports(ClusterContext& context, int node) {
 LaunchedJob run_across_nodes(ClusterContext& context, const JobOptions& options,
                              const OutputFactory& make_output) {
   // 1. Every node reached, and the plan made from what they reported.
-  const Environment muster_env = Environment::current();
+  const Environment muster_env = node_environment();
   LaunchRequest request = launch_request(options, context.cluster(), muster_env);
   LaunchedJob job;
   job.plan = plan_job(context, options.ranks, options.map_by);

@@ -3,14 +3,9 @@
 #include <fmt/format.h>
 
 #include "launcher/error.h"
+#include "launcher/local/self.h"
 
 namespace muster {
-
-namespace {
-// The running binary itself, even when its file has since been replaced: another node
-// sharing this home directory may have shipped a newer copy over the same path.
-constexpr const char* kThisExecutable = "/proc/self/exe";
-}  // namespace
 
 std::vector<RankProcess> rank_processes_for_node(const RankPlan& plan, int node_rank,
                                                  const LaunchRequest& request,
@@ -30,11 +25,16 @@ std::vector<RankProcess> rank_processes_for_node(const RankPlan& plan, int node_
     RankProcess p;
     p.rank = ranks[i];
     p.spec.argv = request.argv;
-    if (!p.spec.argv.empty() && p.spec.argv[0] == kMusterSelf) {
-      p.spec.program = kThisExecutable;
-      p.spec.argv[0] = "muster";  // what ps and top show: "muster smoke-rank"
-    }
     p.spec.env = rank_environment(base, plan, ranks[i], request.job);
+    if (!p.spec.argv.empty() && p.spec.argv[0] == kMusterSelf) {
+      // This muster again, started as it was started here (through its bundle's loader, or
+      // /proc/self/exe), shown by ps as "muster smoke-rank".
+      SelfCommand self = self_command();
+      p.spec.program = self.program;
+      self.argv.insert(self.argv.end(), p.spec.argv.begin() + 1, p.spec.argv.end());
+      p.spec.argv = std::move(self.argv);
+      for (const auto& [name, value] : self.env) p.spec.env.set(name, value);
+    }
     p.spec.workdir = request.workdir;
     p.spec.cpus = bindings[i].cpus;
     p.binding = bindings[i];

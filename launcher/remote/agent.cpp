@@ -19,6 +19,7 @@
 
 #include "launcher/error.h"
 #include "launcher/local/posix_spawner.h"
+#include "launcher/local/self.h"
 #include "launcher/local/shutdown_signals.h"
 #include "launcher/remote/agent_protocol.h"
 #include "launcher/remote/launch_spec.h"
@@ -334,7 +335,7 @@ class HeadLink {
 bool run_job(int id, const NodeLaunchSpec& spec, const Topology& topology, HeadLink& head,
              FrameWriter& writer, ProcessSpawner& spawner, const ShutdownSignals& signals) {
   std::vector<RankProcess> ranks = rank_processes_for_node(
-      spec.plan, spec.node_rank, spec.request, Environment::current(), topology);
+      spec.plan, spec.node_rank, spec.request, node_environment(), topology);
   writer.send({FrameKind::Bound, -1, bindings_to_json(binding_reports(ranks, topology))});
   AgentOutput output(writer);
   const int stop_fd = head.begin_run(id);

@@ -1,7 +1,6 @@
 // The only file that sees libssh.
 #include <libssh/callbacks.h>
 #include <libssh/libssh.h>
-#include <libssh/sftp.h>
 #include <fcntl.h>
 #include <netdb.h>
 #include <netinet/in.h>
@@ -123,29 +122,6 @@ class LibsshConnection : public SshConnection {
       throw SshError(SshFailure::RemoteCommand, host_, "cannot start a command: " + why);
     }
     return std::make_unique<LibsshCommand>(session_, channel, host_);
-  }
-
-  void upload(const std::string& content, const std::string& remote_path) override {
-    sftp_session sftp = sftp_new(session_);
-    if (!sftp || sftp_init(sftp) != SSH_OK) {
-      if (sftp) sftp_free(sftp);
-      throw SshError(SshFailure::RemoteCommand, host_,
-                     "SFTP is not available (sshd needs 'Subsystem sftp'); install muster on "
-                     "the node or run without shipping");
-    }
-    sftp_file file = sftp_open(sftp, remote_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0755);
-    bool ok = file != nullptr;
-    for (size_t at = 0; ok && at < content.size();) {
-      ssize_t n = sftp_write(file, content.data() + at, std::min<size_t>(content.size() - at, 65536));
-      ok = n > 0;
-      at += ok ? size_t(n) : 0;
-    }
-    std::string why = ok ? "" : ssh_get_error(session_);
-    if (file) sftp_close(file);
-    sftp_free(sftp);
-    if (!ok)
-      throw SshError(SshFailure::RemoteCommand, host_,
-                     fmt::format("cannot write {} over SFTP: {}", remote_path, why));
   }
 
  private:

@@ -18,7 +18,6 @@
 #include <nlohmann/json.hpp>
 
 #include "launcher/remote/agent_protocol.h"
-#include "launcher/remote/shell_quote.h"
 #include "launcher/thread.h"
 
 namespace muster {
@@ -187,30 +186,6 @@ void drive_link(ClusterSession::Link& link, size_t node, ClusterSession::Events&
   events.push({node, std::nullopt, why, std::chrono::system_clock::now()});
 }
 
-// Reads frames until the agent's hello; throws SshError naming the node when the agent
-// fails, ends or says nothing in time, or when the session's opening was called off.
-NodeHello await_hello(ClusterSession::Link& link, Milliseconds limit, const std::atomic<bool>& cancelled) {
-  const auto deadline = Clock::now() + limit;
-  for (;;) {
-    while (auto frame = link.reader.next()) {
-      if (frame->kind == FrameKind::Hello) return node_hello_from_json(frame->payload);
-      if (frame->kind == FrameKind::Fail)
-        throw SshError(SshFailure::RemoteCommand, link.host, "the agent failed: " + frame->payload);
-    }
-    if (cancelled) throw SshError(SshFailure::Connection, link.host, "called off");
-    if (Clock::now() > deadline)
-      throw SshError(SshFailure::Timeout, link.host,
-                     fmt::format("the agent did not say hello within {} s",
-                                 std::chrono::duration_cast<std::chrono::seconds>(limit).count()));
-    std::string out;
-    if (!link.agent->read(out, link.agent_stderr, Milliseconds(100)) && out.empty())
-      throw SshError(SshFailure::RemoteCommand, link.host,
-                     "the agent ended before saying hello" +
-                         (link.agent_stderr.empty() ? "" : ": " + link.agent_stderr.substr(0, 300)));
-    link.reader.feed(out);
-  }
-}
-
 // Everything the opening shares with its threads, which may outlive an interrupted open().
 struct Opening {
   std::shared_ptr<SshTransport> transport;
@@ -219,6 +194,7 @@ struct Opening {
   std::vector<std::unique_ptr<ClusterSession::Link>> links;
   std::vector<NodeHello> hellos;
   std::vector<NodeReach> reach;
+  BundleArchive bundle;  // made once, if some node needs it
   std::atomic<bool> cancelled{false};
   int done[2] = {-1, -1};
   ~Opening() {
@@ -242,12 +218,15 @@ void open_node(Opening& o, size_t i) {
       reach.command_rtt_ms = std::chrono::duration<double, std::milli>(Clock::now() - start).count();
     }
     check_cancelled();
-    std::string muster = ensure_muster_on_node(*link.connection, link.host, o.options.shipping);
-    check_cancelled();
-    link.agent = link.connection->start(fmt::format(
-        "{} agent --heartbeat-timeout {:g}", shell_quote(muster),
-        std::chrono::duration<double>(o.options.heartbeat_timeout).count()));
-    o.hellos[i] = await_hello(link, o.options.hello_timeout, o.cancelled);
+    StartedAgent started = start_agent(
+        *link.connection, link.host, o.options.shipping, o.bundle,
+        fmt::format("agent --heartbeat-timeout {:g}",
+                    std::chrono::duration<double>(o.options.heartbeat_timeout).count()),
+        o.options.hello_timeout, o.cancelled);
+    link.agent = std::move(started.command);
+    link.reader = std::move(started.reader);
+    link.agent_stderr = std::move(started.stderr_text);
+    o.hellos[i] = std::move(started.hello);
     reach.ok = true;
   } catch (const std::exception& e) {
     reach.failure = e.what();

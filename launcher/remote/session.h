@@ -16,7 +16,7 @@
 #include "launcher/remote/agent.h"
 #include "launcher/remote/fanout.h"
 #include "launcher/remote/launch_spec.h"
-#include "launcher/remote/muster_shipping.h"
+#include "launcher/remote/agent_start.h"
 #include "launcher/remote/ssh_transport.h"
 
 namespace muster {

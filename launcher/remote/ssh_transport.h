@@ -81,8 +81,6 @@ class SshConnection {
   virtual ConnectTimings timings() const { return {}; }
   // Starts `command_line` through the remote user's shell.
   virtual std::unique_ptr<RemoteCommand> start(const std::string& command_line) = 0;
-  // Copies `content` to `remote_path` (mode 0755) over SFTP.
-  virtual void upload(const std::string& content, const std::string& remote_path) = 0;
 };
 
 // Opens connections. Implementations may be called from several threads at once.

@@ -167,7 +167,6 @@ class FakeAgentTransport : public SshTransport {
       }
       return std::make_unique<SetupCommand>("path /usr/bin/muster\n");
     }
-    void upload(const std::string&, const std::string&) override {}
 
    private:
     FakeAgentTransport& owner_;

@@ -70,7 +70,6 @@ class FakeSshTransport : public SshTransport {
       owner_.commands.push_back(host_ + ": " + command_line);
       return std::make_unique<Command>(script_);
     }
-    void upload(const std::string&, const std::string&) override {}
 
    private:
     FakeSshTransport& owner_;

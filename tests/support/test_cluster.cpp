@@ -47,11 +47,16 @@ void kill_namespace(const std::string& ns) {
 
 // Namespaces left by a test run that was killed before it could clean up ("mt<pid>-...").
 void remove_leftovers() {
-  for (const auto& ns : namespaces()) {
-    if (ns.rfind("mt", 0) != 0) continue;
-    pid_t owner = pid_t(std::atol(ns.c_str() + 2));
-    if (owner > 0 && owner != getpid() && kill(owner, 0) != 0) kill_namespace(ns);
-  }
+  auto abandoned = [](const std::string& name) {
+    if (name.rfind("mt", 0) != 0) return false;
+    pid_t owner = pid_t(std::atol(name.c_str() + 2));
+    return owner > 0 && owner != getpid() && kill(owner, 0) != 0;
+  };
+  for (const auto& ns : namespaces())
+    if (abandoned(ns)) kill_namespace(ns);
+  std::error_code ignored;
+  for (const auto& entry : std::filesystem::directory_iterator("/run/muster-test", ignored))
+    if (abandoned(entry.path().filename().string())) std::filesystem::remove_all(entry.path(), ignored);
 }
 
 // Clusters alive in this process, so a SIGINT/SIGTERM still removes them.
@@ -136,10 +141,12 @@ void TestCluster::tear_down() {
     if (!h.ns.empty()) kill_namespace(h.ns);
   for (const auto& ns : {head_ns_, lan_ns_})
     if (!ns.empty()) kill_namespace(ns);
+  std::error_code ignored;
+  for (int i = 0; i < int(hosts_.size()); ++i)
+    if (hosts_[size_t(i)].setup.busybox_root) std::filesystem::remove_all(chroot_dir(i), ignored);
   hosts_.clear();
   head_ns_.clear();
   lan_ns_.clear();
-  std::error_code ignored;
   if (!dir_.empty()) std::filesystem::remove_all(dir_, ignored);
   dir_.clear();
 }
@@ -197,8 +204,9 @@ void TestCluster::trust_host_keys(int except) const {
 }
 
 void TestCluster::write_sshd_config(int i) const {
-  std::ofstream(fmt::format("{}/sshd_config{}", dir_, i))
-      << "ListenAddress 0.0.0.0\n"
+  const HostSetup& setup = hosts_[size_t(i)].setup;
+  std::ofstream out(fmt::format("{}/sshd_config{}", dir_, i));
+  out << "ListenAddress 0.0.0.0\n"
       << "Port 22\n"
       << "HostKey " << dir_ << "/host_key" << i << "\n"
       << "PidFile " << dir_ << "/sshd" << i << ".pid\n"
@@ -206,8 +214,70 @@ void TestCluster::write_sshd_config(int i) const {
       << "PermitRootLogin prohibit-password\n"
       << "PasswordAuthentication no\nKbdInteractiveAuthentication no\nUsePAM no\n"
       << "StrictModes no\n"
-      << "Subsystem sftp internal-sftp\n"
       << "LogLevel INFO\n";  // one "Accepted publickey" line per connection
+  if (setup.sftp) out << "Subsystem sftp internal-sftp\n";
+  if (setup.busybox_root) out << "ChrootDirectory " << chroot_dir(i) << "\n";
+}
+
+// sshd insists that every directory on the way to a chroot is root's and writable by no one
+// else, which rules out /tmp.
+std::string TestCluster::chroot_dir(int i) const {
+  return fmt::format("/run/muster-test/{}{}", prefix_, host(i));
+}
+
+void TestCluster::make_busybox_root(int i) const {
+  namespace fs = std::filesystem;
+  const std::string root = chroot_dir(i);
+  fs::remove_all(root);
+  for (const char* d : {"bin", "dev", "proc", "sys", "tmp", "root", "etc"}) fs::create_directories(root + "/" + d);
+  fs::permissions("/run/muster-test", fs::perms(0755));
+  fs::permissions(root + "/tmp", fs::perms(01777));
+  fs::copy_file("/bin/busybox", root + "/bin/busybox");
+  std::istringstream applets(must({"/bin/busybox", "--list"}).out);
+  for (std::string applet; applets >> applet;)
+    if (applet != "busybox") fs::create_symlink("busybox", root + "/bin/" + applet);
+  for (const char* f : {"dev/null", "dev/urandom", "etc/machine-id"}) std::ofstream(root + "/" + f);
+  std::ofstream(root + "/etc/hosts") << "127.0.0.1 localhost\n";
+}
+
+// Commands run in host i's own mount namespace before its sshd starts.
+std::string TestCluster::setup_script(int i) const {
+  const HostSetup& setup = hosts_[size_t(i)].setup;
+  std::string script;
+  for (const auto& lib : setup.hidden_libraries)
+    script += fmt::format(": > {0}/empty && mount --bind {0}/empty /lib/x86_64-linux-gnu/{1} && ", dir_, lib);
+  if (setup.own_cache)
+    script += fmt::format("mkdir -p {0}/cache{1} /root/.cache && mount --bind {0}/cache{1} /root/.cache && ",
+                          dir_, i);
+  if (setup.installed_muster)
+    script += fmt::format("mkdir -p {0}/bin{1} && cp {2} {0}/bin{1}/muster && mount --bind {0}/bin{1} "
+                          "/usr/local/bin && ", dir_, i, MUSTER_BINARY);
+  if (setup.busybox_root) {
+    // The chroot's own /proc shows the machine's real boot id: each host keeps its own.
+    const std::string r = chroot_dir(i);
+    script += fmt::format(
+        "mount -t proc proc {0}/proc && mount --bind /sys {0}/sys && mount --bind /dev/null {0}/dev/null && "
+        "mount --bind /dev/urandom {0}/dev/urandom && mount --bind {1}/machine-id{2} {0}/etc/machine-id && "
+        "mount --bind {1}/boot-id{2} {0}/proc/sys/kernel/random/boot_id && "
+        "sed 's#^root:\\(.*\\):[^:]*$#root:\\1:/bin/sh#' /etc/passwd > {1}/passwd{2} && "
+        "mount --bind {1}/passwd{2} /etc/passwd && ", r, dir_, i);
+  }
+  return script;
+}
+
+void TestCluster::set_up_host(int i, const HostSetup& setup) {
+  stop_sshd(i);
+  hosts_[size_t(i)].setup = setup;
+  if (setup.busybox_root) make_busybox_root(i);
+  write_sshd_config(i);
+  start_sshd(i);
+}
+
+std::string TestCluster::muster_cache(int i) const {
+  const HostSetup& setup = hosts_[size_t(i)].setup;
+  if (setup.busybox_root) return chroot_dir(i) + "/root/.cache/muster";
+  if (setup.own_cache) return fmt::format("{}/cache{}/muster", dir_, i);
+  return "/root/.cache/muster";
 }
 
 void TestCluster::start_sshd(int i) {
@@ -218,8 +288,9 @@ void TestCluster::start_sshd(int i) {
     // hostname, /etc/machine-id and boot id, as on separate machines.
     std::string script = fmt::format(
         "mount --bind {0}/machine-id{1} /etc/machine-id && "
-        "mount --bind {0}/boot-id{1} /proc/sys/kernel/random/boot_id && "
-        "hostname {2} && exec /usr/sbin/sshd -D -e -f {0}/sshd_config{1}", dir_, i, host(i));
+        "mount --bind {0}/boot-id{1} /proc/sys/kernel/random/boot_id && {3}"
+        "hostname {2} && exec /usr/sbin/sshd -D -e -f {0}/sshd_config{1}", dir_, i, host(i),
+        setup_script(i));
     int devnull = open("/dev/null", O_RDWR);
     int log = open(fmt::format("{}/sshd{}.log", dir_, i).c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
     dup2(devnull, 0);

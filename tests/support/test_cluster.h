@@ -25,6 +25,16 @@
 
 namespace muster::testing {
 
+// How a test host differs from a Debian node with muster's libraries installed.
+struct HostSetup {
+  std::vector<std::string> hidden_libraries;  // sonames bind-mounted over with an empty file
+  bool sftp = true;                            // sshd offers the sftp subsystem
+  bool own_cache = false;                      // ~/.cache is the host's own, not the shared one
+  bool busybox_root = false;                   // sessions are chrooted into a directory that
+                                               // holds only a statically linked busybox
+  bool installed_muster = false;               // build/muster on the host's PATH
+};
+
 class TestCluster {
  public:
   // Why this machine cannot host a test cluster (not root, no sshd, no ip), or "".
@@ -61,6 +71,11 @@ class TestCluster {
   // How many SSH connections host i's sshd has accepted (authenticated) so far.
   int accepted_connections(int i) const;
 
+  // Restarts host i's sshd as `setup` says (HostSetup{} undoes it).
+  void set_up_host(int i, const HostSetup& setup);
+  // Where host i's ~/.cache/muster is, seen from outside the host.
+  std::string muster_cache(int i) const;
+
   void stop_sshd(int i);
   // Freezes (SIGSTOP) or thaws (SIGCONT) host i's sshd: it accepts TCP but never answers.
   void freeze_sshd(int i, bool frozen);
@@ -76,6 +91,7 @@ class TestCluster {
   struct Host {
     std::string ns;
     pid_t sshd = -1;
+    HostSetup setup;
   };
 
  private:
@@ -83,6 +99,9 @@ class TestCluster {
   void make_keys();
   void write_sshd_config(int i) const;
   void wait_for_sshd(int i) const;
+  std::string chroot_dir(int i) const;
+  void make_busybox_root(int i) const;
+  std::string setup_script(int i) const;
 
   std::string prefix_;   // namespace names start with it
   std::string subnet_;   // "10.N.M"

@@ -1,0 +1,49 @@
+// This muster process: its build's identity, how it was started (directly, or from a
+// self-contained bundle through the bundle's own dynamic loader), how to start it again on
+// this node (for probe ranks), and the node's environment without what muster added for
+// itself, which is what ranks inherit.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "launcher/cluster/environment.h"
+
+namespace muster {
+
+// The environment variable the bundle's start command sets to the bundle's directory.
+inline constexpr const char* kBundleVariable = "MUSTER_BUNDLE";
+
+// Called first thing in main: notes whether muster runs from a bundle (and takes
+// kBundleVariable out of the environment, so that nothing of it reaches the ranks), and
+// points hwloc at the bundle's plugins.
+void note_how_muster_started();
+
+// Started from a bundle, muster's command line is the bundle's loader and its options; this
+// rewrites it in place to "muster ARGS..." (as ps shows it), the way daemons set their
+// titles. Call once the arguments have been parsed: argv's strings are overwritten.
+void show_as_muster(int argc, char** argv);
+
+// The ELF build id of this muster (lower-case hex): the bundle is cached by it. Read from
+// the running program's notes, not from its file.
+const std::string& muster_build_id();
+
+// The bundle directory this muster runs from, if it runs from one.
+const std::optional<std::string>& muster_bundle_dir();
+
+// The file to execute, the arguments before muster's own and the environment entries that
+// start this very muster again on this node: the bundle's loader and library path, or
+// /proc/self/exe (the running binary even when its file has since been replaced).
+struct SelfCommand {
+  std::string program;
+  std::vector<std::string> argv;  // starts with "muster", what ps shows
+  std::vector<std::pair<std::string, std::string>> env;
+};
+SelfCommand self_command();
+
+// The environment muster was started with, less what it set for itself: what a rank on
+// this node inherits.
+Environment node_environment();
+
+}  // namespace muster

@@ -1,0 +1,234 @@
+#include "launcher/remote/agent_start.h"
+
+#include <chrono>
+#include <sstream>
+
+#include <fmt/format.h>
+
+#include "launcher/error.h"
+#include "launcher/local/self.h"
+#include "launcher/remote/bundle.h"
+#include "launcher/remote/shell_quote.h"
+
+namespace muster {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// What the start command prints when the node has no bundle of this build (stdout), and how
+// it started the agent (stderr, before exec).
+constexpr std::string_view kNoBundle = "MUSTER-NO-BUNDLE";
+constexpr std::string_view kStartedAs = "MUSTER-START ";
+constexpr std::string_view kShipped = "MUSTER-SHIPPED";
+
+// Where bundles are looked for on a node, the first writable one being where muster ships.
+constexpr const char* kBundleDirs = "\"$HOME/.cache/muster\" /usr/local/lib/muster /usr/lib/muster";
+
+// Unpacks the archive from stdin into a fresh directory, runs the muster in it once (which
+// proves the loader, the libraries and the binary all work on this node, and that it is
+// this build), then makes it visible under the build id with an atomic symlink. Another
+// head shipping at the same time loses the race harmlessly: its copy is the same bytes.
+std::string ship_command(bool replace) {
+  const std::string id = shell_quote(muster_build_id());
+  std::string script =
+      "set -e; umask 022; id=" + id + "; c=\"$HOME/.cache/muster\"; t=\"$c/.$id.$$\"; "
+      "mkdir -p \"$c\"; rm -rf \"$t\"; mkdir \"$t\"; "
+      "tar -xzf - -C \"$t\"; "
+      "if ! v=$(\"$t/ld.so\" --library-path \"$t/lib\" \"$t/muster\" --version 2>&1); then "
+      "echo \"the shipped bundle does not run on this node: $v\" >&2; rm -rf \"$t\"; exit 4; fi; "
+      "case \"$v\" in *\"$id\"*) ;; *) echo \"the shipped bundle says it is another build: $v\" >&2; "
+      "rm -rf \"$t\"; exit 4;; esac; "
+      ": > \"$t/complete\"; ";
+  // A bundle that failed to start, or a directory left without its completion mark, makes
+  // way; the symlink then points at the fresh copy.
+  script += replace ? "if true; then "
+                    : "if { [ -e \"$c/$id\" ] || [ -L \"$c/$id\" ]; } && [ ! -f \"$c/$id/complete\" ]; then ";
+  script += "mv \"$c/$id\" \"$c/.$id.old.$$\" 2>/dev/null && rm -rf \"$c/.$id.old.$$\" || true; fi; "
+            "ln -sn \".$id.$$\" \"$c/$id\" 2>/dev/null || rm -rf \"$t\"; "
+            "echo " + std::string(kShipped);
+  return "sh -c " + shell_quote(script);
+}
+
+// How an attempt to start the agent ended.
+struct Attempt {
+  enum class Outcome { Hello, NoBundle, Failed } outcome = Outcome::Failed;
+  StartedAgent agent;
+  std::string started_as;  // "bundle DIR" or "installed PATH", as the node said; "" if unknown
+  int exit_status = -1;
+};
+
+// The node's stderr without muster's own markers, first lines only.
+std::string node_words(const std::string& stderr_text) {
+  std::istringstream in(stderr_text);
+  std::string line, words;
+  int kept = 0;
+  while (std::getline(in, line) && kept < 4) {
+    if (line.rfind(kStartedAs, 0) == 0 || line.empty()) continue;
+    words += (words.empty() ? "" : " / ") + line;
+    ++kept;
+  }
+  return words;
+}
+
+std::string started_as(const std::string& stderr_text) {
+  auto at = stderr_text.find(kStartedAs);
+  if (at == std::string::npos) return "";
+  auto end = stderr_text.find('\n', at);
+  return stderr_text.substr(at + kStartedAs.size(),
+                            end == std::string::npos ? std::string::npos : end - at - kStartedAs.size());
+}
+
+Attempt attempt_start(SshConnection& connection, const std::string& host, Shipping shipping,
+                      const std::string& agent_args, std::chrono::milliseconds limit,
+                      const std::atomic<bool>& cancelled) {
+  Attempt a;
+  a.agent.command = connection.start(agent_start_command(shipping, agent_args));
+  const auto deadline = Clock::now() + limit;
+  std::string head;  // stdout until it is known to be frames, not the no-bundle line
+  bool frames = false;
+  for (;;) {
+    if (cancelled.load()) throw SshError(SshFailure::Connection, host, "called off");
+    std::string out;
+    const bool open = a.agent.command->read(out, a.agent.stderr_text, std::chrono::milliseconds(100));
+    if (frames) {
+      a.agent.reader.feed(out);
+    } else {
+      head += out;
+      const size_t n = std::min(head.size(), kNoBundle.size());
+      if (head.compare(0, n, kNoBundle, 0, n) != 0 || (head.size() >= kNoBundle.size() && head[0] != 'M')) {
+        frames = true;
+        a.agent.reader.feed(head);
+      } else if (head.size() >= kNoBundle.size() && (head.find('\n') != std::string::npos || !open)) {
+        a.outcome = Attempt::Outcome::NoBundle;
+        return a;
+      }
+    }
+    while (auto frame = a.agent.reader.next()) {
+      if (frame->kind == FrameKind::Hello) {
+        a.agent.hello = node_hello_from_json(frame->payload);
+        a.outcome = Attempt::Outcome::Hello;
+        return a;
+      }
+      if (frame->kind == FrameKind::Fail)
+        throw SshError(SshFailure::RemoteCommand, host, "the agent failed: " + frame->payload);
+    }
+    if (!open) {
+      a.started_as = started_as(a.agent.stderr_text);
+      a.exit_status = a.agent.command->exit_status();
+      return a;
+    }
+    if (Clock::now() > deadline)
+      throw SshError(SshFailure::Timeout, host,
+                     fmt::format("the agent did not say hello within {} s{}",
+                                 std::chrono::duration_cast<std::chrono::seconds>(limit).count(),
+                                 a.agent.stderr_text.empty() ? "" : ": " + node_words(a.agent.stderr_text)));
+  }
+}
+
+// Sends the bundle through the command's stdin; throws SshError with the node's words.
+void ship(SshConnection& connection, const std::string& host, BundleArchive& bundle, bool replace) {
+  const std::string& archive = bundle.get();
+  auto command = connection.start(ship_command(replace));
+  std::string out, err;
+  try {
+    command->write(archive);
+  } catch (const SshError&) {
+    // The node stopped reading (no tar, a full disk): its own words below say why.
+  }
+  command->close_stdin();
+  const auto deadline = Clock::now() + std::chrono::minutes(5);
+  while (command->read(out, err, std::chrono::milliseconds(200)))
+    if (Clock::now() > deadline)
+      throw SshError(SshFailure::Timeout, host, "shipping muster's bundle did not finish within 5 minutes");
+  const int status = command->exit_status();
+  if (status == 0 && out.find(kShipped) != std::string::npos) return;
+  throw SshError(SshFailure::RemoteCommand, host,
+                 fmt::format("could not ship muster's bundle to the node (exit status {}): {}; the "
+                             "node needs a POSIX shell with tar and gzip (busybox's will do) and a "
+                             "writable ~/.cache", status,
+                             err.empty() ? std::string("no message") : node_words(err)));
+}
+
+// What to tell the user when the agent did not start, by how it was started.
+std::string start_failure(const Attempt& a, Shipping shipping, bool shipped_fresh) {
+  const std::string status = a.exit_status >= 0 ? fmt::format("exit status {}", a.exit_status)
+                                                : std::string("no exit status: the connection dropped");
+  const std::string words = node_words(a.agent.stderr_text);
+  std::string advice;
+  if (a.started_as.rfind("installed ", 0) == 0)
+    advice = "install muster's libraries there (or a muster built for that node), or let muster "
+             "ship its self-contained bundle (drop --no-ship)";
+  else if (shipped_fresh)
+    advice = "it was shipped fresh and still does not start: the bundle needs x86-64 Linux (kernel "
+             "3.2 or newer) and a home directory that is not mounted noexec";
+  else if (shipping == Shipping::Forbidden)
+    advice = "the bundle there may be damaged: write it again with 'muster bundle DIR', or let "
+             "muster ship a fresh one (drop --no-ship)";
+  else
+    advice = "the node's shell could not run muster's start command";
+  return fmt::format("muster could not start there ({}{}){}; {}", status,
+                     a.started_as.empty() ? "" : ", started as " + a.started_as,
+                     words.empty() ? "" : ": " + words, advice);
+}
+
+}  // namespace
+
+const std::string& BundleArchive::get() {
+  std::call_once(once_, [this] {
+    try {
+      archive_ = bundle_archive(bundle_files());
+    } catch (const std::exception& e) {
+      error_ = e.what();
+    }
+  });
+  if (!error_.empty()) throw Error(ErrorKind::Runtime, error_);
+  return archive_;
+}
+
+std::string agent_start_command(Shipping shipping, const std::string& agent_args) {
+  std::string script =
+      "id=" + shell_quote(muster_build_id()) + "; for d in " + kBundleDirs + "; do b=\"$d/$id\"; "
+      "if [ -f \"$b/complete\" ]; then echo \"" + std::string(kStartedAs) + "bundle $b\" >&2; "
+      "export " + kBundleVariable + "=\"$b\"; "
+      "exec \"$b/ld.so\" --library-path \"$b/lib\" --argv0 muster \"$b/muster\" " + agent_args + "; fi; done; ";
+  if (shipping == Shipping::Forbidden)
+    script += "if m=$(command -v muster 2>/dev/null); then echo \"" + std::string(kStartedAs) +
+              "installed $m\" >&2; exec \"$m\" " + agent_args + "; fi; ";
+  script += "echo " + std::string(kNoBundle) + "; exit 3";
+  return "sh -c " + shell_quote(script);
+}
+
+StartedAgent start_agent(SshConnection& connection, const std::string& host, Shipping shipping,
+                         BundleArchive& bundle, const std::string& agent_args,
+                         std::chrono::milliseconds hello_limit, const std::atomic<bool>& cancelled) {
+  Attempt a = attempt_start(connection, host, shipping, agent_args, hello_limit, cancelled);
+  bool shipped = false;
+  if (a.outcome == Attempt::Outcome::NoBundle) {
+    if (shipping == Shipping::Forbidden)
+      throw SshError(SshFailure::RemoteCommand, host,
+                     fmt::format("no muster bundle of this build ({}) in ~/.cache/muster, "
+                                 "/usr/local/lib/muster or /usr/lib/muster, and no muster on the "
+                                 "node's PATH; write one with 'muster bundle DIR' and copy it "
+                                 "there, or let muster ship it (drop --no-ship)", muster_build_id()));
+    ship(connection, host, bundle, false);
+    shipped = true;
+    a = attempt_start(connection, host, shipping, agent_args, hello_limit, cancelled);
+  }
+  // A bundle in the cache that does not start is damaged (a disk error, a half-copied file):
+  // it is replaced once with a fresh one.
+  if (a.outcome == Attempt::Outcome::Failed && shipping == Shipping::Allowed && !shipped &&
+      a.started_as.find("/.cache/muster/") != std::string::npos) {
+    ship(connection, host, bundle, true);
+    shipped = true;
+    a = attempt_start(connection, host, shipping, agent_args, hello_limit, cancelled);
+  }
+  if (a.outcome != Attempt::Outcome::Hello)
+    throw SshError(SshFailure::RemoteCommand, host,
+                   a.outcome == Attempt::Outcome::NoBundle
+                       ? std::string("the shipped bundle could not be found right after shipping it")
+                       : start_failure(a, shipping, shipped));
+  a.agent.shipped = shipped;
+  return std::move(a.agent);
+}
+
+}  // namespace muster

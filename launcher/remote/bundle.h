@@ -1,0 +1,40 @@
+// The self-contained bundle muster ships to a node: the muster binary, every shared object
+// it loads (found from the running process and the libraries' own DT_NEEDED lists, nothing
+// guessed), glibc's dynamic loader, and the hwloc plugins its discovery needs. On the node
+// it starts through the bundled loader with an explicit library path, so that neither the
+// node's libraries nor its loader are used: a node needs only an x86-64 Linux kernel and sshd.
+//
+// Layout, in a directory named by the build id:
+//   ld.so            glibc's dynamic loader
+//   muster           this build (stripped)
+//   lib/SONAME       every library muster loads, under the name the loader asks for
+//   hwloc/*.so       hwloc's PCI plugin (HWLOC_PLUGINS_PATH points here)
+//   build-id         the build id, for a person looking at the directory
+//   complete         written last, once the bundle was verified on the node
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace muster {
+
+struct BundleFile {
+  std::string name;    // path inside the bundle: "ld.so", "lib/libc.so.6", ...
+  std::string source;  // where this process loaded it from
+};
+
+// What the bundle of this muster holds, from the running process. Throws Error(Runtime)
+// when a library muster needs cannot be found.
+std::vector<BundleFile> bundle_files();
+
+// The bundle as a gzip-compressed tar archive (POSIX ustar), as `tar -xzf -` unpacks it.
+std::string bundle_archive(const std::vector<BundleFile>& files);
+
+// `muster bundle DIR`: writes the bundle unpacked to DIR/<build id>/ (complete marker
+// included) and returns that directory. Throws Error(Runtime) naming what failed.
+std::string write_bundle(const std::string& dir);
+
+// The DT_NEEDED entries of an ELF shared object or executable held in `elf`.
+std::vector<std::string> needed_libraries(const std::string& elf);
+
+}  // namespace muster
