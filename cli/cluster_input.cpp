@@ -20,7 +20,8 @@ void add_cluster_input_options(CLI::App& app, ClusterInput& input, RankFlags ran
   if (ranks == RankFlags::Omitted) return;
   app.add_option("-n,--np", input.ranks,
                  "number of ranks (default: every slot; alone: N ranks on this machine)")
-      ->check(at_least(1));
+      ->check(at_least(1))
+      ->check(at_most(kMaxRanks));
   static const std::map<std::string, MapBy> kMapBy = {{"slot", MapBy::Slot}, {"node", MapBy::Node}};
   add_choice(app, "--map-by", input.map_by, kMapBy,
              "slot: fill each node in turn; node: round-robin over nodes");

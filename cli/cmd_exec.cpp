@@ -33,7 +33,9 @@ namespace {
 void print_folded(const std::vector<NodeExecResult>& results) {
   std::map<std::string, std::vector<std::string>> hosts_by_output;
   for (const auto& r : results)
-    if (!r.failure) hosts_by_output[r.out + r.err].push_back(r.host);
+    if (!r.failure)
+      hosts_by_output[r.out + r.err + (r.cut ? fmt::format("\n[output cut at {} MiB]\n", kMaxKeptOutput >> 20) : "")]
+          .push_back(r.host);
   for (const auto& [text, hosts] : hosts_by_output) {
     std::string title = fmt::format("{} ({})", fold_hostlist(hosts), hosts.size());
     std::string rule(std::max<size_t>(15, title.size()), '-');

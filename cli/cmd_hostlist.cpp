@@ -30,8 +30,9 @@ CommandAction setup_hostlist(CLI::App& app) {
   app.footer("Without -f or -c, prints the names one per word, as nodeset -e does.");
   return [options]() {
     std::vector<std::string> names;
+    HostBudget budget;  // the limit holds for all the arguments together
     for (const auto& list : options->lists)
-      for (auto& name : expand_hostlist(list)) names.push_back(std::move(name));
+      for (auto& name : expand_hostlist(list, &budget)) names.push_back(std::move(name));
     if (options->fold) {
       print_out(fold_hostlist(names) + "\n");
     } else {

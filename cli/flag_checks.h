@@ -24,10 +24,24 @@ inline CLI::Validator at_least(double min, bool strictly = false) {
           return fmt::format("'{}' is not a number", text);
         }
         if (strictly ? value > min : value >= min) return "";
-        return fmt::format("{} is too small: it must be {} {:g}", text,
+        return fmt::format("{} is too small: it must be {} {:.15g}", text,
                            strictly ? "more than" : "at least", min);
       },
       fmt::format("NUMBER {} {:g}", strictly ? ">" : ">=", min));
+}
+
+// The flag's value must be a number no larger than `max`.
+inline CLI::Validator at_most(double max) {
+  return CLI::Validator(
+      [max](std::string& text) -> std::string {
+        try {
+          if (std::stod(text) <= max) return "";
+        } catch (const std::exception&) {
+          return fmt::format("'{}' is not a number", text);
+        }
+        return fmt::format("{} is too large: it must be at most {:.15g}", text, max);
+      },
+      fmt::format("NUMBER <= {:.15g}", max));
 }
 
 // The flag's value must be a number above zero.

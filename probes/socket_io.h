@@ -6,8 +6,6 @@
 
 #include <cerrno>
 #include <cstddef>
-#include <functional>
-#include <thread>
 
 namespace muster {
 
@@ -36,26 +34,5 @@ inline bool write_exact(int fd, const void* data, size_t size) {
   }
   return true;
 }
-
-// Accepts connections on a TCP port of every address on a thread of its own, handing each
-// to `serve` on a detached thread, until destroyed.
-class TcpListener {
- public:
-  // Listens on `port` (0: one the kernel picks). Throws Error(Runtime) naming `what`.
-  TcpListener(int port, const char* what);
-  ~TcpListener();
-  TcpListener(const TcpListener&) = delete;
-  TcpListener& operator=(const TcpListener&) = delete;
-
-  int port() const { return port_; }
-  // Starts accepting; call once.
-  void serve(std::function<void(int fd)> on_connection);
-
- private:
-  int listen_fd_ = -1;
-  int port_ = 0;
-  int wake_[2] = {-1, -1};
-  std::thread thread_;
-};
 
 }  // namespace muster

@@ -27,36 +27,39 @@ using Clock = std::chrono::steady_clock;
 constexpr char kEcho = 'e';
 constexpr char kBulk = 'b';
 
-// One probe connection: echo until EOF, or count a bulk stream and report the count.
-void serve_connection(int fd) {
-  int yes = 1;
-  setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &yes, sizeof yes);
-  timeval limit{30, 0};  // a half-open probe must not hold the thread forever
-  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &limit, sizeof limit);
-  char mode = 0;
-  if (read_exact(fd, &mode, 1)) {
-    if (mode == kEcho) {
-      char byte;
-      while (read_exact(fd, &byte, 1) && write_exact(fd, &byte, 1)) {}
-    } else if (mode == kBulk) {
-      std::vector<char> buffer(1 << 16);
-      std::uint64_t total = 0;
-      auto start = Clock::now();
-      ssize_t n;
-      while ((n = read(fd, buffer.data(), buffer.size())) > 0) total += std::uint64_t(n);
-      double seconds = std::chrono::duration<double>(Clock::now() - start).count();
-      double gbps = seconds > 0 ? double(total) * 8 / seconds / 1e9 : 0;
-      write_exact(fd, &gbps, sizeof gbps);
-    }
-  }
-  close(fd);
-}
-
 }  // namespace
 
-// The schedule puts a node in one measurement at a time; a thread per connection keeps a
-// stuck peer from blocking the next one.
-ProbeServer::ProbeServer() : listener_(0, "probes") { listener_.serve(serve_connection); }
+bool ProbeProtocol::serve(long id, std::string& in, Replies& replies) {
+  Stream& stream = streams_[id];
+  if (stream.mode == 0) {
+    stream.mode = in[0];
+    in.erase(0, 1);
+    if (stream.mode != kEcho && stream.mode != kBulk) return false;
+  }
+  if (stream.mode == kEcho) {
+    if (!in.empty()) replies.emplace_back(id, std::move(in));
+  } else {
+    if (stream.bytes == 0) stream.first = JobServer::Clock::now();
+    stream.bytes += in.size();
+  }
+  in.clear();
+  return true;
+}
+
+void ProbeProtocol::end_of_input(long id, Replies& replies) {
+  auto it = streams_.find(id);
+  if (it == streams_.end() || it->second.mode != kBulk) return;
+  const double seconds = std::chrono::duration<double>(JobServer::Clock::now() - it->second.first).count();
+  const double gbps = seconds > 0 ? double(it->second.bytes) * 8 / seconds / 1e9 : 0;
+  replies.emplace_back(id, std::string(reinterpret_cast<const char*>(&gbps), sizeof gbps));
+}
+
+// The schedule puts a node in one measurement at a time: a few connections at once are
+// plenty, and bulk streams need room in the buffer.
+ProbeServer::ProbeServer(const std::string& secret)
+    : server_("", 0, secret, kProbePurpose, protocol_,
+              JobServer::Limits{64, 32, std::chrono::seconds(3), std::chrono::seconds(30), size_t(1) << 20},
+              "probes") {}
 
 RttStats summarize_rtt(std::vector<double> samples_us) {
   RttStats s;
@@ -71,8 +74,8 @@ RttStats summarize_rtt(std::vector<double> samples_us) {
   return s;
 }
 
-ProbeResult probe_peer(const std::string& address, int port, int round_trips,
-                       std::chrono::milliseconds timeout,
+ProbeResult probe_peer(const std::string& address, int port, const std::string& secret,
+                       int round_trips, std::chrono::milliseconds timeout,
                        std::optional<std::chrono::milliseconds> bulk) {
   ProbeResult result;
   // Connects `fd`; on failure closes it, sets `error` and returns false.
@@ -115,8 +118,10 @@ ProbeResult probe_peer(const std::string& address, int port, int round_trips,
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &yes, sizeof yes);
     timeval limit{long(timeout.count() / 1000), long(timeout.count() % 1000) * 1000};
     setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &limit, sizeof limit);
-    ok = true;
-    return true;
+    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &limit, sizeof limit);
+    error = prove_secret(fd, secret, kProbePurpose, timeout);
+    ok = error.empty();
+    return ok;
   };
 
   int fd = -1;

@@ -2,27 +2,49 @@
 // that other nodes point at it.
 #pragma once
 
-#include <atomic>
 #include <chrono>
+#include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
-#include <thread>
 #include <vector>
 
-#include "probes/socket_io.h"
+#include "probes/job_server.h"
 
 namespace muster {
 
-// Answers probes on an ephemeral TCP port on every address: echoes bytes back for RTT
-// probes, swallows a bulk stream for bandwidth probes. Runs until destroyed.
-class ProbeServer {
+// The probe protocol, on its own so that it can be tested and fuzzed without sockets: the
+// first byte picks the mode; 'e' echoes every byte back (RTT probes), 'b' swallows a bulk
+// stream until the client shuts its side and answers the Gbit/s it counted (a double).
+class ProbeProtocol : public JobServer::Protocol {
  public:
-  ProbeServer();
-  int port() const { return listener_.port(); }
+  bool serve(long id, std::string& in, Replies& replies) override;
+  void end_of_input(long id, Replies& replies) override;
+  void closed(long id) override { streams_.erase(id); }
 
  private:
-  TcpListener listener_;
+  struct Stream {
+    char mode = 0;
+    std::uint64_t bytes = 0;
+    JobServer::Clock::time_point first{};
+  };
+  std::map<long, Stream> streams_;
 };
+
+// Answers probes on an ephemeral TCP port on every address (it must: every address of the
+// node is measured), from clients that hold `secret`. Runs until destroyed.
+class ProbeServer {
+ public:
+  explicit ProbeServer(const std::string& secret);
+  int port() const { return server_.port(); }
+
+ private:
+  ProbeProtocol protocol_;
+  JobServer server_;
+};
+
+// The purpose string of the probe server's handshake.
+inline constexpr const char* kProbePurpose = "muster probe v1";
 
 // min / median / p99 of round-trip samples, in microseconds.
 struct RttStats {
@@ -40,11 +62,11 @@ struct ProbeResult {
   std::optional<double> gbps;        // bulk TCP throughput, when asked for
 };
 
-// Connects to address:port (bounded by `timeout`), then times `round_trips` one-byte
-// round trips with TCP_NODELAY; with `bulk` set, also streams data for that long and
-// reports Gbit/s as the receiver counted it.
-ProbeResult probe_peer(const std::string& address, int port, int round_trips,
-                       std::chrono::milliseconds timeout,
+// Connects to address:port and proves `secret` (bounded by `timeout`), then times
+// `round_trips` one-byte round trips with TCP_NODELAY; with `bulk` set, also streams data
+// for that long and reports Gbit/s as the receiver counted it.
+ProbeResult probe_peer(const std::string& address, int port, const std::string& secret,
+                       int round_trips, std::chrono::milliseconds timeout,
                        std::optional<std::chrono::milliseconds> bulk);
 
 }  // namespace muster

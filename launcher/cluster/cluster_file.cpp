@@ -1,6 +1,8 @@
 #include "launcher/cluster/cluster_file.h"
 
 #include <algorithm>
+#include <cmath>
+#include <cstdlib>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
@@ -132,7 +134,13 @@ class ClusterFileReader {
   std::optional<double> read_number(const YAML::Node& node, const std::string& what) {
     if (node.IsScalar()) {
       static const std::regex number("[+]?([0-9]+\\.?[0-9]*|\\.[0-9]+)([eE][+-]?[0-9]+)?");
-      if (std::regex_match(node.Scalar(), number)) return std::stod(node.Scalar());
+      if (std::regex_match(node.Scalar(), number)) {
+        // strtod saturates to infinity where stod would throw: 1e999 is reported, not fatal.
+        const double value = std::strtod(node.Scalar().c_str(), nullptr);
+        if (std::isfinite(value) && value <= 1e12) return value;
+        diag_.add(at(node), fmt::format("{} must be a number below 1e12, not {}", what, describe(node)));
+        return std::nullopt;
+      }
     }
     diag_.add(at(node), fmt::format("{} must be a number of zero or more, not {}", what,
                                     describe(node)));
@@ -150,8 +158,12 @@ class ClusterFileReader {
     if (node.IsScalar() && node.Scalar() == "auto") return {};
     if (node.IsScalar()) {
       static const std::regex integer("[+-]?[0-9]{1,9}");
-      if (std::regex_match(node.Scalar(), integer) && std::stol(node.Scalar()) >= 1)
-        return {int(std::stol(node.Scalar()))};
+      if (std::regex_match(node.Scalar(), integer) && std::stol(node.Scalar()) >= 1) {
+        if (std::stol(node.Scalar()) <= kMaxSlotsPerNode) return {int(std::stol(node.Scalar()))};
+        diag_.add(at(node), fmt::format("{} must be at most {} (muster's limit per node), not {}",
+                                        what, kMaxSlotsPerNode, describe(node)));
+        return {};
+      }
     }
     diag_.add(at(node), fmt::format("{} must be 'auto' or a whole number of at least 1, "
                                     "not {}", what, describe(node)));
@@ -248,11 +260,13 @@ class ClusterFileReader {
     return checks;
   }
 
-  std::vector<std::string> read_hostlist(const YAML::Node& node, const std::string& what) {
+  // Host names count against the file's one budget; addresses name the same machines.
+  std::vector<std::string> read_hostlist(const YAML::Node& node, const std::string& what,
+                                         HostBudget* budget) {
     std::string text;
     if (!read_string(node, what, text)) return {};
     try {
-      return expand_hostlist(text);
+      return expand_hostlist(text, budget);
     } catch (const Error& e) {
       diag_.add(at(node), e.what());
       return {};
@@ -288,10 +302,11 @@ class ClusterFileReader {
         diag_.add(at(entry), "a node entry must be a host name or a mapping with 'host:'");
         continue;
       }
-      std::vector<std::string> hosts = read_hostlist(*host_node, "host");
+      std::vector<std::string> hosts = read_hostlist(*host_node, "host", &hosts_named_);
       std::vector<std::string> addresses = hosts;
       if (address_node) {
-        addresses = read_hostlist(*address_node, "address");
+        HostBudget addresses_budget;
+        addresses = read_hostlist(*address_node, "address", &addresses_budget);
         if (!addresses.empty() && addresses.size() != hosts.size()) {
           diag_.add(at(*address_node),
                     fmt::format("'address' names {} addresses for {} hosts; give one address "
@@ -318,6 +333,7 @@ class ClusterFileReader {
 
   std::string source_;
   Diagnostics& diag_;
+  HostBudget hosts_named_;  // across every node entry of the file
 };
 
 }  // namespace

@@ -29,6 +29,11 @@ struct SshOptions {
   SshOptions merged_over(const SshOptions& defaults) const;
 };
 
+// The most ranks one node may run, and one job may have: far beyond any machine and any
+// job muster has met, but bounded, so that no count from an input can overflow.
+inline constexpr int kMaxSlotsPerNode = 1024;
+inline constexpr int kMaxRanks = 1 << 20;
+
 // Ranks per node: a fixed number, or "auto" (the node's GPU count, 1 without GPUs).
 struct SlotCount {
   std::optional<int> fixed;  // unset means auto

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <charconv>
+#include <climits>
 #include <cstring>
 #include <fstream>
 #include <map>
@@ -18,11 +19,19 @@
 namespace muster {
 namespace {
 
-std::optional<int> parse_slot_number(std::string_view text) {
-  int value = 0;
+std::optional<long> parse_slot_number(std::string_view text) {
+  long value = 0;
   auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (ec == std::errc::result_out_of_range) return LONG_MAX;  // reported as too many below
   if (ec != std::errc() || end != text.data() + text.size() || value < 1) return std::nullopt;
   return value;
+}
+
+// "" when `n` slots are allowed; else why not.
+std::string too_many_slots(long n) {
+  return n > kMaxSlotsPerNode
+             ? fmt::format("at most {} slots per node (muster's limit)", kMaxSlotsPerNode)
+             : "";
 }
 
 // Adds each host of `hosts` as a node, reporting a host named twice.
@@ -48,6 +57,7 @@ ClusterSpec parse_hostfile(std::string_view text, const std::string& source) {
   spec.source = source;
   Diagnostics diag;
   std::map<std::string, SourceLocation> seen;
+  HostBudget budget;  // across every line
   std::istringstream lines{std::string(text)};
   std::string line;
   for (int number = 1; std::getline(lines, line); ++number) {
@@ -71,8 +81,12 @@ ClusterSpec parse_hostfile(std::string_view text, const std::string& source) {
       std::string key = word.substr(0, eq);
       std::string value = eq == std::string::npos ? "" : word.substr(eq + 1);
       if (key == "slots") {
-        if (auto n = parse_slot_number(value)) {
-          slots.fixed = n;
+        auto n = parse_slot_number(value);
+        if (n && !too_many_slots(*n).empty()) {
+          diag.add(word_at, fmt::format("slots={}: {}", value, too_many_slots(*n)));
+          ok = false;
+        } else if (n) {
+          slots.fixed = int(*n);
         } else {
           diag.add(word_at, fmt::format("slots must be a whole number of at least 1, not '{}'",
                                         value));
@@ -95,7 +109,7 @@ ClusterSpec parse_hostfile(std::string_view text, const std::string& source) {
     }
     if (!ok) continue;
     try {
-      add_nodes(spec, expand_hostlist(words[0].first), slots, where, seen, diag);
+      add_nodes(spec, expand_hostlist(words[0].first, &budget), slots, where, seen, diag);
     } catch (const Error& e) {
       diag.add(where, e.what());
     }
@@ -115,21 +129,27 @@ ClusterSpec parse_host_option(std::string_view text) {
   spec.source = "-H";
   Diagnostics diag;
   std::map<std::string, SourceLocation> seen;
+  HostBudget budget;  // across every part of -H
   SourceLocation where{fmt::format("-H '{}'", text), 0, 0};
   for (const std::string& part : split_outside_brackets(text, ',')) {
     std::string hosts = part;
     SlotCount slots;
     if (auto colon = part.rfind(':'); colon != std::string::npos && part.find(']', colon) == std::string::npos) {
       hosts = part.substr(0, colon);
-      slots.fixed = parse_slot_number(std::string_view(part).substr(colon + 1));
-      if (!slots.fixed) {
+      auto n = parse_slot_number(std::string_view(part).substr(colon + 1));
+      if (!n) {
         diag.add(where, fmt::format("'{}': the slot count after ':' must be a whole number of "
                                     "at least 1", part));
         continue;
       }
+      if (!too_many_slots(*n).empty()) {
+        diag.add(where, fmt::format("'{}': {}", part, too_many_slots(*n)));
+        continue;
+      }
+      slots.fixed = int(*n);
     }
     try {
-      add_nodes(spec, expand_hostlist(hosts), slots, where, seen, diag);
+      add_nodes(spec, expand_hostlist(hosts, &budget), slots, where, seen, diag);
     } catch (const Error& e) {
       diag.add(where, e.what());
     }

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cstdint>
 #include <map>
 #include <optional>
 #include <set>
@@ -15,7 +16,10 @@ namespace muster {
 namespace {
 
 [[noreturn]] void reject(std::string_view text, std::string_view problem) {
-  throw Error(ErrorKind::Config, fmt::format("host list '{}': {}", text, problem));
+  // A pasted or generated list can be kilobytes long: quote its start, enough to find it.
+  const bool long_text = text.size() > 120;
+  throw Error(ErrorKind::Config, fmt::format("host list '{}{}': {}", text.substr(0, 100),
+                                             long_text ? "..." : "", problem));
 }
 
 // One number of a host name as written: its value and the digits' width. Widths matter
@@ -87,9 +91,20 @@ std::vector<RangeItem> parse_ranges(std::string_view whole, std::string_view ins
   return items;
 }
 
+// Products and sums that stop at a ceiling instead of wrapping around: a crafted list of
+// ranges must not multiply out to zero and slip under the limit.
+size_t saturating_add(size_t a, size_t b) {
+  size_t sum;
+  return __builtin_add_overflow(a, b, &sum) ? SIZE_MAX : sum;
+}
+size_t saturating_mul(size_t a, size_t b) {
+  size_t product;
+  return __builtin_mul_overflow(a, b, &product) ? SIZE_MAX : product;
+}
+
 size_t range_count(const std::vector<RangeItem>& items) {
   size_t n = 0;
-  for (const auto& r : items) n += size_t((r.last - r.first) / r.step + 1);
+  for (const auto& r : items) n = saturating_add(n, size_t((r.last - r.first) / r.step) + 1);
   return n;
 }
 
@@ -321,7 +336,16 @@ std::vector<std::string> split_outside_brackets(std::string_view text, char sepa
   return out;
 }
 
-std::vector<std::string> expand_hostlist(std::string_view text) {
+void HostBudget::spend(std::size_t n, std::string_view text) {
+  used_ = saturating_add(used_, n);
+  if (used_ > kMaxHostListSize)
+    reject(text, fmt::format("names more than {} hosts{}; check the ranges", kMaxHostListSize,
+                             used_ > n ? " together with the lists before it" : ""));
+}
+
+std::vector<std::string> expand_hostlist(std::string_view text, HostBudget* budget) {
+  HostBudget own;
+  HostBudget& spent = budget ? *budget : own;
   std::vector<Element> elements;
   size_t total = 0;
   for (const std::string& element : split_outside_brackets(text, ',')) {
@@ -332,13 +356,9 @@ std::vector<std::string> expand_hostlist(std::string_view text) {
       reject(text, text.empty() ? "no host names" : "empty name between commas");
     Element e = parse_element(text, part);
     size_t count = 1;
-    for (const auto& g : e.groups) {
-      count *= range_count(g);
-      if (count > kMaxHostListSize) break;
-    }
+    for (const auto& g : e.groups) count = saturating_mul(count, range_count(g));
+    spent.spend(count, text);
     total += count;
-    if (total > kMaxHostListSize)
-      reject(text, fmt::format("names more than {} hosts; check the ranges", kMaxHostListSize));
     elements.push_back(std::move(e));
   }
   std::vector<std::string> out;

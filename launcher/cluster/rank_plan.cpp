@@ -15,14 +15,21 @@ int resolved_slots(const NodeSpec& node) {
 RankPlan make_rank_plan(const ClusterSpec& cluster, std::optional<int> world_size,
                         MapBy map_by) {
   RankPlan plan;
-  int total_slots = 0;
+  long long total_slots = 0;  // up to kMaxHostListSize nodes of kMaxSlotsPerNode: no overflow
   for (size_t i = 0; i < cluster.nodes.size(); ++i) {
     const NodeSpec& node = cluster.nodes[i];
     plan.nodes.push_back(NodePlan{int(i), node.host, resolved_slots(node), {}});
     total_slots += plan.nodes.back().slots;
   }
-  const int wanted = world_size.value_or(total_slots);
+  if (!world_size && total_slots > kMaxRanks)
+    throw Error(ErrorKind::Usage,
+                fmt::format("{} offers {} slots, more than muster's limit of {} ranks in one job; "
+                            "give -n, or fewer slots", cluster.source.empty() ? "the cluster" : cluster.source,
+                            total_slots, kMaxRanks));
+  const long long wanted = world_size.value_or(int(total_slots));
   if (wanted < 1) throw Error(ErrorKind::Usage, fmt::format("-n {}: a job needs at least one rank", wanted));
+  if (wanted > kMaxRanks)
+    throw Error(ErrorKind::Usage, fmt::format("-n {}: more than muster's limit of {} ranks", wanted, kMaxRanks));
   if (wanted > total_slots)
     throw Error(ErrorKind::Usage,
                 fmt::format("-n {} asks for more ranks than the {} slots of {}; lower -n or "

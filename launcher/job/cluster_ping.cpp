@@ -49,7 +49,8 @@ void probe_pairs(ClusterSession& session, const PingOptions& options, PingReport
       const NodeHello& target = *report.nodes[size_t(dst)].facts;
       nlohmann::json targets = nlohmann::json::array();
       for (const auto& addr : target.addresses)
-        targets.push_back({{"address", addr.address}, {"port", target.probe_port}});
+        targets.push_back({{"address", addr.address}, {"port", target.probe_port},
+                           {"secret", target.probe_secret}});
       nlohmann::json ask = {{"op", "probe"}, {"targets", targets}, {"count", options.round_trips},
                             {"timeout_ms", options.timeout.count()},
                             {"bulk_ms", options.bandwidth ? options.bulk.count() : 0}};

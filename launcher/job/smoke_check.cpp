@@ -9,6 +9,7 @@
 
 #include "launcher/job/smoke_protocol.h"
 #include "launcher/local/node_launch.h"
+#include "probes/job_server.h"
 
 namespace muster {
 namespace {
@@ -203,7 +204,8 @@ SmokeOutcome run_smoke(ClusterContext& context, const SmokeRequest& request) {
   JobOptions launch = request.launch;
   launch.command = {kMusterSelf, "smoke-rank"};
   launch.exports.push_back("MUSTER_SMOKE=" +
-                           smoke_settings_json(settings, request.backend, timeout_ms).dump());
+                           smoke_settings_json(settings, request.backend, timeout_ms,
+                                               new_job_secret()).dump());
   // A backstop only: every collective and the rendezvous have their own limit.
   const size_t steps = sweep_sizes(settings.min_bytes, settings.max_bytes, settings.step_factor).size() *
                        (settings.ops.size() + 1);

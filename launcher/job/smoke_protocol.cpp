@@ -38,13 +38,13 @@ std::optional<nlohmann::json> parse_smoke_line(std::string_view line) {
 }
 
 nlohmann::json smoke_settings_json(const SmokeSettings& s, const std::string& backend,
-                                   long timeout_ms) {
+                                   long timeout_ms, const std::string& secret) {
   nlohmann::json ops = nlohmann::json::array();
   for (CollectiveOp op : s.ops) ops.push_back(op_name(op));
   return {{"ops", ops}, {"min_bytes", s.min_bytes}, {"max_bytes", s.max_bytes},
           {"step_factor", s.step_factor}, {"iters", s.iters}, {"warmup", s.warmup},
           {"split_node", s.split_node}, {"pairs", s.pairs}, {"backend", backend},
-          {"timeout_ms", timeout_ms}};
+          {"timeout_ms", timeout_ms}, {"secret", secret}};
 }
 
 SmokeSettings smoke_settings_from_json(const nlohmann::json& j) {

@@ -19,9 +19,10 @@ SmokeEvent smoke_event_from_json(const nlohmann::json& j);
 // The JSON after the prefix, when `line` is a smoke line.
 std::optional<nlohmann::json> parse_smoke_line(std::string_view line);
 
-// The settings travel to the ranks in MUSTER_SMOKE, with the backend and the timeout.
+// The settings travel to the ranks in MUSTER_SMOKE (in the launch spec, over SSH), with
+// the backend, the timeout and the secret of the job's rendezvous.
 nlohmann::json smoke_settings_json(const SmokeSettings& s, const std::string& backend,
-                                   long timeout_ms);
+                                   long timeout_ms, const std::string& secret);
 SmokeSettings smoke_settings_from_json(const nlohmann::json& j);
 
 }  // namespace muster

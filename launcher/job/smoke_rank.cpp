@@ -88,9 +88,10 @@ void run(const Environment& env, const std::function<void(const std::string&)>& 
   say(hello);
 
   // 2. Meet at the rendezvous rank 0 serves; learn every rank's node; agree on a backend.
+  const std::string secret = config.at("secret");
   std::optional<RendezvousServer> server;
-  if (rank == 0) server.emplace(port);
-  RendezvousClient store(master, port, timeout);
+  if (rank == 0) server.emplace(master, port, secret);
+  RendezvousClient store(master, port, secret, timeout);
   store.set(fmt::format("node/{}", rank), std::to_string(node));
   std::vector<int> node_of_rank;
   for (int r = 0; r < world; ++r) {

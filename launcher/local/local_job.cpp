@@ -7,6 +7,8 @@
 #include <cerrno>
 #include <csignal>
 
+#include <fmt/format.h>
+
 #include "launcher/error.h"
 #include "launcher/local/line_buffer.h"
 
@@ -60,10 +62,16 @@ class LocalJob {
         interrupt_fds_(std::move(interrupt_fds)), job_markers_(std::move(job_markers)) {}
 
   JobResult run(const std::vector<RankProcess>& ranks) {
-    start_ranks(ranks);
-    supervise_until_ranks_end();
-    clear_leftover_processes();
-    drain_and_close_output();
+    try {
+      start_ranks(ranks);
+      supervise_until_ranks_end();
+      clear_leftover_processes();
+      drain_and_close_output();
+    } catch (...) {
+      // An output sink that threw, memory that ran out: nothing of the job may outlive it.
+      kill_everything_now();
+      throw;
+    }
     return std::move(result_);
   }
 
@@ -151,16 +159,47 @@ class LocalJob {
   void drain_and_close_output() {
     read_available_output();
     for (auto& s : slots_) {
+      size_t split = 0;
       for (int stream = 0; stream < 2; ++stream) {
         s.buffers[stream].finish([&](std::string_view line) {
           output_.line(s.outcome.rank, OutputStream(stream), line);
         });
-        if (s.fds[stream] >= 0) close(s.fds[stream]);
-        s.fds[stream] = -1;
+        split += s.buffers[stream].split_lines();
+        close_output(s, stream);
       }
+      if (split > 0)
+        result_.notes.push_back(fmt::format("rank {} printed {} line{} longer than {} MiB; each was "
+                                            "passed on in pieces of that size", s.outcome.rank, split,
+                                            split == 1 ? "" : "s", LineBuffer::kMaxLine >> 20));
     }
     output_.flush();
     for (auto& s : slots_) result_.ranks.push_back(s.outcome);
+  }
+
+  void close_output(RankSlot& s, int stream) {
+    if (s.fds[stream] >= 0) close(s.fds[stream]);
+    s.fds[stream] = -1;
+  }
+
+  // The way out when an exception unwinds through the job: every rank's group gets SIGKILL
+  // at once (there is no loop left to wait out a grace period), and what can be reaped
+  // within the kill wait is.
+  void kill_everything_now() noexcept {
+    try {
+      for (auto& s : slots_) {
+        if (s.outcome.pid > 0) spawner_.signal_group(s.outcome.pid, SIGKILL);
+        for (int stream = 0; stream < 2; ++stream) close_output(s, stream);
+      }
+      const auto give_up = Clock::now() + policy_.kill_wait;
+      while (any_running() && Clock::now() < give_up) {
+        for (const ProcessExit& exit : spawner_.reap())
+          for (auto& s : slots_)
+            if (s.outcome.pid == exit.pid) s.running = false;
+        if (any_running()) poll(nullptr, 0, 10);
+      }
+    } catch (...) {
+      // Already on the way out with an exception: do what can be done, add nothing.
+    }
   }
 
   bool any_running() const {

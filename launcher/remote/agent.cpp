@@ -26,6 +26,7 @@
 #include "launcher/thread.h"
 #include "probes/free_port.h"
 #include "probes/interfaces.h"
+#include "probes/job_server.h"
 #include "probes/tcp_probe.h"
 #include "topology/topology_source.h"
 
@@ -100,7 +101,7 @@ std::string first_line_of(const std::string& path) {
 // them when this node holds rank 0.
 std::vector<int> two_free_ports() { return {find_free_tcp_port(), find_free_tcp_port()}; }
 
-NodeHello describe_this_node(const Topology& topology, int probe_port) {
+NodeHello describe_this_node(const Topology& topology, int probe_port, const std::string& probe_secret) {
   NodeHello hello;
   char name[256] = {};
   gethostname(name, sizeof name - 1);
@@ -113,6 +114,7 @@ NodeHello describe_this_node(const Topology& topology, int probe_port) {
   hello.cpus = topology.pus;
   hello.free_ports = two_free_ports();
   hello.probe_port = probe_port;
+  hello.probe_secret = probe_secret;
   hello.addresses = local_addresses();
   hello.nics = int(topology.nics.size());
   for (const auto& n : topology.numa_nodes) hello.memory_bytes += n.memory_bytes;
@@ -128,7 +130,7 @@ std::string answer_probe(const nlohmann::json& ask) {
   std::optional<std::chrono::milliseconds> bulk;
   if (ask.value("bulk_ms", 0) > 0) bulk = std::chrono::milliseconds(ask.at("bulk_ms").get<int>());
   for (const auto& t : ask.at("targets")) {
-    ProbeResult r = probe_peer(t.at("address"), t.at("port"), ask.at("count"),
+    ProbeResult r = probe_peer(t.at("address"), t.at("port"), t.at("secret"), ask.at("count"),
                                std::chrono::milliseconds(ask.at("timeout_ms").get<int>()), bulk);
     nlohmann::json one = {{"address", t.at("address")}, {"reachable", r.reachable},
                           {"error", r.error},
@@ -346,6 +348,7 @@ bool run_job(int id, const NodeLaunchSpec& spec, const Topology& topology, HeadL
   head.end_run();
   nlohmann::json done = {{"start_error", result.start_error},
                          {"escaped", result.escaped_killed},
+                         {"notes", result.notes},
                          {"stuck", nlohmann::json::array()}};
   for (const auto& s : result.stuck)
     done["stuck"].push_back({{"rank", s.rank}, {"process", s.description}});
@@ -362,8 +365,12 @@ int run_agent(int in_fd, int out_fd, const AgentSettings& settings) {
     Topology topology = HwlocTopologySource().load();
     ShutdownSignals signals;   // SIGHUP from sshd, SIGTERM from an admin: stop the ranks too
     PosixSpawner spawner;
-    ProbeServer probe_server;  // other nodes measure their way here while the head asks
-    writer.send({FrameKind::Hello, -1, to_json(describe_this_node(topology, probe_server.port()))});
+    // Other nodes measure their way here while the head asks; only they know the secret,
+    // which reaches the head in the hello, over SSH.
+    const std::string probe_secret = new_job_secret();
+    ProbeServer probe_server(probe_secret);
+    writer.send({FrameKind::Hello, -1,
+                 to_json(describe_this_node(topology, probe_server.port(), probe_secret))});
 
     // 2. Jobs, one at a time, until the head says goodbye or is lost.
     HeadLink head(in_fd, writer, settings.head_silence_limit);

@@ -91,7 +91,8 @@ std::string to_json(const NodeHello& h) {
   return json{{"protocol", kAgentProtocol}, {"hostname", h.hostname}, {"version", h.version},
               {"machine_id", h.machine_id}, {"boot_id", h.boot_id}, {"gpus", h.gpus},
               {"gpu_models", h.gpu_models}, {"cpus", h.cpus}, {"free_ports", h.free_ports},
-              {"probe_port", h.probe_port}, {"addresses", addresses}, {"nics", h.nics},
+              {"probe_port", h.probe_port}, {"probe_secret", h.probe_secret},
+              {"addresses", addresses}, {"nics", h.nics},
               {"memory_bytes", h.memory_bytes}, {"kernel", h.kernel}}
       .dump();
 }
@@ -111,6 +112,7 @@ NodeHello node_hello_from_json(const std::string& text) {
     h.cpus = j.at("cpus");
     h.free_ports = j.at("free_ports").get<std::vector<int>>();
     h.probe_port = j.at("probe_port");
+    h.probe_secret = j.at("probe_secret");
     for (const auto& a : j.at("addresses"))
       h.addresses.push_back({a.at("interface"), a.at("address"), a.at("prefix_length")});
     h.nics = j.at("nics");

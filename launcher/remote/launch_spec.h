@@ -31,6 +31,7 @@ struct NodeHello {
   int cpus = 0;
   std::vector<int> free_ports;  // two TCP ports free on the node: rendezvous candidates
   int probe_port = 0;           // where the agent's probe server listens
+  std::string probe_secret;     // what its clients must prove they hold (it came over SSH)
   std::vector<LocalAddress> addresses;  // non-loopback IPv4 addresses, with interfaces
   int nics = 0;
   std::uint64_t memory_bytes = 0;

@@ -27,13 +27,19 @@ std::vector<NodeExecResult> exec_on_nodes(SshTransport& transport, const Cluster
             sink(r.host, stream == 0 ? OutputStream::Stdout : OutputStream::Stderr, line);
           });
       };
+      auto keep = [&](std::string& kept, const std::string& more) {
+        if (sink || r.cut) return;
+        const size_t room = kMaxKeptOutput - std::min(kMaxKeptOutput, r.out.size() + r.err.size());
+        kept.append(more, 0, std::min(room, more.size()));
+        r.cut = more.size() > room;
+      };
       for (bool open = true; open;) {
         std::string out, err;
         open = command->read(out, err, std::chrono::milliseconds(200));
         forward(0, out);
         forward(1, err);
-        r.out += out;
-        r.err += err;
+        keep(r.out, out);
+        keep(r.err, err);
       }
       for (int stream = 0; stream < 2; ++stream)
         if (sink)

@@ -16,15 +16,19 @@ namespace muster {
 struct NodeExecResult {
   std::string host;
   int status = -1;                      // the remote exit status; -1 when unreachable
-  std::string out, err;                 // everything it printed (kept for --fold)
+  std::string out, err;                 // what it printed, kept only without a sink (--fold)
+  bool cut = false;                     // the kept output reached kMaxKeptOutput and stops there
   std::optional<std::string> failure;   // why the node could not run it
 };
 
 // Receives output lines as they arrive, from several threads (it must lock).
 using ExecLineSink = std::function<void(const std::string& host, OutputStream, std::string_view)>;
 
+// The most output kept per node for --fold (beyond it, the rest is dropped and said so).
+inline constexpr size_t kMaxKeptOutput = size_t(16) << 20;
+
 // Runs `argv` on every node, at most `fanout` at a time. With a `sink`, lines are streamed
-// to it; the results keep the whole output either way.
+// to it and nothing is kept; without one, each node's output is kept (up to kMaxKeptOutput).
 std::vector<NodeExecResult> exec_on_nodes(SshTransport& transport, const ClusterSpec& cluster,
                                           const std::vector<std::string>& argv, int fanout,
                                           const ExecLineSink& sink);

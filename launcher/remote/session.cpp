@@ -389,7 +389,12 @@ class SessionRun {
   JobResult run() {
     check_every_node_is_usable();
     send_specs();
-    supervise_until_every_node_reported();
+    try {
+      supervise_until_every_node_reported();
+    } catch (...) {
+      abandon_unreported_nodes();
+      throw;
+    }
     record_outcomes();
     return std::move(result_);
   }
@@ -497,6 +502,8 @@ class SessionRun {
       if (result_.end == JobEnd::RankFailed || result_.end == JobEnd::Completed)
         result_.end = JobEnd::StartFailed;
     }
+    for (const auto& note : done.value("notes", nlohmann::json::array()))
+      result_.notes.push_back(fmt::format("{}: {}", host(node), note.get<std::string>()));
     for (const auto& s : done.at("stuck"))
       result_.stuck.push_back({s.at("rank").get<int>(),
                                fmt::format("{}: {}", host(node), s.at("process").get<std::string>())});
@@ -568,6 +575,21 @@ class SessionRun {
     for (auto& [node, reported] : reported_)
       if (!reported && session_.usable(node))
         session_.links_[node]->send({FrameKind::Stop, id_, ""});
+  }
+
+  // The way out when an exception unwinds through the run (an output sink that threw):
+  // every node still running gets two stops (SIGKILL at once) and its channel closed, which
+  // its agent also takes for a stop. The session is not used for them again.
+  void abandon_unreported_nodes() noexcept {
+    try {
+      for (auto& [node, reported] : reported_) {
+        if (reported || !session_.usable(node)) continue;
+        for (int i = 0; i < 2; ++i) session_.links_[node]->send({FrameKind::Stop, id_, ""});
+        session_.lose(node, fmt::format("{} was stopped when the head gave up on a job", host(node)));
+      }
+    } catch (...) {
+      // Already on the way out with an exception.
+    }
   }
 
   void give_up_on_unreported_nodes() {

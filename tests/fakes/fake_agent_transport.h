@@ -27,6 +27,8 @@ struct FakeAgentNode {
   int dies_at_run = 0;              // the channel ends when the spec of this job (1, 2, ...) arrives
   int silent_from_run = 0;          // from the spec of this job on, nothing is sent (no heartbeats)
   int gpus = 0;
+  bool ranks_wait_for_stop = false; // a job's ranks run until the head stops them
+  std::string prints;               // each job's first rank prints this line
   // Each rank's exit code in the node's n-th job (1-based); 0 unless it says otherwise.
   std::function<int(int job, int rank)> exit_code = [](int, int) { return 0; };
 };
@@ -40,6 +42,11 @@ class FakeAgentTransport : public SshTransport {
   std::vector<std::string> commands() {
     std::lock_guard lock(mutex_);
     return commands_;
+  }
+  // "HOST KIND" for every frame an agent received (heartbeats left out), in order.
+  std::vector<std::string> frames_received() {
+    std::lock_guard lock(mutex_);
+    return frames_;
   }
 
   std::unique_ptr<SshConnection> connect(const SshTarget& target) override {
@@ -71,7 +78,8 @@ class FakeAgentTransport : public SshTransport {
 
   class Agent : public RemoteCommand {
    public:
-    explicit Agent(const FakeAgentNode& node) : node_(node) {
+    Agent(FakeAgentTransport& owner, std::string host, const FakeAgentNode& node)
+        : owner_(owner), host_(std::move(host)), node_(node) {
       if (node_.never_says_hello) return;
       NodeHello hello;
       hello.hostname = "fake";
@@ -109,6 +117,11 @@ class FakeAgentTransport : public SshTransport {
       return node_.never_says_hello || (node_.silent_from_run && jobs_ >= node_.silent_from_run);
     }
     void handle(const Frame& frame) {
+      if (frame.kind != FrameKind::Beat) {
+        static const char* names[] = {"HELLO", "SPEC", "STOP", "BEAT", "BYE", "ASK", "ANSWER"};
+        std::lock_guard lock(owner_.mutex_);
+        owner_.frames_.push_back(host_ + " " + (size_t(frame.kind) < 7 ? names[size_t(frame.kind)] : "?"));
+      }
       switch (frame.kind) {
         case FrameKind::Ask: {
           auto ask = nlohmann::json::parse(frame.payload);
@@ -130,19 +143,33 @@ class FakeAgentTransport : public SshTransport {
             return;
           }
           NodeLaunchSpec spec = node_launch_spec_from_json(frame.payload);
-          for (int rank : spec.plan.nodes.at(size_t(spec.node_rank)).ranks)
+          ranks_ = spec.plan.nodes.at(size_t(spec.node_rank)).ranks;
+          if (!node_.prints.empty() && !ranks_.empty())
+            out_ += encode_frame({FrameKind::Out, ranks_.front(), node_.prints});
+          if (node_.ranks_wait_for_stop) break;
+          for (int rank : ranks_)
             out_ += encode_frame({FrameKind::Exit, rank,
                                   nlohmann::json{{"signal", false}, {"code", node_.exit_code(jobs_, rank)}}.dump()});
           out_ += encode_frame({FrameKind::Done, frame.rank,
                                 R"({"start_error":"","escaped":0,"stuck":[]})"});
           break;
         }
+        case FrameKind::Stop:
+          if (!node_.ranks_wait_for_stop || ranks_.empty()) break;
+          for (int rank : ranks_)
+            out_ += encode_frame({FrameKind::Exit, rank, R"({"signal":true,"code":15})"});
+          out_ += encode_frame({FrameKind::Done, frame.rank, R"({"start_error":"","escaped":0,"stuck":[]})"});
+          ranks_.clear();
+          break;
         case FrameKind::Bye: ended_ = true; break;
         default: break;
       }
     }
 
+    FakeAgentTransport& owner_;
+    std::string host_;
     const FakeAgentNode& node_;
+    std::vector<int> ranks_;  // of the job running now
     std::mutex mutex_;
     std::condition_variable ready_;
     FrameReader reader_;
@@ -163,7 +190,7 @@ class FakeAgentTransport : public SshTransport {
       }
       if (command_line.find(" agent") != std::string::npos) {
         ++owner_.agents_;
-        return std::make_unique<Agent>(node_);
+        return std::make_unique<Agent>(owner_, host_, node_);
       }
       return std::make_unique<SetupCommand>("path /usr/bin/muster\n");
     }
@@ -176,6 +203,7 @@ class FakeAgentTransport : public SshTransport {
 
   std::mutex mutex_;
   std::vector<std::string> commands_;
+  std::vector<std::string> frames_;
   std::atomic<int> connections_{0}, agents_{0};
 };
 

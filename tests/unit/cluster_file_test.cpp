@@ -94,6 +94,13 @@ TEST(ClusterFile, EachProblemIsNamedWithLineAndColumn) {
       {"- a\n", "cluster.yaml:1:1: a cluster file is a mapping with keys such as 'name', 'ssh', "
                 "'launch', 'checks' and 'nodes'"},
       {"", "cluster.yaml:1:1: the file is empty; it needs at least a 'nodes:' list"},
+      // Numbers beyond what any input can mean are named, never an overflow or a crash.
+      {"checks:\n  max_rtt_ms: 1e999\nnodes: [a]\n",
+       "cluster.yaml:2:15: checks.max_rtt_ms must be a number below 1e12, not '1e999'"},
+      {"nodes:\n  - host: a\n    slots: 999999999\n",
+       "cluster.yaml:3:12: slots must be at most 1024 (muster's limit per node), not '999999999'"},
+      {"ssh:\n  port: 999999999999\nnodes: [a]\n",
+       "cluster.yaml:2:9: ssh.port must be between 1 and 65535, not 999999999999"},
   };
   for (const auto& c : cases) {
     auto problems = problems_of(c.yaml);

@@ -1,3 +1,4 @@
+#include "launcher/cluster/hostfile.h"
 #include "launcher/cluster/hostlist.h"
 
 #include <gtest/gtest.h>
@@ -127,6 +128,30 @@ TEST(Hostlist, RejectsMalformedListsQuotingThem) {
 
 TEST(Hostlist, AcceptsExactlyTheLimit) {
   EXPECT_EQ(expand_hostlist("n[1-100000]").size(), kMaxHostListSize);
+}
+
+TEST(Hostlist, RangesThatMultiplyPastTheWordSizeCannotWrapUnderTheLimit) {
+  // 65536 x 2^48 names: the product is 2^64, which wraps to 0 in 64 bits.
+  std::string items;
+  for (int i = 0; i < 281; ++i) items += "0-999999999999,";
+  const std::string wraps = "n[1-65536]x[" + items + "1-474976710656]";
+  try {
+    expand_hostlist(wraps);
+    ADD_FAILURE() << "accepted a list of 2^64 names";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("names more than 100000 hosts"), std::string::npos) << e.what();
+    EXPECT_LT(std::string(e.what()).size(), 300u) << "a long list is quoted by its start";
+  }
+}
+
+TEST(Hostlist, TheLimitHoldsForAWholeInputNotEachList) {
+  HostBudget budget;
+  EXPECT_EQ(expand_hostlist("a[1-60000]", &budget).size(), 60000u);
+  EXPECT_THROW(expand_hostlist("b[1-60000]", &budget), Error);
+  EXPECT_THROW(parse_host_option("a[1-60000]:1,b[1-60000]:1"), Error);
+  std::string lines = "a[1-60000] slots=1\nb[1-60000] slots=1\n";
+  EXPECT_THROW(parse_hostfile(lines, "hosts"), Error);
+  EXPECT_EQ(parse_host_option("a[1-50000],b[1-50000]").nodes.size(), 100000u);
 }
 
 TEST(Hostlist, SplitsOnlyOutsideBrackets) {

@@ -123,6 +123,21 @@ TEST(LocalJob, AStartFailureStartsNothingMoreAndStopsWhatStarted) {
   EXPECT_EQ(spawner.log, (std::vector<std::string>{"spawn ok 100", "SIGTERM 100"}));
 }
 
+TEST(LocalJob, AnExceptionFromTheOutputKillsEveryRankBeforeItEscapes) {
+  FakeSpawner spawner;
+  spawner.programs["chatty"] = {"hello\n"};  // prints, then runs until stopped
+  spawner.programs["quiet"] = {};
+  struct FullDisk : JobOutput {
+    void line(int, OutputStream, std::string_view) override { throw std::runtime_error("disk full"); }
+    void flush() override {}
+  } output;
+  EXPECT_THROW(run_local_job(spawner, ranks_running({"quiet", "chatty"}), quick_policy(), output,
+                             {}, {"MUSTER_JOB_ID=job"}),
+               std::runtime_error);
+  EXPECT_EQ(spawner.log, (std::vector<std::string>{"spawn quiet 100", "spawn chatty 101",
+                                                   "SIGKILL 100", "SIGKILL 101"}));
+}
+
 TEST(LocalJob, ASignalToMusterStopsTheJobWithItsStatus) {
   FakeSpawner spawner;
   spawner.programs["runs"] = {};

@@ -81,5 +81,20 @@ TEST(RankPlan, RefusesMoreRanksThanSlots) {
   }
 }
 
+TEST(RankPlan, SlotCountsCannotOverflowTheRankCount) {
+  // 1100 nodes of 1024 slots: more ranks than one job may have, said as such.
+  ClusterSpec c;
+  c.source = "big.yaml";
+  for (int i = 0; i < 1100; ++i) c.nodes.push_back(NodeSpec{fmt::format("n{}", i), "", {1024}, {}, {}, {}});
+  try {
+    make_rank_plan(c, std::nullopt, MapBy::Slot);
+    ADD_FAILURE() << "planned more than kMaxRanks ranks";
+  } catch (const Error& e) {
+    EXPECT_EQ(std::string(e.what()), "big.yaml offers 1126400 slots, more than muster's limit of "
+                                     "1048576 ranks in one job; give -n, or fewer slots");
+  }
+  EXPECT_EQ(make_rank_plan(c, 4, MapBy::Node).world_size(), 4);
+}
+
 }  // namespace
 }  // namespace muster

@@ -3,6 +3,9 @@
 // never heard from, or a step failed.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <stdexcept>
+
 #include <fmt/format.h>
 
 #include "launcher/cluster/rank_plan.h"
@@ -146,6 +149,33 @@ TEST_F(SessionTest, ANodeThatFallsSilentIsLostWithinTheHeartbeatTimeout) {
   EXPECT_LT(took, std::chrono::seconds(20));  // a bound on a hang, not a timing measurement
   EXPECT_FALSE(session->usable(0));
   EXPECT_TRUE(session->usable(1));
+}
+
+// A JobOutput whose writes fail, as a full disk or a closed terminal would make them.
+struct ThrowingOutput : JobOutput {
+  void line(int, OutputStream, std::string_view) override { throw std::runtime_error("disk full"); }
+  void flush() override {}
+};
+
+TEST_F(SessionTest, AnExceptionInTheHeadStopsEveryNodesRanks) {
+  ClusterSpec c = cluster(2);
+  for (int i : {1, 2}) {
+    node(i).ranks_wait_for_stop = true;
+    node(i).prints = "working";
+  }
+  auto session = open(c);
+  RankPlan plan = make_rank_plan(c, std::nullopt, MapBy::Slot);
+  LaunchRequest request;
+  request.argv = {"sleep", "600"};
+  ThrowingOutput output;
+  EXPECT_THROW(session->run(plan, request, TeardownPolicy{}, output, {}), std::runtime_error);
+  // Each node was told twice (the second stop is SIGKILL at once), and is not used again.
+  EXPECT_FALSE(session->usable(0));
+  EXPECT_FALSE(session->usable(1));
+  session.reset();  // every link's thread has sent what it had
+  auto frames = transport_->frames_received();
+  for (const char* host : {"n1", "n2"})
+    EXPECT_EQ(std::count(frames.begin(), frames.end(), std::string(host) + " STOP"), 2) << host;
 }
 
 }  // namespace

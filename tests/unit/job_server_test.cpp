@@ -1,0 +1,192 @@
+// The job's TCP servers against hostile clients: no secret, a wrong proof, garbage, a 4 GiB
+// length prefix, a flood of idle connections; and their protocols on their own.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <thread>
+
+#include <gtest/gtest.h>
+
+#include "launcher/error.h"
+#include "probes/job_server.h"
+#include "probes/rendezvous_store.h"
+#include "probes/socket_io.h"
+#include "probes/tcp_probe.h"
+
+namespace muster {
+namespace {
+
+using std::chrono::milliseconds;
+
+int connect_to(int port) {
+  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(uint16_t(port));
+  inet_pton(AF_INET, "127.0.0.1", &addr.sin_addr);
+  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
+    close(fd);
+    return -1;
+  }
+  timeval limit{5, 0};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &limit, sizeof limit);
+  return fd;
+}
+
+// True when the server closed `fd` (reads end), after taking whatever it had sent first.
+bool closed_by_server(int fd) {
+  char buffer[256];
+  for (;;) {
+    ssize_t n = read(fd, buffer, sizeof buffer);
+    if (n == 0) return true;
+    if (n < 0) return errno == ECONNRESET;
+  }
+}
+
+std::string message(char op, const std::string& key, const std::string& value) {
+  std::string m(1, op);
+  std::uint32_t n = std::uint32_t(key.size());
+  m.append(reinterpret_cast<const char*>(&n), 4);
+  m += key;
+  n = std::uint32_t(value.size());
+  m.append(reinterpret_cast<const char*>(&n), 4);
+  m += value;
+  return m;
+}
+
+TEST(JobServer, AClientWithoutTheSecretIsRefusedAndChangesNothing) {
+  const std::string secret = new_job_secret();
+  RendezvousProtocol protocol;
+  JobServer server("127.0.0.1", 0, secret, kRendezvousPurpose, protocol, {}, "test");
+  // A correct-looking write without the handshake: it is taken for a (wrong) proof.
+  int stranger = connect_to(server.port());
+  const std::string write = message('S', "gloo/world/rank0", "10.6.6.6:1");
+  ASSERT_EQ(::write(stranger, write.data(), write.size()), ssize_t(write.size()));
+  EXPECT_TRUE(closed_by_server(stranger));
+  close(stranger);
+  // A proof made with another secret.
+  int impostor = connect_to(server.port());
+  EXPECT_EQ(prove_secret(impostor, new_job_secret(), kRendezvousPurpose, milliseconds(2000)),
+            "the server refused this job's secret");
+  close(impostor);
+  // The right secret for another kind of server.
+  int replay = connect_to(server.port());
+  EXPECT_NE(prove_secret(replay, secret, kProbePurpose, milliseconds(2000)), "");
+  close(replay);
+
+  RendezvousClient rank(std::string("127.0.0.1"), server.port(), secret, milliseconds(2000));
+  EXPECT_THROW(rank.get("gloo/world/rank0", milliseconds(100)), Error);  // nothing was written
+  rank.set("gloo/world/rank0", "10.0.0.1:2");
+  EXPECT_EQ(rank.get("gloo/world/rank0", milliseconds(100)), "10.0.0.1:2");
+}
+
+TEST(JobServer, AHugeLengthPrefixClosesItsConnectionAtOnce) {
+  const std::string secret = new_job_secret();
+  RendezvousServer server("127.0.0.1", 0, secret);
+  // Even with the secret, a request announcing a 4 GiB key is refused as soon as its length
+  // is read: nothing waits for the bytes, nothing is reserved for them.
+  int greedy = connect_to(server.port());
+  ASSERT_EQ(prove_secret(greedy, secret, kRendezvousPurpose, milliseconds(2000)), "");
+  const char prefix[] = {'S', '\xff', '\xff', '\xff', '\xff'};
+  ASSERT_EQ(write(greedy, prefix, sizeof prefix), ssize_t(sizeof prefix));
+  EXPECT_TRUE(closed_by_server(greedy));
+  close(greedy);
+  // A value just over the limit, the same.
+  int big = connect_to(server.port());
+  ASSERT_EQ(prove_secret(big, secret, kRendezvousPurpose, milliseconds(2000)), "");
+  std::string request = message('S', "k", "");
+  std::uint32_t too_long = std::uint32_t(kMaxRendezvousValue + 1);
+  std::memcpy(request.data() + request.size() - 4, &too_long, 4);
+  ASSERT_EQ(write(big, request.data(), request.size()), ssize_t(request.size()));
+  EXPECT_TRUE(closed_by_server(big));
+  close(big);
+  RendezvousClient rank("127.0.0.1", server.port(), secret, milliseconds(2000));
+  rank.set("still", "here");
+  EXPECT_EQ(rank.get("still", milliseconds(100)), "here");
+}
+
+TEST(JobServer, AStrangerThatNeverAnswersTheChallengeIsDroppedAtTheDeadline) {
+  RendezvousProtocol protocol;
+  JobServer::Limits limits;
+  limits.handshake = milliseconds(200);
+  JobServer server("127.0.0.1", 0, new_job_secret(), kRendezvousPurpose, protocol, limits, "test");
+  int silent = connect_to(server.port());
+  EXPECT_TRUE(closed_by_server(silent));  // within the 5 s receive limit: the server hung up
+  close(silent);
+}
+
+TEST(JobServer, AFloodOfIdleConnectionsIsShedAndRanksStillGetIn) {
+  const std::string secret = new_job_secret();
+  RendezvousProtocol protocol;
+  JobServer::Limits limits;
+  limits.handshake = milliseconds(300);
+  JobServer server("127.0.0.1", 0, secret, kRendezvousPurpose, protocol, limits, "test");
+  std::vector<int> idle;
+  for (int i = 0; i < 1000; ++i) idle.push_back(connect_to(server.port()));
+  // Connected before the flood: unaffected. Connecting during it: gets in once the idle
+  // ones have been shed, well within its own limit.
+  RendezvousClient late("127.0.0.1", server.port(), secret, milliseconds(10000));
+  late.set("k", "v");
+  EXPECT_EQ(late.get("k", milliseconds(100)), "v");
+  int shed = 0;
+  for (int fd : idle) {
+    shed += fd >= 0 && closed_by_server(fd);
+    if (fd >= 0) close(fd);
+  }
+  EXPECT_EQ(shed, 1000);
+}
+
+TEST(RendezvousProtocol, RequestsMayArriveInPiecesAndGetsWaitForTheirKey) {
+  RendezvousProtocol store;
+  JobServer::Protocol::Replies replies;
+  std::string get = message('G', "id", "");
+  get.resize(get.size() - 4);  // 'G' has a 32-bit wait, not a string, after the key
+  std::uint32_t wait_ms = 5000;
+  get.append(reinterpret_cast<const char*>(&wait_ms), 4);
+  std::string in = get.substr(0, 3);
+  EXPECT_TRUE(store.serve(1, in, replies));  // not whole yet: nothing happens
+  EXPECT_TRUE(replies.empty());
+  in += get.substr(3);
+  EXPECT_TRUE(store.serve(1, in, replies));
+  EXPECT_TRUE(in.empty());
+  EXPECT_TRUE(replies.empty());  // connection 1 waits for "id"
+  std::string set = message('S', "id", "42");
+  EXPECT_TRUE(store.serve(2, set, replies));
+  ASSERT_EQ(replies.size(), 2u);
+  EXPECT_EQ(replies[0], (std::pair<long, std::string>{2, "O"}));
+  EXPECT_EQ(replies[1].first, 1);
+  EXPECT_EQ(replies[1].second, std::string("V\x02\0\0\0" "42", 7));
+  replies.clear();
+  std::string never = message('G', "never", "");
+  never.resize(never.size() - 4);
+  std::uint32_t short_wait = 0;
+  never.append(reinterpret_cast<const char*>(&short_wait), 4);
+  EXPECT_TRUE(store.serve(3, never, replies));
+  store.tick(JobServer::Clock::now() + milliseconds(1), replies);
+  EXPECT_EQ(replies, (JobServer::Protocol::Replies{{3, "T"}}));
+  std::string garbage = "Xjunk";
+  EXPECT_FALSE(store.serve(4, garbage, replies));
+}
+
+TEST(ProbeProtocol, EchoesEveryByteAndCountsABulkStream) {
+  ProbeProtocol probe;
+  JobServer::Protocol::Replies replies;
+  std::string in = "eabc";
+  EXPECT_TRUE(probe.serve(1, in, replies));
+  EXPECT_EQ(replies, (JobServer::Protocol::Replies{{1, "abc"}}));
+  replies.clear();
+  in = "b" + std::string(100000, 'x');
+  EXPECT_TRUE(probe.serve(2, in, replies));
+  EXPECT_TRUE(replies.empty());
+  probe.end_of_input(2, replies);
+  ASSERT_EQ(replies.size(), 1u);
+  EXPECT_EQ(replies[0].second.size(), sizeof(double));
+  in = "?";
+  EXPECT_FALSE(probe.serve(3, in, replies));
+}
+
+}  // namespace
+}  // namespace muster
