@@ -32,13 +32,7 @@ int main(int argc, char** argv) {
     const std::string ssh_options = fmt::format(
         "-i {}/id_ed25519 -o UserKnownHostsFile={} -o StrictHostKeyChecking=yes -o BatchMode=yes "
         "-l root", cluster.dir(), cluster.known_hosts());
-    std::vector<std::string> head = cluster.muster_argv({});
-    head.resize(4);  // "ip netns exec HEAD"
-    auto in_head = [&](std::vector<std::string> cmd) {
-      std::vector<std::string> all = head;
-      all.insert(all.end(), cmd.begin(), cmd.end());
-      return all;
-    };
+    auto in_head = [&](const std::vector<std::string>& cmd) { return cluster.head_argv(cmd); };
     // Each tool at its default fanout (muster 8, pdsh 32, clush 64), as users run them.
     auto muster = median(cluster.muster_argv({"exec", "-f", file, "--", "true"}), runs);
     auto pdsh = median(in_head({"env", "PDSH_SSH_ARGS_APPEND=" + ssh_options, "pdsh", "-S", "-R",

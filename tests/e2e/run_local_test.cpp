@@ -206,6 +206,18 @@ TEST(RunLocal, AProcessThatLeftItsGroupIsFoundByJobId) {
             std::string::npos) << r.err;
 }
 
+TEST(RunLocal, TwoHundredMegabytesOfProgressBarsPassThroughInBoundedMemory) {
+  // A progress bar redraws itself with '\r' and never ends a line: 2 million redraws of 100
+  // bytes. Each one comes through as it is drawn, and muster's memory stays small.
+  const std::string bar = "[" + std::string(93, '#') + "] 42%";  // 99 bytes, and the '\r'
+  const std::string script = std::string(MUSTER_BINARY) + " run -n 1 -- sh -c \"yes '" + bar +
+                             "' | tr '\\n' '\\r' | head -c 200000000\" | wc -l";
+  auto r = run_command({"sh", "-c", script}, {}, std::chrono::seconds(240));
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "2000000\n");
+  EXPECT_LT(r.max_rss_kib, 64 * 1024) << "muster's resident memory, KiB";
+}
+
 TEST(RunLocal, TimeoutStopsTheJobWith124) {
   auto r = run_muster({"run", "-n", "2", "--timeout", "0.5", "--grace", "1", "--", "sleep", "600"});
   EXPECT_EQ(r.exit_code, 124);

@@ -13,6 +13,7 @@ namespace muster::testing {
 // How a command ended and what it printed.
 struct CommandResult {
   int exit_code = -1;  // 128+N when killed by signal N
+  long max_rss_kib = 0; // the largest resident set of the command and what it waited for
   std::string out;
   std::string err;
   std::vector<std::string> out_lines() const;

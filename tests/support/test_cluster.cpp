@@ -393,6 +393,19 @@ CommandResult TestCluster::muster(const std::vector<std::string>& args, int limi
   return run_command(muster_argv(args), {}, std::chrono::seconds(limit_s));
 }
 
+std::vector<std::string> TestCluster::head_argv(const std::vector<std::string>& argv) const {
+  std::vector<std::string> full = {"ip", "netns", "exec", head_ns_};
+  full.insert(full.end(), argv.begin(), argv.end());
+  return full;
+}
+
+std::vector<pid_t> TestCluster::processes_on(int i) const {
+  std::istringstream in(run_command({"ip", "netns", "pids", hosts_[size_t(i)].ns}).out);
+  std::vector<pid_t> pids;
+  for (pid_t pid; in >> pid;) pids.push_back(pid);
+  return pids;
+}
+
 std::vector<std::string> TestCluster::host_argv(int i, const std::vector<std::string>& argv) const {
   std::vector<std::string> full = {"ip", "netns", "exec", hosts_[size_t(i)].ns};
   full.insert(full.end(), argv.begin(), argv.end());

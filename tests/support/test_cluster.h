@@ -60,6 +60,10 @@ class TestCluster {
   // Runs build/muster ARGS in the head's namespace.
   CommandResult muster(const std::vector<std::string>& args, int limit_s = 180) const;
   std::vector<std::string> muster_argv(const std::vector<std::string>& args) const;
+  // A command run in the head's network namespace (where muster runs).
+  std::vector<std::string> head_argv(const std::vector<std::string>& argv) const;
+  // Every process in host i's network namespace (its sshd, sessions, agent, ranks).
+  std::vector<pid_t> processes_on(int i) const;
   // Runs a command inside host i's network namespace.
   CommandResult on_host(int i, const std::vector<std::string>& argv) const;
   std::vector<std::string> host_argv(int i, const std::vector<std::string>& argv) const;
