@@ -152,7 +152,9 @@ void expand_into(const Element& e, size_t group, std::string prefix,
 
 // --- folding ---------------------------------------------------------------------------
 
-// A name split into its non-numeric skeleton ("r%n%") and its numbers.
+// A name split into its non-numeric skeleton and its numbers. The skeleton is written as
+// ClusterShell writes it, "%s" where a number was and "%%" for a literal '%', so that
+// patterns sort as nodeset sorts them and a name holding "%s" stays a name.
 struct SplitName {
   std::string pattern;
   std::vector<Number> numbers;
@@ -175,6 +177,7 @@ SplitName split_name(const std::string& name) {
       }
       i = j;
     } else {
+      if (name[i] == '%') s.pattern += '%';
       s.pattern += name[i++];
     }
   }
@@ -218,15 +221,17 @@ size_t vector_size(const Vector& v) {
   return n;
 }
 
-// Larger rectangles first, then larger dimensions, then lower first and last numbers:
-// the order in which ClusterShell lists the parts of a multi-dimensional set.
+// Larger rectangles first, then per dimension the larger set, then the lower first and last
+// numbers: the order in which ClusterShell lists the parts of a multi-dimensional set. It
+// compares those numbers as the text they are written as ("15" before "6"), so this does too.
 bool vector_before(const Vector& a, const Vector& b) {
   size_t sa = vector_size(a), sb = vector_size(b);
   if (sa != sb) return sa > sb;
+  auto text_less = [](const Number& x, const Number& y) { return write_number(x) < write_number(y); };
   for (size_t d = 0; d < a.size(); ++d) {
     if (a[d].size() != b[d].size()) return a[d].size() > b[d].size();
-    if (!number_equal(a[d].front(), b[d].front())) return number_less(a[d].front(), b[d].front());
-    if (!number_equal(a[d].back(), b[d].back())) return number_less(a[d].back(), b[d].back());
+    if (!number_equal(a[d].front(), b[d].front())) return text_less(a[d].front(), b[d].front());
+    if (!number_equal(a[d].back(), b[d].back())) return text_less(a[d].back(), b[d].back());
   }
   return false;
 }
@@ -235,33 +240,117 @@ bool same_set(const NumberSet& a, const NumberSet& b) {
   return std::equal(a.begin(), a.end(), b.begin(), b.end(), number_equal);
 }
 
-// Greedy merging of rectangles that differ in exactly one dimension, repeated until
-// nothing merges. Starting from single names, the rectangles stay disjoint throughout.
-std::vector<Vector> merge_rectangles(std::vector<Vector> rects) {
-  for (bool changed = true; changed;) {
-    changed = false;
-    std::stable_sort(rects.begin(), rects.end(), vector_before);
-    for (size_t i = 0; i < rects.size(); ++i) {
-      for (size_t j = i + 1; j < rects.size();) {
-        int differing = -1, count = 0;
-        for (size_t d = 0; d < rects[i].size(); ++d)
-          if (!same_set(rects[i][d], rects[j][d])) { differing = int(d); ++count; }
-        if (count == 1) {
-          auto& dim = rects[i][size_t(differing)];
-          dim.insert(dim.end(), rects[j][size_t(differing)].begin(),
-                     rects[j][size_t(differing)].end());
-          normalise(dim);
-          rects.erase(rects.begin() + long(j));
-          changed = true;
-        } else {
-          ++j;
-        }
+bool set_less(const NumberSet& a, const NumberSet& b) {
+  return std::lexicographical_compare(a.begin(), a.end(), b.begin(), b.end(), number_less);
+}
+
+// The dimension in which two rectangles differ, when they differ in exactly one.
+std::optional<size_t> only_difference(const Vector& a, const Vector& b) {
+  std::optional<size_t> differing;
+  for (size_t d = 0; d < a.size(); ++d) {
+    if (same_set(a[d], b[d])) continue;
+    if (differing) return std::nullopt;
+    differing = d;
+  }
+  return differing;
+}
+
+// Folding rectangles the way ClusterShell's RangeSetND does, in O(n log n) for the lists
+// users write. The rectangles start as single names and stay disjoint, so two that differ
+// in one dimension only can always be merged along it. Merged sets are sorted once per pass.
+class RectangleMerger {
+ public:
+  explicit RectangleMerger(std::vector<Vector> rects) : rects_(std::move(rects)) {}
+
+  std::vector<Vector> merge() {
+    if (!merge_univariate()) {
+      // ClusterShell's easy passes first (each rectangle against the ones right after it in
+      // sorted order, which is where its neighbours are), then the rectangles equal in every
+      // dimension but one, found by hashing instead of comparing every pair.
+      for (bool changed = true; changed;) {
+        while (easy_pass()) {}
+        changed = merge_by_hashing();
       }
     }
+    std::stable_sort(rects_.begin(), rects_.end(), vector_before);
+    return std::move(rects_);
   }
-  std::stable_sort(rects.begin(), rects.end(), vector_before);
-  return rects;
-}
+
+ private:
+  // When only one dimension varies (always so with one dimension), everything is one rectangle.
+  bool merge_univariate() {
+    if (rects_.size() < 2) return true;
+    std::optional<size_t> varying;
+    for (size_t d = 0; d < rects_.front().size(); ++d) {
+      bool same = std::all_of(rects_.begin(), rects_.end(),
+                              [&](const Vector& v) { return same_set(v[d], rects_.front()[d]); });
+      if (same) continue;
+      if (varying) return false;
+      varying = d;
+    }
+    if (!varying) return true;  // identical rectangles cannot happen: names are unique
+    NumberSet& all = rects_.front()[*varying];
+    for (size_t i = 1; i < rects_.size(); ++i)
+      all.insert(all.end(), rects_[i][*varying].begin(), rects_[i][*varying].end());
+    normalise(all);
+    rects_.resize(1);
+    return true;
+  }
+
+  void absorb(Vector& into, Vector& from, size_t d) {
+    into[d].insert(into[d].end(), from[d].begin(), from[d].end());
+    from.clear();  // gone: compacted away at the end of the pass
+  }
+
+  void compact() {
+    rects_.erase(std::remove_if(rects_.begin(), rects_.end(), [](const Vector& v) { return v.empty(); }),
+                 rects_.end());
+    for (auto& v : rects_)
+      for (auto& set : v) normalise(set);
+  }
+
+  bool easy_pass() {
+    std::stable_sort(rects_.begin(), rects_.end(), vector_before);
+    bool changed = false;
+    for (size_t i = 0; i < rects_.size(); ++i) {
+      if (rects_[i].empty()) continue;
+      for (size_t j = i + 1; j < rects_.size(); ++j) {
+        if (rects_[j].empty()) continue;
+        auto d = only_difference(rects_[i], rects_[j]);
+        if (!d) break;
+        absorb(rects_[i], rects_[j], *d);
+        changed = true;
+      }
+    }
+    compact();
+    return changed;
+  }
+
+  bool merge_by_hashing() {
+    bool changed = false;
+    for (size_t d = 0; d < (rects_.empty() ? 0 : rects_.front().size()); ++d) {
+      // Rectangles whose other dimensions are the same sets merge along d.
+      auto others_less = [d](const Vector* a, const Vector* b) {
+        for (size_t k = 0; k < a->size(); ++k) {
+          if (k == d || same_set((*a)[k], (*b)[k])) continue;
+          return set_less((*a)[k], (*b)[k]);
+        }
+        return false;
+      };
+      std::map<const Vector*, Vector*, decltype(others_less)> first_with(others_less);
+      for (auto& v : rects_) {
+        auto [it, inserted] = first_with.emplace(&v, &v);
+        if (inserted) continue;
+        absorb(*it->second, v, d);
+        changed = true;
+      }
+      compact();
+    }
+    return changed;
+  }
+
+  std::vector<Vector> rects_;
+};
 
 struct FoldedPattern {
   std::string pattern;
@@ -269,22 +358,26 @@ struct FoldedPattern {
 };
 
 std::vector<FoldedPattern> fold_sets(const std::vector<std::string>& names) {
-  std::map<std::string, std::set<std::vector<std::pair<int, long>>>> by_pattern;
+  using Tuple = std::vector<std::pair<int, long>>;  // (width, value) per dimension
+  std::map<std::string, std::vector<Tuple>> by_pattern;
   for (const auto& name : names) {
     SplitName s = split_name(name);
-    std::vector<std::pair<int, long>> key;
+    Tuple key;
     for (const auto& n : s.numbers) key.emplace_back(n.width, n.value);
-    by_pattern[s.pattern].insert(key);
+    by_pattern[s.pattern].push_back(std::move(key));
   }
   std::vector<FoldedPattern> out;
   for (auto& [pattern, tuples] : by_pattern) {
+    std::sort(tuples.begin(), tuples.end());
+    tuples.erase(std::unique(tuples.begin(), tuples.end()), tuples.end());
     std::vector<Vector> rects;
+    rects.reserve(tuples.size());
     for (const auto& t : tuples) {
       Vector v;
       for (auto [w, val] : t) v.push_back(NumberSet{Number{val, w}});
       rects.push_back(std::move(v));
     }
-    out.push_back({pattern, merge_rectangles(std::move(rects))});
+    out.push_back({pattern, RectangleMerger(std::move(rects)).merge()});
   }
   return out;
 }
@@ -295,6 +388,9 @@ std::string fill_pattern(const std::string& pattern, const std::vector<std::stri
   for (size_t i = 0; i < pattern.size(); ++i) {
     if (pattern.compare(i, 2, "%s") == 0) {
       out += parts[k++];
+      ++i;
+    } else if (pattern.compare(i, 2, "%%") == 0) {
+      out += '%';
       ++i;
     } else {
       out += pattern[i];

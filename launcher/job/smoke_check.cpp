@@ -14,70 +14,6 @@
 namespace muster {
 namespace {
 
-// Collects every rank's smoke lines; anything else a rank prints goes to the request's
-// on_other_line. A line that looks like a smoke line but is not one of ours is "other" too:
-// a rank's output can never make the head fail.
-class SmokeCollector : public JobOutput {
- public:
-  explicit SmokeCollector(const SmokeRequest& request) : request_(request) {}
-  void line(int rank, OutputStream stream, std::string_view text) override {
-    if (stream == OutputStream::Stdout)
-      if (auto j = parse_smoke_line(text)) {
-        try {
-          record(rank, *j);
-          return;
-        } catch (const nlohmann::json::exception&) {
-          // not a line of this version's protocol: shown as it is
-        }
-      }
-    if (request_.on_other_line) request_.on_other_line(rank, text);
-  }
-  void flush() override {}
-  void launch_warning(const std::string& text) override { warnings.push_back(text); }
-
-  std::vector<std::string> warnings;
-  std::map<int, std::vector<nlohmann::json>> hellos;  // by the rank that printed it
-  std::map<int, std::vector<SmokeEvent>> results;
-  std::map<int, int> last_enter;
-  std::vector<std::pair<int, std::string>> failures;   // rank, message
-  std::optional<SmokeEvent> first_error;               // the earliest step that failed
-  std::string backend = "?";
-
- private:
-  void record(int rank, const nlohmann::json& j) {
-    const std::string type = j.at("type");
-    if (type == "hello") {
-      hello_fields(j);
-      hellos[rank].push_back(j);
-    } else if (type == "backend") {
-      backend = j.at("backend");
-    } else if (type == "failure") {
-      // A failed collective was already reported by its error event.
-      std::pair<int, std::string> f{rank, j.at("message")};
-      if (std::find(failures.begin(), failures.end(), f) == failures.end()) failures.push_back(f);
-    } else if (type == "enter") {
-      last_enter[rank] = j.at("seq");
-    } else if (type == "result" || type == "error") {
-      SmokeEvent e = smoke_event_from_json(j);
-      if (e.kind == SmokeEvent::Kind::Error) {
-        failures.emplace_back(rank, e.message);
-        if (!first_error || e.seq < first_error->seq) first_error = e;
-      }
-      results[rank].push_back(e);
-    }
-  }
-  // Throws when a field check_hellos reads is missing or of the wrong type.
-  static void hello_fields(const nlohmann::json& h) {
-    (void)h.at("rank").get<int>();
-    (void)h.at("local_rank").get<int>();
-    (void)h.at("host").get<std::string>();
-    (void)h.at("machine_id").get<std::string>();
-    if (!h.at("gpu").is_null()) (void)h.at("gpu").at("pci_bus_id").get<std::string>();
-  }
-
-  const SmokeRequest& request_;
-};
-
 // Hands the launcher a JobOutput it may own and destroy, while the collector stays here.
 class JobOutputRef : public JobOutput {
  public:
@@ -99,7 +35,7 @@ Finding problem(FindingKind kind, std::string message) {
 
 // Every rank 0..N-1 answered exactly once, from where it was planned, and no GPU or slot
 // of one machine serves two ranks (a machine listed twice).
-std::vector<Finding> check_hellos(const SmokeCollector& c, const RankPlan& plan) {
+std::vector<Finding> check_hellos(const SmokeReport& c, const RankPlan& plan) {
   std::vector<Finding> found;
   std::vector<int> missing;
   for (int r = 0; r < plan.world_size(); ++r) {
@@ -139,7 +75,7 @@ std::vector<Finding> check_hellos(const SmokeCollector& c, const RankPlan& plan)
 
 // How the ranks ended: a dead rank fails the run, named, and so do the ranks that never
 // arrived at the step that failed.
-std::vector<Finding> check_ending(const SmokeCollector& c, const LaunchedJob& job) {
+std::vector<Finding> check_ending(const SmokeReport& c, const LaunchedJob& job) {
   std::vector<Finding> found;
   if (job.result.end == JobEnd::Completed) return found;
   for (const auto& [rank, message] : c.failures)
@@ -193,6 +129,47 @@ std::vector<Finding> check_results(const std::vector<SmokeRow>& rows, const Chec
 
 }  // namespace
 
+void SmokeReport::line(int rank, OutputStream stream, std::string_view text) {
+  if (stream == OutputStream::Stdout)
+    if (auto j = parse_smoke_line(text)) {
+      try {
+        record(rank, *j);
+        return;
+      } catch (const nlohmann::json::exception&) {
+        // not a line of this version's protocol: shown as it is
+      }
+    }
+  if (on_other_line_) on_other_line_(rank, text);
+}
+
+void SmokeReport::record(int rank, const nlohmann::json& j) {
+  const std::string type = j.at("type");
+  if (type == "hello") {
+    // Every field the checks read is there, of its type, before the hello is kept.
+    (void)j.at("rank").get<int>();
+    (void)j.at("local_rank").get<int>();
+    (void)j.at("host").get<std::string>();
+    (void)j.at("machine_id").get<std::string>();
+    if (!j.at("gpu").is_null()) (void)j.at("gpu").at("pci_bus_id").get<std::string>();
+    hellos[rank].push_back(j);
+  } else if (type == "backend") {
+    backend = j.at("backend");
+  } else if (type == "failure") {
+    // A failed collective was already reported by its error event.
+    std::pair<int, std::string> f{rank, j.at("message")};
+    if (std::find(failures.begin(), failures.end(), f) == failures.end()) failures.push_back(f);
+  } else if (type == "enter") {
+    last_enter[rank] = j.at("seq");
+  } else if (type == "result" || type == "error") {
+    SmokeEvent e = smoke_event_from_json(j);
+    if (e.kind == SmokeEvent::Kind::Error) {
+      failures.emplace_back(rank, e.message);
+      if (!first_error || e.seq < first_error->seq) first_error = e;
+    }
+    results[rank].push_back(e);
+  }
+}
+
 std::string rank_and_host(const RankPlan& plan, int rank) {
   return fmt::format("rank {} ({})", rank,
                      rank >= 0 && rank < plan.world_size() ? plan.ranks[size_t(rank)].host : "?");
@@ -211,7 +188,7 @@ SmokeOutcome run_smoke(ClusterContext& context, const SmokeRequest& request) {
                        (settings.ops.size() + 1);
   launch.timeout_s = request.collective_timeout_s * double(steps * 3 + 10);
 
-  SmokeCollector c(request);
+  SmokeReport c(request.on_other_line);
   LaunchedJob job = launch_job(context, launch, [&](const RankPlan&) -> std::unique_ptr<JobOutput> {
     return std::make_unique<JobOutputRef>(c);
   });
@@ -223,12 +200,17 @@ SmokeOutcome run_smoke(ClusterContext& context, const SmokeRequest& request) {
   outcome.warnings = c.warnings;
   for (const auto& [rank, list] : c.hellos)
     for (const auto& h : list) outcome.hellos.push_back(h);
-  // 1. The hellos: every rank once, none duplicated. 2. How the ranks ended. 3. Results.
-  outcome.problems = check_hellos(c, job.plan);
-  for (auto& f : check_ending(c, job)) outcome.problems.push_back(std::move(f));
-  for (auto& f : check_results(outcome.rows, context.cluster().checks))
-    outcome.problems.push_back(std::move(f));
+  outcome.problems = smoke_findings(c, job, outcome.rows, context.cluster().checks);
   return outcome;
+}
+
+std::vector<Finding> smoke_findings(const SmokeReport& report, const LaunchedJob& job,
+                                    const std::vector<SmokeRow>& rows, const CheckThresholds& checks) {
+  // 1. The hellos: every rank once, none duplicated. 2. How the ranks ended. 3. Results.
+  std::vector<Finding> found = check_hellos(report, job.plan);
+  for (auto& f : check_ending(report, job)) found.push_back(std::move(f));
+  for (auto& f : check_results(rows, checks)) found.push_back(std::move(f));
+  return found;
 }
 
 }  // namespace muster

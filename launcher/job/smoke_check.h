@@ -5,6 +5,8 @@
 #pragma once
 
 #include <functional>
+#include <map>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -34,6 +36,35 @@ struct SmokeOutcome {
   std::vector<Finding> problems;       // empty: every check passed
   std::vector<std::string> warnings;   // what the launch found that did not stop it
 };
+
+// What the probe ranks said, read line by line: the head's side of the smoke protocol. A
+// line that is not a smoke line of this version goes to `on_other_line`: a rank's output can
+// never make the head fail.
+class SmokeReport : public JobOutput {
+ public:
+  using OtherLine = std::function<void(int rank, std::string_view line)>;
+  explicit SmokeReport(OtherLine on_other_line) : on_other_line_(std::move(on_other_line)) {}
+  void line(int rank, OutputStream stream, std::string_view text) override;
+  void flush() override {}
+  void launch_warning(const std::string& text) override { warnings.push_back(text); }
+
+  std::vector<std::string> warnings;
+  std::map<int, std::vector<nlohmann::json>> hellos;  // by the rank that printed it
+  std::map<int, std::vector<SmokeEvent>> results;
+  std::map<int, int> last_enter;
+  std::vector<std::pair<int, std::string>> failures;   // rank, message
+  std::optional<SmokeEvent> first_error;               // the earliest step that failed
+  std::string backend = "?";
+
+ private:
+  void record(int rank, const nlohmann::json& j);
+  OtherLine on_other_line_;
+};
+
+// The checks on what the ranks said and how the job ended: hellos (every rank once, none
+// duplicated), dead and missing ranks, wrong elements, the bus bandwidth threshold.
+std::vector<Finding> smoke_findings(const SmokeReport& report, const LaunchedJob& job,
+                                    const std::vector<SmokeRow>& rows, const CheckThresholds& checks);
 
 // Starts the probe ranks, runs the sweep and checks hellos, results and thresholds.
 // Throws Error before anything starts when the input is wrong or a node is unreachable.

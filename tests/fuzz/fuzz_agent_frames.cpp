@@ -1,0 +1,37 @@
+// libFuzzer: what crosses the SSH channel between head and agent: frames, and the JSON of
+// launch specs, hellos and bindings inside them, read in arbitrary pieces.
+#include <cstdint>
+#include <string_view>
+
+#include "launcher/error.h"
+#include "launcher/remote/agent_protocol.h"
+#include "launcher/remote/launch_spec.h"
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  std::string_view bytes(reinterpret_cast<const char*>(data), size);
+  muster::FrameReader reader;
+  try {
+    // Fed in pieces whose sizes come from the input itself.
+    while (!bytes.empty()) {
+      size_t piece = std::min<size_t>(bytes.size(), size_t(static_cast<unsigned char>(bytes[0])) + 1);
+      reader.feed(bytes.substr(0, piece));
+      bytes.remove_prefix(piece);
+      while (auto frame = reader.next()) {
+        try {
+          switch (frame->kind) {
+            case muster::FrameKind::Spec: muster::node_launch_spec_from_json(frame->payload); break;
+            case muster::FrameKind::Hello: muster::node_hello_from_json(frame->payload); break;
+            case muster::FrameKind::Bound: muster::bindings_from_json(frame->payload); break;
+            default: break;
+          }
+        } catch (const muster::Error&) {
+        } catch (const std::exception&) {
+          // bindings_from_json lets nlohmann's errors through, as the session catches them
+        }
+      }
+    }
+  } catch (const muster::Error&) {
+    // not muster's protocol: the link ends
+  }
+  return 0;
+}
