@@ -1,4 +1,5 @@
 // The only file that sees hwloc: it turns hwloc's object tree into muster's Topology.
+#include <dlfcn.h>
 #include <fcntl.h>
 #include <link.h>
 #include <unistd.h>
@@ -10,6 +11,7 @@
 #include <cstring>
 #include <map>
 #include <memory>
+#include <mutex>
 
 #include <fmt/format.h>
 #include <hwloc.h>
@@ -157,6 +159,17 @@ std::optional<std::vector<std::vector<int>>> nvlinks_from_hwloc(
   return links;
 }
 
+// hwloc unloads its plugins when the last topology goes, and loads them again for the next.
+// The PCI plugin's libpciaccess keeps its state in its own globals, so unloading turns that
+// state into a leak (LeakSanitizer reports it): once loaded, the plugins stay for good.
+void keep_plugins_loaded() {
+  dl_iterate_phdr([](dl_phdr_info* info, size_t, void*) {
+    const std::string name = info->dlpi_name ? info->dlpi_name : "";
+    if (name.find("/hwloc_") != std::string::npos) dlopen(name.c_str(), RTLD_LAZY | RTLD_NOLOAD);
+    return 0;
+  }, nullptr);
+}
+
 TopologyHandle open_topology(const std::optional<std::string>& xml_path) {
   hwloc_topology_t raw = nullptr;
   if (hwloc_topology_init(&raw) != 0) throw Error(ErrorKind::Runtime, "hwloc failed to start");
@@ -173,11 +186,15 @@ TopologyHandle open_topology(const std::optional<std::string>& xml_path) {
                   fmt::format("{}: not an hwloc XML topology that hwloc {}.{} can read; write "
                               "one with 'lstopo FILE.xml' (hwloc 2.x format)", *xml_path,
                               HWLOC_API_VERSION >> 16, (HWLOC_API_VERSION >> 8) & 0xff));
+    static std::once_flag once;
+    std::call_once(once, keep_plugins_loaded);
     return topo;
   }
   if (hwloc_topology_load(raw) != 0)
     throw Error(ErrorKind::Runtime, fmt::format("hwloc could not discover this machine: {}",
                                                 std::strerror(errno)));
+  static std::once_flag once;
+  std::call_once(once, keep_plugins_loaded);
   return topo;
 }
 
@@ -276,9 +293,8 @@ Topology HwlocTopologySource::load() {
 }
 
 std::vector<std::string> hwloc_plugin_files() {
-  // Plugins stay loaded while a topology exists: look at the process's objects meanwhile.
-  TopologyHandle handle = open_topology(std::nullopt);
   std::vector<std::string> files;
+  TopologyHandle handle = open_topology(std::nullopt);  // the plugins are loaded meanwhile
   dl_iterate_phdr([](dl_phdr_info* info, size_t, void* out) {
     const std::string name = info->dlpi_name ? info->dlpi_name : "";
     const auto slash = name.rfind('/');

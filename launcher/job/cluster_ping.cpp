@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "launcher/job/node_facts.h"
+#include "launcher/json_fields.h"
 
 namespace muster {
 namespace {
@@ -25,7 +26,7 @@ void measure_clocks(ClusterSession& session, PingReport& report, const std::vect
   for (size_t k = 0; k < asks.size(); ++k) {
     const AskAnswer& a = answers[k];
     if (!a.payload) continue;
-    auto j = nlohmann::json::parse(*a.payload, nullptr, false);
+    auto j = parse_untrusted_json_or_discarded(*a.payload);
     if (!j.is_object() || !j.contains("unix_ns")) continue;
     double remote_ns = j.at("unix_ns").get<double>();
     double middle_ns = double(std::chrono::duration_cast<std::chrono::nanoseconds>(
@@ -61,21 +62,23 @@ void probe_pairs(ClusterSession& session, const PingOptions& options, PingReport
     for (size_t k = 0; k < pairs.size(); ++k) {
       auto [src, dst] = pairs[k];
       const NodeHello& target = *report.nodes[size_t(dst)].facts;
-      nlohmann::json results = answers[k].payload
-                                   ? nlohmann::json::parse(*answers[k].payload, nullptr, false)
-                                   : nlohmann::json::array();
+      nlohmann::json results = parse_untrusted_json_or_discarded(answers[k].payload.value_or(""));
       if (!results.is_array()) results = nlohmann::json::array();  // the node could not probe
       for (size_t a = 0; a < target.addresses.size(); ++a) {
         PairProbe p{src, dst, target.addresses[a].address, target.addresses[a].interface, {}};
+        p.result.error = "the probing node did not answer";
         if (a < results.size()) {
-          const auto& r = results[a];
-          p.result.reachable = r.at("reachable");
-          p.result.error = r.at("error");
-          p.result.rtt = {r.at("rtt_us").at("min"), r.at("rtt_us").at("median"),
-                          r.at("rtt_us").at("p99"), r.at("rtt_us").at("samples")};
-          if (r.contains("gbps")) p.result.gbps = r.at("gbps").get<double>();
-        } else {
-          p.result.error = "the probing node did not answer";
+          try {
+            const auto& r = results[a];
+            p.result.error = r.at("error");
+            p.result.rtt = {r.at("rtt_us").at("min"), r.at("rtt_us").at("median"),
+                            r.at("rtt_us").at("p99"), r.at("rtt_us").at("samples")};
+            if (r.contains("gbps")) p.result.gbps = r.at("gbps").get<double>();
+            p.result.reachable = r.at("reachable");
+          } catch (const nlohmann::json::exception& e) {
+            p.result = {};
+            p.result.error = std::string("the probing node's answer was malformed: ") + e.what();
+          }
         }
         report.pairs.push_back(std::move(p));
       }

@@ -8,6 +8,7 @@
 #include "launcher/cluster/job_id.h"
 #include "launcher/cluster/local_gpus.h"
 #include "launcher/error.h"
+#include "launcher/json_fields.h"
 #include "launcher/local/node_launch.h"
 #include "launcher/local/posix_spawner.h"
 #include "launcher/local/self.h"
@@ -82,8 +83,9 @@ std::pair<int, int> rendezvous_ports(ClusterContext& context, int node) {
   ClusterSession& session = context.session();
   auto answers = session.ask({{size_t(node), R"({"op":"ports"})"}}, std::chrono::seconds(10),
                              context.interrupt_fds());
-  auto j = nlohmann::json::parse(answers[0].payload.value_or("{}"), nullptr, false);
-  if (!j.is_object() || !j.contains("ports") || j["ports"].size() < 2)
+  auto j = parse_untrusted_json_or_discarded(answers[0].payload.value_or("{}"));
+  if (!j.is_object() || !j.contains("ports") || !j["ports"].is_array() || j["ports"].size() < 2 ||
+      !j["ports"][0].is_number_unsigned() || !j["ports"][1].is_number_unsigned())
     throw Error(ErrorKind::Runtime,
                 fmt::format("{} did not say which ports are free for the rendezvous: {}",
                             context.cluster().nodes[size_t(node)].host,

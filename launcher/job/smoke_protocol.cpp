@@ -1,3 +1,4 @@
+#include "launcher/json_fields.h"
 #include "launcher/job/smoke_protocol.h"
 
 namespace muster {
@@ -32,9 +33,11 @@ SmokeEvent smoke_event_from_json(const nlohmann::json& j) {
 
 std::optional<nlohmann::json> parse_smoke_line(std::string_view line) {
   if (line.substr(0, kSmokeLinePrefix.size()) != kSmokeLinePrefix) return std::nullopt;
-  auto j = nlohmann::json::parse(line.substr(kSmokeLinePrefix.size()), nullptr, false);
-  if (j.is_discarded()) return std::nullopt;
-  return j;
+  try {
+    return parse_untrusted_json(line.substr(kSmokeLinePrefix.size()));
+  } catch (const nlohmann::json::exception&) {
+    return std::nullopt;
+  }
 }
 
 nlohmann::json smoke_settings_json(const SmokeSettings& s, const std::string& backend,

@@ -1,3 +1,4 @@
+#include "launcher/json_fields.h"
 #include "launcher/remote/launch_spec.h"
 
 #include <fmt/format.h>
@@ -34,7 +35,7 @@ std::string to_json(const NodeLaunchSpec& spec) {
 
 NodeLaunchSpec node_launch_spec_from_json(const std::string& text) {
   try {
-    json j = json::parse(text);
+    json j = parse_untrusted_json(text);
     if (j.at("protocol").get<int>() != kAgentProtocol)
       throw Error(ErrorKind::Runtime, "the head speaks another muster protocol version");
     NodeLaunchSpec spec;
@@ -72,7 +73,7 @@ std::string bindings_to_json(const std::vector<std::pair<int, RankBindingReport>
 
 std::vector<std::pair<int, RankBindingReport>> bindings_from_json(const std::string& text) {
   std::vector<std::pair<int, RankBindingReport>> out;
-  for (const auto& j : json::parse(text)) {
+  for (const auto& j : parse_untrusted_json(text)) {
     RankBindingReport r;
     r.binding.cpus = j.at("cpus").get<std::vector<int>>();
     if (!j.at("numa").is_null()) r.binding.numa = j.at("numa").get<int>();
@@ -99,7 +100,7 @@ std::string to_json(const NodeHello& h) {
 
 NodeHello node_hello_from_json(const std::string& text) {
   try {
-    json j = json::parse(text);
+    json j = parse_untrusted_json(text);
     if (j.at("protocol").get<int>() != kAgentProtocol)
       throw Error(ErrorKind::Runtime, "the node's agent speaks another muster protocol version");
     NodeHello h;

@@ -1,3 +1,4 @@
+#include "launcher/json_fields.h"
 #include "launcher/remote/session.h"
 
 #include <fcntl.h>
@@ -481,7 +482,7 @@ class SessionRun {
 
   void on_exit(size_t node, int rank, const std::string& payload) {
     if (!holds_rank(node, rank)) return;
-    auto j = nlohmann::json::parse(payload);
+    auto j = parse_untrusted_json(payload);
     ExitStatus s = j.at("signal").get<bool>() ? ExitStatus::signaled(j.at("code"))
                                                : ExitStatus::exited(j.at("code"));
     status_[size_t(rank)] = s;
@@ -494,7 +495,7 @@ class SessionRun {
 
   void on_done(size_t node, const std::string& payload) {
     reported_[node] = true;
-    auto done = nlohmann::json::parse(payload);
+    auto done = parse_untrusted_json(payload);
     result_.escaped_killed += done.at("escaped").get<int>();
     std::string start_error = done.at("start_error");
     if (!start_error.empty()) {
