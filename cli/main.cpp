@@ -80,10 +80,9 @@ int main(int argc, char** argv) {
   try {
     return action();
   } catch (const Interrupted& e) {
-    // Nothing was started; connections and agents still opening go with the process. Its
-    // threads may be in the middle of a handshake, so no destructor waits for them.
-    cli::print_note(fmt::format("interrupted by SIG{} before anything was started",
-                                sigabbrev_np(e.signal())));
+    // Whatever ran was stopped; connections and agents still opening go with the process.
+    // Its threads may be in the middle of a handshake, so no destructor waits for them.
+    cli::print_note(fmt::format("interrupted by SIG{} {}", sigabbrev_np(e.signal()), e.what()));
     std::quick_exit(128 + e.signal());
   } catch (const Error& e) {
     for (const auto& message : e.messages()) cli::print_error(message);

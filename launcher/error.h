@@ -12,7 +12,7 @@ enum class ErrorKind {
   Usage,    // the command line is wrong
   Config,   // a cluster file, hostfile or host list is wrong
   Runtime,  // the world did not cooperate (a process, a socket, a file)
-  Interrupted,  // muster was told to stop (SIGINT, SIGTERM, SIGHUP) before starting anything
+  Interrupted,  // muster was told to stop (SIGINT, SIGTERM, SIGHUP)
 };
 
 // A failure with one or more messages, each already phrased as "subject: problem[, fix]".
@@ -33,12 +33,12 @@ class Error : public std::runtime_error {
   std::vector<std::string> messages_;
 };
 
-// muster received a stop signal while it was reaching or measuring the nodes: nothing was
-// started. cli/ exits with 128 + the signal's number, as a shell would.
+// muster received a stop signal and ended what it was doing: `what` says what became of it
+// ("before anything was started"). cli/ exits with 128 + the signal's number, as a shell would.
 class Interrupted : public Error {
  public:
-  explicit Interrupted(int signal)
-      : Error(ErrorKind::Interrupted, "interrupted before anything was started"), signal_(signal) {}
+  explicit Interrupted(int signal, std::string what = "before anything was started")
+      : Error(ErrorKind::Interrupted, std::move(what)), signal_(signal) {}
   int signal() const { return signal_; }
 
  private:

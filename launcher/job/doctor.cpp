@@ -247,6 +247,8 @@ class Doctor {
     launch.command = {"true"};
     launch.timeout_s = 120;
     LaunchedJob job = launch_job(*context_, launch, [](const RankPlan&) { return std::make_unique<Discard>(); });
+    if (job.result.end == JobEnd::Interrupted)
+      throw Interrupted(job.result.received_signal, "during the launch stage; its ranks were stopped");
     std::set<int> nodes;
     for (const auto& r : job.plan.ranks) nodes.insert(r.node_rank);
     if (job.result.exit_code() == 0)

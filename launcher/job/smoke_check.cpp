@@ -193,6 +193,9 @@ SmokeOutcome run_smoke(ClusterContext& context, const SmokeRequest& request) {
     return std::make_unique<JobOutputRef>(c);
   });
 
+  // Ctrl-C is not a finding: the user stopped the test.
+  if (job.result.end == JobEnd::Interrupted)
+    throw Interrupted(job.result.received_signal, "during the smoke test; its ranks were stopped");
   SmokeOutcome outcome;
   outcome.plan = job.plan;
   outcome.rows = summarize_smoke(c.results);
