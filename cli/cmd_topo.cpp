@@ -1,8 +1,10 @@
 // muster topo: a machine's GPUs, NICs and the paths between them, like nvidia-smi topo -m.
+#include <algorithm>
 #include <memory>
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
@@ -70,7 +72,10 @@ nlohmann::json topology_json(const Topology& t) {
   for (size_t r = 0; r < t.gpus.size(); ++r)
     for (size_t c = 0; c < total; ++c)
       j["paths"][device_label(t, r)][device_label(t, c)] = cell(t, r, c);
-  j["nvlink"] = {{"known", t.nvlinks.has_value()}, {"source", t.nvlink_source}};
+  nlohmann::json to_cpu = nlohmann::json::array();
+  for (const auto& c : t.cpu_nvlinks)
+    to_cpu.push_back({{"gpu", c.gpu}, {"package", c.package}, {"links", c.links}});
+  j["nvlink"] = {{"known", t.nvlinks.has_value()}, {"source", t.nvlink_source}, {"to_cpu", to_cpu}};
   j["gpu_order"] = "PCI_BUS_ID";
   return j;
 }
@@ -99,18 +104,31 @@ std::string topology_text(const Topology& t) {
   }
   const size_t total = t.gpus.size() + t.nics.size();
   if (!t.gpus.empty()) {
-    out += "\n      ";
-    for (size_t c = 0; c < total; ++c)
-      out += fmt::format("{:<6}", device_label(t, c));
-    out += "CPU Affinity    NUMA Affinity\n";
+    // Column widths come from what is in them: a POWER machine's cpusets run long.
+    auto location_of = [&](size_t r) -> const PciLocation& {
+      return r < t.gpus.size() ? t.gpus[r].location : t.nics[r - t.gpus.size()].location;
+    };
+    size_t cell_width = 6, affinity_width = std::string("CPU Affinity").size() + 4;
     for (size_t r = 0; r < total; ++r) {
-      bool gpu = r < t.gpus.size();
-      size_t i = gpu ? r : r - t.gpus.size();
-      const PciLocation& loc = gpu ? t.gpus[i].location : t.nics[i].location;
-      out += fmt::format("{:<6}", device_label(t, r));
-      for (size_t c = 0; c < total; ++c) out += fmt::format("{:<6}", cell(t, r, c));
-      out += fmt::format("{:<16}{}\n", format_cpu_list(loc.cpus),
+      cell_width = std::max(cell_width, device_label(t, r).size() + 2);
+      affinity_width = std::max(affinity_width, format_cpu_list(location_of(r).cpus).size() + 2);
+      for (size_t c = 0; c < total; ++c) cell_width = std::max(cell_width, cell(t, r, c).size() + 2);
+    }
+    out += "\n" + std::string(cell_width, ' ');
+    for (size_t c = 0; c < total; ++c) out += fmt::format("{:<{}}", device_label(t, c), cell_width);
+    out += fmt::format("{:<{}}NUMA Affinity\n", "CPU Affinity", affinity_width);
+    for (size_t r = 0; r < total; ++r) {
+      const PciLocation& loc = location_of(r);
+      out += fmt::format("{:<{}}", device_label(t, r), cell_width);
+      for (size_t c = 0; c < total; ++c) out += fmt::format("{:<{}}", cell(t, r, c), cell_width);
+      out += fmt::format("{:<{}}{}\n", format_cpu_list(loc.cpus), affinity_width,
                          loc.numa ? std::to_string(*loc.numa) : "N/A");
+    }
+    if (!t.cpu_nvlinks.empty()) {
+      std::vector<std::string> links;
+      for (const auto& c : t.cpu_nvlinks)
+        links.push_back(fmt::format("GPU{} NV{} to package {}", c.gpu, c.links, c.package));
+      out += fmt::format("\nNVLink to CPUs: {} (not a path to another GPU)\n", fmt::join(links, ", "));
     }
     out += "\nNearest NICs:";
     if (t.nics.empty()) out += " none";

@@ -11,6 +11,7 @@
 #include <cstring>
 #include <map>
 #include <memory>
+#include <tuple>
 #include <mutex>
 
 #include <fmt/format.h>
@@ -116,14 +117,17 @@ std::optional<std::string> gpu_uuid(hwloc_obj_t pci) {
 }
 
 // hwloc's NVLinkBandwidth matrix (MB/s) as link counts; NVLink 2 to 4 carry 25 GB/s per link
-// and direction, NVLink 1 20 GB/s. Links into NVSwitches connect a GPU with every other.
-std::optional<std::vector<std::vector<int>>> nvlinks_from_hwloc(
-    hwloc_topology_t topo, const std::map<std::uint64_t, int>& gpu_of_pci) {
+// and direction, NVLink 1 20 GB/s. Its objects are GPUs, NVSwitches (PCI devices that are not
+// GPUs) and, on machines whose CPUs speak NVLink (IBM POWER, NVIDIA Grace), CPU packages.
+// Links into NVSwitches connect a GPU with every other; links to a CPU connect it to none:
+// two GPUs that each reach a CPU are only as close as PCIe and the CPUs make them.
+void nvlinks_from_hwloc(hwloc_topology_t topo, const std::map<std::uint64_t, int>& gpu_of_pci,
+                        Topology& t) {
   unsigned count = 1;
   hwloc_distances_s* distances = nullptr;
   if (hwloc_distances_get_by_name(topo, "NVLinkBandwidth", &count, &distances, 0) != 0 ||
       count == 0)
-    return std::nullopt;
+    return;
   const size_t n_gpus = gpu_of_pci.size();
   std::vector<std::vector<int>> links(n_gpus, std::vector<int>(n_gpus, 0));
   std::vector<int> switch_links(n_gpus, 0);
@@ -132,6 +136,13 @@ std::optional<std::vector<std::vector<int>>> nvlinks_from_hwloc(
     if (!obj) return -1;
     auto it = gpu_of_pci.find(obj->gp_index);
     return it == gpu_of_pci.end() ? -1 : it->second;
+  };
+  // The package a CPU-side object belongs to, or nullopt for an I/O object (a switch).
+  auto package_of = [](hwloc_obj_t obj) -> std::optional<int> {
+    if (!obj || hwloc_obj_type_is_io(obj->type)) return std::nullopt;
+    for (hwloc_obj_t up = obj; up; up = up->parent)
+      if (up->type == HWLOC_OBJ_PACKAGE) return int(up->os_index);
+    return 0;  // the machine itself, when it has no package level
   };
   auto to_links = [](std::uint64_t bandwidth) {
     if (bandwidth == 0) return 0;
@@ -145,9 +156,10 @@ std::optional<std::vector<std::vector<int>>> nvlinks_from_hwloc(
     if (a < 0) continue;
     for (unsigned j = 0; j < n; ++j) {
       if (i == j) continue;
-      int b = gpu_index(distances->objs[j]);
       int l = to_links(distances->values[i * n + j]);
-      if (b >= 0) links[size_t(a)][size_t(b)] = l;
+      if (l == 0) continue;
+      if (int b = gpu_index(distances->objs[j]); b >= 0) links[size_t(a)][size_t(b)] = l;
+      else if (auto package = package_of(distances->objs[j])) t.cpu_nvlinks.push_back({a, *package, l});
       else switch_links[size_t(a)] += l;
     }
   }
@@ -156,7 +168,9 @@ std::optional<std::vector<std::vector<int>>> nvlinks_from_hwloc(
     for (size_t j = 0; j < n_gpus; ++j)
       if (i != j && links[i][j] == 0 && switch_links[i] > 0 && switch_links[j] > 0)
         links[i][j] = std::min(switch_links[i], switch_links[j]);
-  return links;
+  std::sort(t.cpu_nvlinks.begin(), t.cpu_nvlinks.end(),
+            [](const CpuNvlink& x, const CpuNvlink& y) { return std::tie(x.gpu, x.package) < std::tie(y.gpu, y.package); });
+  t.nvlinks = std::move(links);
 }
 
 // hwloc unloads its plugins when the last topology goes, and loads them again for the next.
@@ -266,7 +280,7 @@ Topology HwlocTopologySource::load() {
     t.gpus.push_back(std::move(gpu));
   }
 
-  t.nvlinks = nvlinks_from_hwloc(topo, gpu_of_pci);
+  nvlinks_from_hwloc(topo, gpu_of_pci, t);
   t.nvlink_source = t.nvlinks ? "hwloc's NVLinkBandwidth matrix" : "unknown";
   bool has_nvidia = std::any_of(t.gpus.begin(), t.gpus.end(),
                                 [](const Gpu& g) { return g.vendor_id == 0x10de; });

@@ -52,6 +52,14 @@ struct NumaNode {
   std::vector<int> cpus;         // PU os indexes
 };
 
+// NVLinks from a GPU to a CPU package (IBM POWER's NVLink-attached CPUs, NVIDIA Grace): they
+// carry the GPU's traffic to host memory, and join it to no other GPU.
+struct CpuNvlink {
+  int gpu = 0;
+  int package = 0;  // the package's os index
+  int links = 0;
+};
+
 // The path between two devices, in nvidia-smi topo -m's terms, best first.
 enum class PathType { X, NV, PIX, PXB, PHB, NODE, SYS };
 
@@ -76,6 +84,7 @@ struct Topology {
   // NVLinkBandwidth matrix); unset means NVLink is unknown.
   std::optional<std::vector<std::vector<int>>> nvlinks;
   std::string nvlink_source;     // where the counts came from, or why they are unknown
+  std::vector<CpuNvlink> cpu_nvlinks;  // GPUs' NVLinks to CPUs, when any
 
   std::vector<int> all_cpus() const;
 };

@@ -67,6 +67,22 @@ TEST(TopoCli, TextShowsTheMatrixAndTheLegend) {
   EXPECT_NE(r.out.find("NVLink: unknown"), std::string::npos);
 }
 
+TEST(TopoCli, LongCpusetsKeepTheirColumnAndCpuNvlinksTheirOwnLine) {
+  auto r = run_muster({"topo", "--xml", kFixtures + "power8-nvlink-to-cpu.xml"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("GPU0  X     NV2   SYS   SYS   0-1,8-9,16-17,24-25      0\n"), std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("GPU3  SYS   SYS   NV2   X     32-33,40-41,48-49,56-57  1\n"), std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("NVLink to CPUs: GPU0 NV2 to package 0, GPU1 NV2 to package 0, GPU2 NV2 to "
+                       "package 1, GPU3 NV2 to package 1"), std::string::npos) << r.out;
+  auto json = run_muster({"topo", "--json", "--xml", kFixtures + "power8-nvlink-to-cpu.xml"});
+  auto j = nlohmann::json::parse(json.out);
+  EXPECT_EQ(j["paths"]["GPU0"]["GPU2"], "SYS");
+  EXPECT_EQ(j["nvlink"]["to_cpu"].size(), 4u);
+  EXPECT_EQ(j["nvlink"]["to_cpu"][2], (nlohmann::json{{"gpu", 2}, {"package", 1}, {"links", 2}}));
+}
+
 TEST(TopoCli, BadFilesAreOneLineAndExit2) {
   for (const std::string& file : {std::string("/nonexistent.xml"), kFixtures + "README.md"}) {
     auto r = run_muster({"topo", "--xml", file});

@@ -152,6 +152,38 @@ TEST(TopologyDgx2, MoreRanksThanCoresShareCoresRoundRobin) {
   EXPECT_EQ(b[9].cpus, std::vector<int>{25});
 }
 
+// --- NVLink to CPUs: a POWER8 "Minsky"-shaped board ------------------------------------------
+// tests/fixtures/hwloc/power8-nvlink-to-cpu.xml, written for this test in the shape of an IBM
+// S822LC for HPC: two packages, each with one NUMA node and four SMT-2 cores numbered as POWER
+// numbers them (0-1,8-9,16-17,24-25 and 32-33,...,56-57), and two Tesla P100 SXM2 GPUs each
+// behind a host bridge of its own: 0002:01:00.0 and 0003:01:00.0 on package 0, 000a:01:00.0
+// and 000b:01:00.0 on package 1. NVLink 1 (20 GB/s per link): each GPU has two links to the
+// other GPU of its package and two to its package's CPU. In the NVLinkBandwidth matrix the
+// CPUs appear as the Package objects, with 40000 MB/s to their GPUs.
+// nvidia-smi topo -m on such a machine shows NV2 within a package and SYS across: the links
+// to the CPUs join no GPU to another.
+
+TEST(TopologyPower8, NvlinkToACpuJoinsNoGpus) {
+  Topology t = load_fixture("power8-nvlink-to-cpu.xml");
+  ASSERT_EQ(t.gpus.size(), 4u);
+  EXPECT_EQ(t.gpus[2].location.bus_id, "000a:01:00.0");
+  EXPECT_EQ(path(t, 0, 1), "NV2");
+  EXPECT_EQ(path(t, 2, 3), "NV2");
+  for (auto [a, b] : {std::pair{0, 2}, {0, 3}, {1, 2}, {1, 3}})
+    EXPECT_EQ(path(t, a, b), "SYS") << a << "," << b;  // not NV2: a CPU is not an NVSwitch
+  ASSERT_EQ(t.cpu_nvlinks.size(), 4u);
+  for (int g = 0; g < 4; ++g) {
+    EXPECT_EQ(t.cpu_nvlinks[size_t(g)].gpu, g);
+    EXPECT_EQ(t.cpu_nvlinks[size_t(g)].package, g < 2 ? 0 : 1);
+    EXPECT_EQ(t.cpu_nvlinks[size_t(g)].links, 2);
+  }
+  EXPECT_EQ(format_cpu_list(t.gpus[0].location.cpus), "0-1,8-9,16-17,24-25");
+}
+
+TEST(TopologyDgx2, NvswitchesAreNotCpus) {
+  EXPECT_TRUE(load_fixture("nvidia-dgx2.xml").cpu_nvlinks.empty());
+}
+
 // --- bad input ----------------------------------------------------------------------------
 
 TEST(TopologyInput, MissingOrNonHwlocFilesAreOneClearConfigError) {
