@@ -70,9 +70,13 @@ Environment rank_environment(const Environment& base, const RankPlan& plan, int 
   env.set("GROUP_RANK", std::to_string(r.node_rank));
   env.set("MASTER_ADDR", job.master_addr);
   env.set("MASTER_PORT", std::to_string(job.master_port));
-  // JAX reads only the coordinator; process count and id are passed from WORLD_SIZE/RANK.
+  // JAX: what jax.distributed.initialize(coordinator_address, num_processes, process_id,
+  // local_device_ids) takes; the rank's own GPU, so that JAX uses that one and no other.
   env.set("JAX_COORDINATOR_ADDRESS",
           fmt::format("{}:{}", job.master_addr, job.jax_coordinator_port));
+  env.set("JAX_NUM_PROCESSES", world);
+  env.set("JAX_PROCESS_ID", std::to_string(r.rank));
+  if (r.gpu) env.set("JAX_LOCAL_DEVICE_IDS", std::to_string(*r.gpu));
   // Open MPI-aware code (Horovod, mpi4py users, nccl-tests)
   env.set("OMPI_COMM_WORLD_SIZE", world);
   env.set("OMPI_COMM_WORLD_RANK", std::to_string(r.rank));

@@ -24,7 +24,8 @@ TEST(RankEnvironment, CarriesWhatTorchJaxAndOpenMpiRead) {
       {"HOME", "/root"},
       {"RANK", "3"}, {"LOCAL_RANK", "1"}, {"WORLD_SIZE", "4"}, {"LOCAL_WORLD_SIZE", "2"},
       {"GROUP_RANK", "1"}, {"MASTER_ADDR", "10.0.0.1"}, {"MASTER_PORT", "29500"},
-      {"JAX_COORDINATOR_ADDRESS", "10.0.0.1:29501"},
+      {"JAX_COORDINATOR_ADDRESS", "10.0.0.1:29501"}, {"JAX_NUM_PROCESSES", "4"},
+      {"JAX_PROCESS_ID", "3"},
       {"OMPI_COMM_WORLD_SIZE", "4"}, {"OMPI_COMM_WORLD_RANK", "3"},
       {"OMPI_COMM_WORLD_LOCAL_RANK", "1"}, {"OMPI_COMM_WORLD_LOCAL_SIZE", "2"},
       {"OMPI_COMM_WORLD_NODE_RANK", "1"},
@@ -32,6 +33,24 @@ TEST(RankEnvironment, CarriesWhatTorchJaxAndOpenMpiRead) {
       {"OMP_NUM_THREADS", "1"}, {"CUDA_DEVICE_ORDER", "PCI_BUS_ID"},
   };
   EXPECT_EQ(env.vars(), expected);
+}
+
+TEST(RankEnvironment, JaxIsToldItsProcessCountIdAndTheRanksOwnGpu) {
+  // 2 nodes x 2 ranks, each node with 2 GPUs: local rank i has GPU i.
+  ClusterSpec cluster = parse_host_option("a:2,b:2");
+  for (auto& node : cluster.nodes) node.gpu_count = 2;
+  RankPlan plan = make_rank_plan(cluster, std::nullopt, MapBy::Slot);
+  for (int rank = 0; rank < 4; ++rank) {
+    Environment env = rank_environment(Environment(), plan, rank, a_job());
+    EXPECT_EQ(env.get("JAX_COORDINATOR_ADDRESS"), "10.0.0.1:29501");
+    EXPECT_EQ(env.get("JAX_NUM_PROCESSES"), "4");
+    EXPECT_EQ(env.get("JAX_PROCESS_ID"), std::to_string(rank));
+    EXPECT_EQ(env.get("JAX_LOCAL_DEVICE_IDS"), std::to_string(rank % 2)) << rank;
+    EXPECT_FALSE(env.has("PJRT_DEVICE")) << "torch_xla's device is set only when asked (-x)";
+  }
+  // Without GPUs there is no device to name.
+  RankPlan cpus = make_rank_plan(parse_host_option("a:2"), std::nullopt, MapBy::Slot);
+  EXPECT_FALSE(rank_environment(Environment(), cpus, 1, a_job()).has("JAX_LOCAL_DEVICE_IDS"));
 }
 
 TEST(RankEnvironment, OmpThreadsIsLeftAloneWhenSetOrWhenAlone) {
