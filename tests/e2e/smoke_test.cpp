@@ -54,27 +54,13 @@ TEST(Smoke, FourLocalRanksOnGlooPassWithNcclTestsArithmetic) {
   EXPECT_EQ(ops, (std::set<std::string>{"all_reduce", "all_gather", "reduce_scatter", "broadcast"}));
 }
 
-// The pids of processes whose command line starts with these words.
-std::vector<pid_t> processes_running(const std::vector<std::string>& words) {
-  std::string wanted;
-  for (const auto& w : words) wanted += w + '\0';
-  std::vector<pid_t> out;
-  for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
-    const std::string name = entry.path().filename();
-    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
-    std::ifstream in(entry.path() / "cmdline", std::ios::binary);
-    std::string cmdline((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    if (cmdline.rfind(wanted, 0) == 0) out.push_back(pid_t(std::stol(name)));
-  }
-  return out;
-}
-
 TEST(Smoke, ProbeRanksShowAsMusterInPsAndTop) {
   // Rank 1 stalls at its first collective, so the ranks stay up long enough to be looked at.
-  RunningCommand smoke({MUSTER_BINARY, "smoke", "-n", "2", "--timeout", "120", "-x",
-                        "MUSTER_SMOKE_STALL=1:2"});
+  // The stall setting is also the mark by which this test tells its ranks from other tests'.
+  const std::string stall = fmt::format("MUSTER_SMOKE_STALL=1:2:{}", getpid());
+  RunningCommand smoke({MUSTER_BINARY, "smoke", "-n", "2", "--timeout", "120", "-x", stall});
   std::vector<pid_t> ranks;
-  ASSERT_TRUE(wait_until([&] { return (ranks = processes_running({"muster", "smoke-rank"})).size() == 2; }));
+  ASSERT_TRUE(wait_until([&] { return (ranks = processes_running({"muster", "smoke-rank"}, stall)).size() == 2; }));
   // The kernel names a process after the file it executed ("exe" for /proc/self/exe) until
   // muster renames itself, first thing in main.
   auto comm = [](pid_t pid) {

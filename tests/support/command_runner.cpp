@@ -130,6 +130,31 @@ bool process_alive(pid_t pid) {
   return close != std::string::npos && close + 2 < text.size() && text[close + 2] != 'Z';
 }
 
+namespace {
+std::string file_contents(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+}  // namespace
+
+std::vector<pid_t> processes_running(const std::vector<std::string>& words,
+                                     const std::string& environment_entry) {
+  std::string wanted;
+  for (const auto& w : words) wanted += w + '\0';
+  const std::string entry = '\0' + environment_entry + '\0';
+  std::vector<pid_t> out;
+  for (const auto& dir : std::filesystem::directory_iterator("/proc")) {
+    const std::string name = dir.path().filename();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    if (file_contents(dir.path() / "cmdline").rfind(wanted, 0) != 0) continue;
+    if (!environment_entry.empty() &&
+        ('\0' + file_contents(dir.path() / "environ")).find(entry) == std::string::npos)
+      continue;
+    if (process_alive(pid_t(std::stol(name)))) out.push_back(pid_t(std::stol(name)));
+  }
+  return out;
+}
+
 TempDir::TempDir() {
   char pattern[] = "/tmp/muster-test-XXXXXX";
   if (!mkdtemp(pattern)) throw std::runtime_error("mkdtemp");

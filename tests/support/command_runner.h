@@ -49,6 +49,12 @@ CommandResult run_muster(const std::vector<std::string>& args,
 // True when a process with this pid exists and is not a zombie.
 bool process_alive(pid_t pid);
 
+// The live processes whose command line starts with these words ("muster", "smoke-rank") and,
+// when environment_entry is given, whose environment holds it ("NAME=value"): ctest runs tests
+// in parallel, so a test finds its own processes by a mark it gave them.
+std::vector<pid_t> processes_running(const std::vector<std::string>& words,
+                                     const std::string& environment_entry = {});
+
 // A fresh directory under /tmp, removed with its contents when the object goes away.
 class TempDir {
  public:
