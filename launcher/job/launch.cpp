@@ -37,6 +37,8 @@ LaunchRequest launch_request(const JobOptions& options, const ClusterSpec& clust
 TeardownPolicy teardown_policy(const JobOptions& options) {
   TeardownPolicy policy;
   policy.grace = seconds_to_ms(options.grace_s);
+  policy.settle = seconds_to_ms(options.settle_s);
+  policy.gave_up_exit_code = options.gave_up_exit_code;
   if (options.timeout_s > 0) policy.timeout = seconds_to_ms(options.timeout_s);
   return policy;
 }

@@ -24,6 +24,10 @@ struct JobOptions {
   MapBy map_by = MapBy::Slot;
   BindPolicy bind = BindPolicy::Core;
   double grace_s = 3;
+  // A rank ending with this code gave up on a peer: the others get settle_s to end on their
+  // own before they are stopped (see TeardownPolicy).
+  std::optional<int> gave_up_exit_code;
+  double settle_s = 0;
   double timeout_s = 0;               // 0: none
 };
 

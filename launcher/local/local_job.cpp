@@ -26,6 +26,11 @@ std::vector<std::pair<int, RankBindingReport>> binding_reports(const std::vector
   return out;
 }
 
+bool rank_gave_up_on_a_peer(const TeardownPolicy& policy, const ExitStatus& status) {
+  return policy.gave_up_exit_code && status.kind == ExitStatus::Kind::Exited &&
+         status.code == *policy.gave_up_exit_code;
+}
+
 int JobResult::exit_code() const {
   switch (end) {
     case JobEnd::Completed: return 0;
@@ -217,7 +222,7 @@ class LocalJob {
     auto now = Clock::now();
     std::optional<Clock::time_point> next_step;
     if (tearing_down_) next_step = sigkill_sent_ ? give_up_at_ : kill_at_;
-    for (auto at : {deadline_, next_step}) {
+    for (auto at : {deadline_, next_step, tearing_down_ ? std::nullopt : settle_until_}) {
       if (at) wait = std::min(wait, std::chrono::duration_cast<Milliseconds>(*at - now) +
                                         Milliseconds(1));
     }
@@ -273,6 +278,7 @@ class LocalJob {
     // kernel's, not the order of death, so a rank killed by a signal is taken as the cause
     // over one that exited with an error (often a peer reacting to that death).
     const RankOutcome* first_failure = nullptr;
+    bool only_gave_up = true;  // every failure in the batch was a rank giving up on a peer
     for (const ProcessExit& exit : spawner_.reap()) {
       for (auto& s : slots_) {
         if (s.outcome.pid != exit.pid || !s.running) continue;
@@ -282,16 +288,19 @@ class LocalJob {
         if (exit.status.success() || tearing_down_) continue;
         if (!first_failure || (exit.status.signal && !first_failure->status->signal))
           first_failure = &s.outcome;
+        only_gave_up &= rank_gave_up_on_a_peer(policy_, exit.status);
       }
     }
-    if (first_failure) {
-      result_.first_failed_rank = first_failure->rank;
-      begin_teardown(JobEnd::RankFailed);
-    }
+    if (!first_failure) return;
+    if (!result_.first_failed_rank) result_.first_failed_rank = first_failure->rank;
+    result_.end = JobEnd::RankFailed;
+    if (!only_gave_up) begin_teardown(JobEnd::RankFailed);
+    else if (!settle_until_) settle_until_ = Clock::now() + policy_.settle;
   }
 
   void check_deadlines() {
     auto now = Clock::now();
+    if (settle_until_ && now >= *settle_until_ && !tearing_down_) begin_teardown(JobEnd::RankFailed);
     if (deadline_ && now >= *deadline_ && !tearing_down_) begin_teardown(JobEnd::TimedOut);
     if (tearing_down_ && !sigkill_sent_ && now >= kill_at_) send_sigkill();
     // A leader that survives SIGKILL (stuck in the kernel) is not waited for any longer:
@@ -327,6 +336,7 @@ class LocalJob {
   std::vector<RankSlot> slots_;
   JobResult result_;
   std::optional<Clock::time_point> deadline_;
+  std::optional<Clock::time_point> settle_until_;  // a rank failed: teardown begins then
   bool tearing_down_ = false;
   bool sigkill_sent_ = false;
   Clock::time_point kill_at_{};

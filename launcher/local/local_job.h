@@ -39,7 +39,16 @@ struct TeardownPolicy {
   Milliseconds grace{3000};                 // SIGTERM, then SIGKILL after this
   std::optional<Milliseconds> timeout;      // the whole job's limit
   Milliseconds kill_wait{2000};             // after SIGKILL: give up and name survivors
+  // A rank that ends with this exit code failed only because a peer did not answer in time.
+  // Rather than stop the others at once (mpirun's way, and what any other failure does),
+  // teardown waits up to `settle` for them to end on their own: the smoke test's way to
+  // let every rank still waiting say so, so that the one still silent is the one that hung.
+  std::optional<int> gave_up_exit_code;
+  Milliseconds settle{0};
 };
+
+// True when `status` is the policy's gave_up_exit_code: a failure that waits out the settle.
+bool rank_gave_up_on_a_peer(const TeardownPolicy& policy, const ExitStatus& status);
 
 enum class OutputStream { Stdout, Stderr };
 

@@ -29,6 +29,9 @@ std::string to_json(const NodeLaunchSpec& spec) {
                 }()}}},
       {"grace_ms", spec.teardown.grace.count()},
       {"kill_wait_ms", spec.teardown.kill_wait.count()},
+      {"settle_ms", spec.teardown.settle.count()},
+      {"gave_up_exit_code", spec.teardown.gave_up_exit_code ? json(*spec.teardown.gave_up_exit_code)
+                                                            : json(nullptr)},
   };
   return j.dump();
 }
@@ -55,6 +58,9 @@ NodeLaunchSpec node_launch_spec_from_json(const std::string& text) {
       spec.request.job.node_env[std::stoi(node)] = vars.get<std::map<std::string, std::string>>();
     spec.teardown.grace = Milliseconds(j.at("grace_ms").get<long>());
     spec.teardown.kill_wait = Milliseconds(j.at("kill_wait_ms").get<long>());
+    spec.teardown.settle = Milliseconds(j.at("settle_ms").get<long>());
+    if (!j.at("gave_up_exit_code").is_null())
+      spec.teardown.gave_up_exit_code = j.at("gave_up_exit_code").get<int>();
     return spec;
   } catch (const json::exception& e) {
     throw Error(ErrorKind::Runtime, fmt::format("malformed launch spec: {}", e.what()));

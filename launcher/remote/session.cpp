@@ -487,10 +487,11 @@ class SessionRun {
                                                : ExitStatus::exited(j.at("code"));
     status_[size_t(rank)] = s;
     output_.rank_ended(rank, s);
-    if (!s.success() && !tearing_down_) {
-      result_.first_failed_rank = rank;
-      stop_everything(JobEnd::RankFailed);
-    }
+    if (s.success() || tearing_down_) return;
+    if (!result_.first_failed_rank) result_.first_failed_rank = rank;
+    result_.end = JobEnd::RankFailed;
+    if (!rank_gave_up_on_a_peer(policy_, s)) stop_everything(JobEnd::RankFailed);
+    else if (!settle_until_) settle_until_ = Clock::now() + policy_.settle;
   }
 
   void on_done(size_t node, const std::string& payload) {
@@ -553,6 +554,7 @@ class SessionRun {
   }
 
   void check_deadline() {
+    if (settle_until_ && Clock::now() >= *settle_until_) stop_everything(JobEnd::RankFailed);
     if (deadline_ && Clock::now() >= *deadline_) stop_everything(JobEnd::TimedOut);
   }
 
@@ -625,6 +627,7 @@ class SessionRun {
   std::map<size_t, bool> reported_;     // the nodes of this run, and whether each has ended
   bool tearing_down_ = false;
   std::optional<Clock::time_point> deadline_, give_up_at_;
+  std::optional<Clock::time_point> settle_until_;  // a rank failed: teardown begins then
 };
 
 JobResult ClusterSession::run(const RankPlan& plan, const LaunchRequest& request,

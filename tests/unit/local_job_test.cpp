@@ -75,6 +75,45 @@ TEST(LocalJob, FirstFailureTearsDownTheOthersWithTermThenKill) {
   EXPECT_TRUE(result.stuck.empty());
 }
 
+// A rank that gave up waiting for a peer does not stop the others at once: they get the
+// settle time to end on their own, and only one still running then is stopped.
+TEST(LocalJob, ARankThatGaveUpLetsTheOthersSettleBeforeTeardown) {
+  FakeSpawner spawner;
+  spawner.programs["gave-up"] = {"", 4};
+  spawner.programs["hung"] = {};  // never ends by itself; dies on SIGTERM
+  RecordedOutput output;
+  TeardownPolicy policy = quick_policy();
+  policy.gave_up_exit_code = 4;
+  policy.settle = Milliseconds(300);
+  const auto start = std::chrono::steady_clock::now();
+  JobResult result = run_local_job(spawner, ranks_running({"gave-up", "hung"}), policy, output, {},
+                                   {"MUSTER_JOB_ID=job"});
+  EXPECT_GE(std::chrono::steady_clock::now() - start, policy.settle);
+  EXPECT_EQ(result.end, JobEnd::RankFailed);
+  EXPECT_EQ(result.first_failed_rank, 0);
+  EXPECT_EQ(result.exit_code(), 4);
+  EXPECT_EQ(std::count(spawner.log.begin(), spawner.log.end(), "SIGTERM 101"), 1);
+  EXPECT_FALSE(result.ranks[0].stopped_by_teardown);
+  EXPECT_TRUE(result.ranks[1].stopped_by_teardown);
+}
+
+// Any other failure, even during the settle time, stops the job at once as before.
+TEST(LocalJob, AnyOtherFailureBesideARankThatGaveUpTearsDownAtOnce) {
+  FakeSpawner spawner;
+  spawner.programs["gave-up"] = {"", 4};
+  spawner.programs["fails"] = {"", 3};
+  spawner.programs["hung"] = {};
+  RecordedOutput output;
+  TeardownPolicy policy = quick_policy();
+  policy.gave_up_exit_code = 4;
+  policy.settle = Milliseconds(60'000);
+  JobResult result = run_local_job(spawner, ranks_running({"gave-up", "fails", "hung"}), policy,
+                                   output, {}, {"MUSTER_JOB_ID=job"});
+  EXPECT_EQ(result.end, JobEnd::RankFailed);
+  EXPECT_TRUE(result.ranks[2].stopped_by_teardown);
+  EXPECT_EQ(std::count(spawner.log.begin(), spawner.log.end(), "SIGTERM 102"), 1);
+}
+
 // Both exits arrive in one reap: the peer that exited with an error (as a rank does when
 // its neighbour's connection drops) is listed first, yet the killed rank is the cause, and
 // neither was "stopped by teardown": both were dead before it began.
