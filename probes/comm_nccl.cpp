@@ -9,49 +9,37 @@
 #include <fmt/format.h>
 
 #include "launcher/error.h"
+#include "launcher/node_library.h"
+#include "probes/nccl_api.h"
 
 namespace muster {
 namespace {
 
-// The NCCL and CUDA runtime declarations muster uses, as their APIs document them; neither
-// header is on a CPU-only machine, and muster must build there.
-using cudaError_t = int;
-using cudaStream_t = struct CUstream_st*;
-using ncclComm_t = struct ncclComm*;
-using ncclResult_t = int;
-struct ncclUniqueId {
-  char internal[128];
-};
-constexpr int kNcclFloat32 = 7;
-constexpr int kNcclSum = 0;
-constexpr int kCudaMemcpyHostToDevice = 1;
-constexpr int kCudaMemcpyDeviceToHost = 2;
-constexpr cudaError_t kCudaNotReady = 600;
-constexpr ncclResult_t kNcclInProgress = 7;
+using namespace nccl_api;
 
 struct Libraries {
   void* nccl = nullptr;
   void* cudart = nullptr;
   std::string why_not;
-  ncclResult_t (*get_unique_id)(ncclUniqueId*) = nullptr;
-  ncclResult_t (*comm_init_rank)(ncclComm_t*, int, ncclUniqueId, int) = nullptr;
-  ncclResult_t (*comm_abort)(ncclComm_t) = nullptr;
-  ncclResult_t (*comm_destroy)(ncclComm_t) = nullptr;
-  ncclResult_t (*comm_async_error)(ncclComm_t, ncclResult_t*) = nullptr;
-  const char* (*error_string)(ncclResult_t) = nullptr;
-  ncclResult_t (*all_reduce)(const void*, void*, size_t, int, int, ncclComm_t, cudaStream_t) = nullptr;
-  ncclResult_t (*all_gather)(const void*, void*, size_t, int, ncclComm_t, cudaStream_t) = nullptr;
-  ncclResult_t (*reduce_scatter)(const void*, void*, size_t, int, int, ncclComm_t, cudaStream_t) = nullptr;
-  ncclResult_t (*broadcast)(const void*, void*, size_t, int, int, ncclComm_t, cudaStream_t) = nullptr;
-  cudaError_t (*set_device)(int) = nullptr;
-  cudaError_t (*device_count)(int*) = nullptr;
-  cudaError_t (*malloc)(void**, size_t) = nullptr;
-  cudaError_t (*free)(void*) = nullptr;
-  cudaError_t (*memcpy)(void*, const void*, size_t, int) = nullptr;
-  cudaError_t (*stream_create)(cudaStream_t*) = nullptr;
-  cudaError_t (*stream_destroy)(cudaStream_t) = nullptr;
-  cudaError_t (*stream_query)(cudaStream_t) = nullptr;
-  const char* (*cuda_error_string)(cudaError_t) = nullptr;
+  nccl_api::GetUniqueId get_unique_id = nullptr;
+  nccl_api::CommInitRank comm_init_rank = nullptr;
+  nccl_api::CommAbort comm_abort = nullptr;
+  nccl_api::CommDestroy comm_destroy = nullptr;
+  nccl_api::CommGetAsyncError comm_async_error = nullptr;
+  nccl_api::GetErrorString error_string = nullptr;
+  nccl_api::AllReduce all_reduce = nullptr;
+  nccl_api::AllGather all_gather = nullptr;
+  nccl_api::ReduceScatter reduce_scatter = nullptr;
+  nccl_api::Broadcast broadcast = nullptr;
+  nccl_api::SetDevice set_device = nullptr;
+  nccl_api::GetDeviceCount device_count = nullptr;
+  nccl_api::Malloc malloc = nullptr;
+  nccl_api::Free free = nullptr;
+  nccl_api::Memcpy memcpy = nullptr;
+  nccl_api::StreamCreate stream_create = nullptr;
+  nccl_api::StreamDestroy stream_destroy = nullptr;
+  nccl_api::StreamQuery stream_query = nullptr;
+  nccl_api::CudaGetErrorString cuda_error_string = nullptr;
 
   template <typename Fn>
   bool bind(void* lib, Fn& fn, const char* symbol) {
@@ -66,12 +54,12 @@ Libraries& libraries() {
   static Libraries libs = [] {
     Libraries l;
     for (const char* name : {"libcudart.so.13", "libcudart.so.12", "libcudart.so.11.0", "libcudart.so"})
-      if ((l.cudart = dlopen(name, RTLD_NOW | RTLD_GLOBAL))) break;
+      if ((l.cudart = open_node_library(name, RTLD_NOW | RTLD_GLOBAL))) break;
     if (!l.cudart) {
       l.why_not = "the CUDA runtime (libcudart.so) is not installed on this node; use --backend gloo";
       return l;
     }
-    l.nccl = dlopen("libnccl.so.2", RTLD_NOW | RTLD_GLOBAL);
+    l.nccl = open_node_library("libnccl.so.2", RTLD_NOW | RTLD_GLOBAL);
     if (!l.nccl) {
       l.why_not = "libnccl.so.2 is not installed on this node; use --backend gloo";
       return l;
@@ -128,7 +116,9 @@ class NcclCollective : public Collective {
       std::string bytes = store.get(key, timeout);
       std::memcpy(id.internal, bytes.data(), std::min(bytes.size(), sizeof id.internal));
     }
-    check_nccl(libs_.comm_init_rank(&comm_, size, id, rank), "ncclCommInitRank");
+    check_nccl(libs_.comm_init_rank(&comm_, size, id, rank),
+               fmt::format("ncclCommInitRank for {} (rank {} of {}, CUDA device {})", name_, rank, size,
+                           device).c_str());
     constructed.release();
   }
   ~NcclCollective() override { release_all(); }
@@ -142,13 +132,16 @@ class NcclCollective : public Collective {
     check_cuda(libs_.malloc(&p, std::max<size_t>(elements, 1) * sizeof(float)), "cudaMalloc");
     return static_cast<float*>(p);
   }
-  void release(float* buffer) override { libs_.free(buffer); }
+  void release(float* buffer) override {
+    abort_if_broken();
+    libs_.free(buffer);
+  }
   void upload(float* buffer, const std::vector<float>& host) override {
-    check_cuda(libs_.memcpy(buffer, host.data(), host.size() * sizeof(float), kCudaMemcpyHostToDevice), "cudaMemcpy");
+    check_cuda(libs_.memcpy(buffer, host.data(), host.size() * sizeof(float), kMemcpyHostToDevice), "cudaMemcpy");
   }
   std::vector<float> download(const float* buffer, size_t elements) override {
     std::vector<float> host(elements);
-    check_cuda(libs_.memcpy(host.data(), buffer, elements * sizeof(float), kCudaMemcpyDeviceToHost), "cudaMemcpy");
+    check_cuda(libs_.memcpy(host.data(), buffer, elements * sizeof(float), kMemcpyDeviceToHost), "cudaMemcpy");
     return host;
   }
 
@@ -156,19 +149,19 @@ class NcclCollective : public Collective {
     switch (op) {
       case CollectiveOp::Barrier:  // NCCL has none: a one-element all-reduce is one
         if (!barrier_) barrier_ = allocate(1);
-        check_nccl(libs_.all_reduce(barrier_, barrier_, 1, kNcclFloat32, kNcclSum, comm_, stream_), "barrier");
+        check_nccl(libs_.all_reduce(barrier_, barrier_, 1, kFloat32, kSum, comm_, stream_), "barrier");
         break;
       case CollectiveOp::AllReduce:
-        check_nccl(libs_.all_reduce(send, recv, count, kNcclFloat32, kNcclSum, comm_, stream_), "ncclAllReduce");
+        check_nccl(libs_.all_reduce(send, recv, count, kFloat32, kSum, comm_, stream_), "ncclAllReduce");
         break;
       case CollectiveOp::AllGather:
-        check_nccl(libs_.all_gather(send, recv, count, kNcclFloat32, comm_, stream_), "ncclAllGather");
+        check_nccl(libs_.all_gather(send, recv, count, kFloat32, comm_, stream_), "ncclAllGather");
         break;
       case CollectiveOp::ReduceScatter:
-        check_nccl(libs_.reduce_scatter(send, recv, count, kNcclFloat32, kNcclSum, comm_, stream_), "ncclReduceScatter");
+        check_nccl(libs_.reduce_scatter(send, recv, count, kFloat32, kSum, comm_, stream_), "ncclReduceScatter");
         break;
       case CollectiveOp::Broadcast:
-        check_nccl(libs_.broadcast(send, recv, count, kNcclFloat32, 0, comm_, stream_), "ncclBroadcast");
+        check_nccl(libs_.broadcast(send, recv, count, kFloat32, 0, comm_, stream_), "ncclBroadcast");
         break;
     }
     wait_or_abort(op);
@@ -186,6 +179,7 @@ class NcclCollective : public Collective {
   // NCCL work is asynchronous: poll the stream, and abort the communicator when the
   // collective does not finish in time, so a missing peer cannot hang the rank.
   void wait_or_abort(CollectiveOp op) {
+    if (broken_ || !comm_) throw Error(ErrorKind::Runtime, "the NCCL communicator had already failed");
     auto deadline = std::chrono::steady_clock::now() + timeout_;
     for (;;) {
       cudaError_t state = libs_.stream_query(stream_);
@@ -193,18 +187,35 @@ class NcclCollective : public Collective {
       if (state != kCudaNotReady) check_cuda(state, op_name(op));
       ncclResult_t async = 0;
       libs_.comm_async_error(comm_, &async);
-      if (async != 0 && async != kNcclInProgress) check_nccl(async, op_name(op));
+      if (async != 0 && async != kNcclInProgress) {
+        broken_ = true;
+        throw Error(ErrorKind::Runtime, fmt::format("{}: the NCCL communicator reported an "
+                                                    "asynchronous error ({}) and was aborted",
+                                                    op_name(op), libs_.error_string(async)));
+      }
       if (std::chrono::steady_clock::now() > deadline) {
-        aborted_ = true;
-        throw Error(ErrorKind::Runtime, fmt::format("{} did not finish within {} ms; the NCCL "
-                                                    "communicator was aborted", op_name(op),
-                                                    timeout_.count()));
+        abort_communicator();  // giving up on a peer tells the others nothing they need first
+        throw CollectiveTimedOut(fmt::format("{} did not finish within {} ms; the NCCL "
+                                             "communicator was aborted", op_name(op),
+                                             timeout_.count()));
       }
       std::this_thread::sleep_for(std::chrono::microseconds(20));
     }
   }
+  // A communicator that failed is aborted only after the rank has said why (aborting it is
+  // what tells its peers, who would otherwise report first and end the job before this
+  // rank's own cause is heard), and before any buffer is freed: cudaFree waits for the
+  // device, which a collective that hangs keeps busy until its communicator is aborted.
+  void abort_if_broken() {
+    if (broken_) abort_communicator();
+  }
+  void abort_communicator() {
+    if (comm_) libs_.comm_abort(comm_);
+    comm_ = nullptr;
+  }
   void release_all() {
-    if (comm_) (aborted_ ? libs_.comm_abort : libs_.comm_destroy)(comm_);
+    abort_if_broken();
+    if (comm_) libs_.comm_destroy(comm_);
     if (barrier_) libs_.free(barrier_);
     if (stream_) libs_.stream_destroy(stream_);
     comm_ = nullptr;
@@ -216,7 +227,7 @@ class NcclCollective : public Collective {
   }
   void check_nccl(ncclResult_t rc, const char* what) {
     if (rc != 0) {
-      aborted_ = true;
+      abort_communicator();
       throw Error(ErrorKind::Runtime, fmt::format("{}: {}", what, libs_.error_string(rc)));
     }
   }
@@ -229,7 +240,7 @@ class NcclCollective : public Collective {
   ncclComm_t comm_ = nullptr;
   cudaStream_t stream_ = nullptr;
   float* barrier_ = nullptr;
-  bool aborted_ = false;
+  bool broken_ = false;  // a collective failed or timed out: abort before freeing anything
 };
 
 }  // namespace

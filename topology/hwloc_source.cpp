@@ -267,7 +267,12 @@ Topology HwlocTopologySource::load() {
   std::sort(gpu_objects.begin(), gpu_objects.end(),
             [](hwloc_obj_t a, hwloc_obj_t b) { return bus_id_of(a) < bus_id_of(b); });
   std::map<std::uint64_t, int> gpu_of_pci;
+  std::vector<int> package_of_gpu;  // the package a GPU hangs off, where hwloc knows one
   for (hwloc_obj_t pci : gpu_objects) {
+    hwloc_obj_t package = hwloc_get_non_io_ancestor_obj(topo, pci);
+    if (package && package->type != HWLOC_OBJ_PACKAGE)
+      package = hwloc_get_ancestor_obj_by_type(topo, HWLOC_OBJ_PACKAGE, package);
+    package_of_gpu.push_back(package ? int(package->os_index) : 0);
     Gpu gpu;
     gpu.index = int(t.gpus.size());
     gpu.vendor = gpu_vendor(pci);
@@ -297,6 +302,10 @@ Topology HwlocTopologySource::load() {
       }
       t.nvlinks = facts->nvlinks;
       t.nvlink_source = "NVML";
+      // NVML names no package: the CPU a GPU's links reach is the one the GPU hangs off.
+      t.cpu_nvlinks.clear();
+      for (auto [gpu, links] : facts->cpu_links)
+        t.cpu_nvlinks.push_back({gpu, package_of_gpu[size_t(gpu)], links});
     } else if (!t.nvlinks) {
       t.nvlink_source = "unknown: " + why_not;
     }

@@ -6,30 +6,24 @@
 
 #include <fmt/format.h>
 
+#include "launcher/node_library.h"
+#include "topology/nvml_api.h"
+
 namespace muster {
 namespace {
 
-// The few NVML declarations muster uses, as the NVML API documents them; NVML's header is
-// not installed on CPU-only machines, and muster must build there.
-using nvmlReturn_t = int;
-using nvmlDevice_t = struct nvmlDevice_st*;
-constexpr nvmlReturn_t kNvmlSuccess = 0;
-constexpr unsigned kNvmlMaxLinks = 18;
-struct nvmlPciInfo_t {
-  char busIdLegacy[16];
-  unsigned int domain, bus, device, pciDeviceId, pciSubSystemId;
-  char busId[32];
-};
+using namespace nvml_api;
 
 struct NvmlLibrary {
   void* handle = nullptr;
-  nvmlReturn_t (*init)() = nullptr;
-  nvmlReturn_t (*shutdown)() = nullptr;
-  nvmlReturn_t (*by_bus_id)(const char*, nvmlDevice_t*) = nullptr;
-  nvmlReturn_t (*name)(nvmlDevice_t, char*, unsigned) = nullptr;
-  nvmlReturn_t (*uuid)(nvmlDevice_t, char*, unsigned) = nullptr;
-  nvmlReturn_t (*link_state)(nvmlDevice_t, unsigned, int*) = nullptr;
-  nvmlReturn_t (*link_remote)(nvmlDevice_t, unsigned, nvmlPciInfo_t*) = nullptr;
+  nvml_api::Init init = nullptr;
+  nvml_api::Shutdown shutdown = nullptr;
+  nvml_api::DeviceGetHandleByPciBusId by_bus_id = nullptr;
+  nvml_api::DeviceGetName name = nullptr;
+  nvml_api::DeviceGetUUID uuid = nullptr;
+  nvml_api::DeviceGetNvLinkState link_state = nullptr;
+  nvml_api::DeviceGetNvLinkRemotePciInfo link_remote = nullptr;
+  nvml_api::DeviceGetNvLinkRemoteDeviceType link_remote_type = nullptr;  // NVML 11 and later
 
   ~NvmlLibrary() {
     if (shutdown) shutdown();
@@ -55,7 +49,7 @@ std::string normalise_bus_id(const std::string& bus_id) {
 std::optional<NvmlFacts> query_nvml(const std::vector<std::string>& gpu_bus_ids,
                                     std::string& why_not) {
   NvmlLibrary nvml;
-  nvml.handle = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);
+  nvml.handle = open_node_library("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);
   if (!nvml.handle) {
     why_not = "libnvidia-ml.so.1 did not load (no NVIDIA driver here)";
     return std::nullopt;
@@ -68,38 +62,48 @@ std::optional<NvmlFacts> query_nvml(const std::vector<std::string>& gpu_bus_ids,
     why_not = "libnvidia-ml.so.1 lacks the functions muster uses (driver too old)";
     return std::nullopt;
   }
-  if (nvml.init() != kNvmlSuccess) {
+  if (nvml.init() != kSuccess) {
     why_not = "NVML did not initialise (is the NVIDIA driver loaded?)";
     return std::nullopt;
   }
   nvml.bind(nvml.shutdown, "nvmlShutdown");
+  nvml.bind(nvml.link_remote_type, "nvmlDeviceGetNvLinkRemoteDeviceType");
 
   NvmlFacts facts;
   const size_t n = gpu_bus_ids.size();
   facts.nvlinks.assign(n, std::vector<int>(n, 0));
   std::map<std::string, size_t> index_of;
   for (size_t i = 0; i < n; ++i) index_of[normalise_bus_id(gpu_bus_ids[i])] = i;
-  // Links into NVSwitches (devices that are not among the GPUs) connect a GPU to all others.
+  // Links into NVSwitches connect a GPU to all others; links to a CPU (an IBM NPU, Grace)
+  // to none. Without NVML's remote device type (before NVML 11), a link to a device that is
+  // not one of the GPUs is taken for an NVSwitch link.
   std::vector<int> switch_links(n, 0);
+  std::vector<int> cpu_links(n, 0);
   for (size_t i = 0; i < n; ++i) {
     nvmlDevice_t device = nullptr;
-    if (nvml.by_bus_id(gpu_bus_ids[i].c_str(), &device) != kNvmlSuccess) continue;
+    if (nvml.by_bus_id(gpu_bus_ids[i].c_str(), &device) != kSuccess) continue;
     char text[96] = {};
     NvmlGpuFacts gpu;
-    if (nvml.name(device, text, sizeof text) == kNvmlSuccess) gpu.name = text;
-    if (nvml.uuid(device, text, sizeof text) == kNvmlSuccess) gpu.uuid = text;
+    if (nvml.name(device, text, sizeof text) == kSuccess) gpu.name = text;
+    if (nvml.uuid(device, text, sizeof text) == kSuccess) gpu.uuid = text;
     facts.by_bus_id[normalise_bus_id(gpu_bus_ids[i])] = gpu;
-    for (unsigned link = 0; link < kNvmlMaxLinks; ++link) {
+    for (unsigned link = 0; link < kMaxLinks; ++link) {
       int active = 0;
-      if (nvml.link_state(device, link, &active) != kNvmlSuccess || !active) continue;
+      if (nvml.link_state(device, link, &active) != kSuccess || !active) continue;
       nvmlPciInfo_t remote = {};
-      if (nvml.link_remote(device, link, &remote) != kNvmlSuccess) continue;
+      if (nvml.link_remote(device, link, &remote) != kSuccess) continue;
       auto peer = index_of.find(normalise_bus_id(remote.busId));
+      int type = kLinkToUnknown;
+      if (nvml.link_remote_type && nvml.link_remote_type(device, link, &type) != kSuccess)
+        type = kLinkToUnknown;
       if (peer != index_of.end())
         ++facts.nvlinks[i][peer->second];
+      else if (type == kLinkToIbmNpu)
+        ++cpu_links[i];
       else
         ++switch_links[i];
     }
+    if (cpu_links[i] > 0) facts.cpu_links.push_back({int(i), cpu_links[i]});
   }
   for (size_t i = 0; i < n; ++i)
     for (size_t j = 0; j < n; ++j)

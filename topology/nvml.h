@@ -17,6 +17,7 @@ struct NvmlGpuFacts {
 struct NvmlFacts {
   std::map<std::string, NvmlGpuFacts> by_bus_id;   // "0000:03:00.0" -> facts
   std::vector<std::vector<int>> nvlinks;           // [i][j] for the GPUs asked about
+  std::vector<std::pair<int, int>> cpu_links;      // (GPU i, NVLinks to a CPU), when any
 };
 
 // Asks NVML about the GPUs with these bus ids (in this order). Returns nullopt, with the
