@@ -48,6 +48,25 @@ std::string table(const std::vector<SmokeRow>& rows, const RankPlan& plan) {
   return out;
 }
 
+// One line per rank, as nccl-tests prints them: where it ran and on which GPU (every field
+// read here was checked when the hello was kept).
+std::string hello_lines(const SmokeOutcome& o) {
+  std::string out;
+  for (const auto& h : o.hellos) {
+    const auto& gpu = h.at("gpu");
+    out += fmt::format("#  rank {:>3} on {} (node {}) pid {}: {}\n", h.at("rank").get<int>(),
+                       h.at("host").get<std::string>(), h.at("node_rank").get<int>(),
+                       h.at("pid").get<long>(),
+                       gpu.is_null() ? "CPUs " + h.at("cpuset").get<std::string>()
+                                     : fmt::format("GPU {} {} {}{}", gpu.at("index").get<int>(),
+                                                   gpu.at("pci_bus_id").get<std::string>(),
+                                                   gpu.at("model").get<std::string>(),
+                                                   gpu.at("uuid").is_null()
+                                                       ? "" : " " + gpu.at("uuid").get<std::string>()));
+  }
+  return out;
+}
+
 nlohmann::json report_json(const SmokeOutcome& o) {
   nlohmann::json results = nlohmann::json::array(), problems = nlohmann::json::array();
   for (const auto& r : o.rows) {
@@ -91,7 +110,7 @@ int run_smoke_command(SmokeOptions& options) {
   } else {
     print_out(fmt::format("hello from {} of {} ranks; backend {}\n", outcome.hellos.size(),
                           outcome.plan.world_size(), outcome.backend) +
-              table(outcome.rows, outcome.plan));
+              hello_lines(outcome) + table(outcome.rows, outcome.plan));
     print_out(outcome.problems.empty() ? "\nall checks passed\n" : "\n");
     for (const auto& p : outcome.problems) print_out(fmt::format("FAIL {}\n", p.message));
   }

@@ -15,7 +15,7 @@ CommandAction setup_smoke_rank(CLI::App& app) {
       return 0;
     } catch (const std::exception& e) {
       print_error(e.what());
-      return 3;
+      return smoke_rank_exit_code(e);
     }
   };
 }

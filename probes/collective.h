@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "launcher/error.h"
+
 namespace muster {
 
 enum class CollectiveOp { Barrier, AllReduce, AllGather, ReduceScatter, Broadcast };
@@ -16,6 +18,13 @@ enum class CollectiveOp { Barrier, AllReduce, AllGather, ReduceScatter, Broadcas
 const char* op_name(CollectiveOp op);
 // The op named `name` ("all_reduce", ...), if any.
 std::optional<CollectiveOp> op_from_name(const std::string& name);
+
+// A collective this rank gave up on because its peers did not do their part within the
+// backend's timeout: the mark of a rank that hung, as opposed to one that failed.
+class CollectiveTimedOut : public Error {
+ public:
+  explicit CollectiveTimedOut(std::string message) : Error(ErrorKind::Runtime, std::move(message)) {}
+};
 
 // One group of ranks that can run collectives on float32 buffers.
 class Collective {
@@ -34,7 +43,8 @@ class Collective {
   // Runs one collective to completion. `count` is elements per rank: all-reduce and
   // broadcast use `count` in both buffers; all-gather sends `count` and receives
   // size()*count; reduce-scatter sends size()*count and receives `count`. Throws
-  // Error(Runtime) when it does not finish within the backend's timeout.
+  // CollectiveTimedOut when it does not finish within the backend's timeout, Error(Runtime)
+  // when it fails.
   virtual void run(CollectiveOp op, const float* send, float* recv, size_t count) = 0;
 
   // A sub-group of the given ranks (every rank calls this with the same arguments);

@@ -3,6 +3,7 @@
 #include <cstring>
 #include <map>
 #include <mutex>
+#include <string_view>
 
 #include <fmt/format.h>
 #include <gloo/allgather.h>
@@ -76,7 +77,12 @@ class GlooCollective : public Collective {
     try {
       run_unchecked(op, send, recv, count);
     } catch (const gloo::Exception& e) {
-      throw Error(ErrorKind::Runtime, fmt::format("{} failed: {}", op_name(op), e.what()));
+      std::string message = fmt::format("{} failed: {}", op_name(op), e.what());
+      // Gloo tells a timeout from a broken connection only by its words ("Timed out waiting
+      // 30000ms for recv operation to complete").
+      if (std::string_view(e.what()).find("Timed out waiting") != std::string_view::npos)
+        throw CollectiveTimedOut(std::move(message));
+      throw Error(ErrorKind::Runtime, std::move(message));
     }
   }
 

@@ -118,11 +118,14 @@ class Sweeper {
       e.wrong = count_wrong(op, c.download(recv, recv_elems), n, c.rank(), count);
       emit_(e);
     } catch (const std::exception& ex) {
-      c.release(send);
-      c.release(recv);
+      // Said before the buffers go back: releasing them aborts a failed NCCL communicator,
+      // which is what its peers notice; the cause must be on record before their reports.
       e.kind = SmokeEvent::Kind::Error;
       e.message = ex.what();
+      e.gave_up = dynamic_cast<const CollectiveTimedOut*>(&ex) != nullptr;
       emit_(e);
+      c.release(send);
+      c.release(recv);
       throw;
     }
     c.release(send);
@@ -225,6 +228,21 @@ std::vector<int> ranks_never_arrived(const std::map<int, int>& last_enter_by_ran
     if (it == last_enter_by_rank.end() || it->second < failing_seq) missing.push_back(r);
   }
   return missing;
+}
+
+std::vector<int> ranks_stuck_in(const std::map<int, int>& last_enter_by_rank,
+                                const std::map<int, std::vector<SmokeEvent>>& events_by_rank,
+                                int failing_seq) {
+  std::vector<int> stuck;
+  for (const auto& [rank, seq] : last_enter_by_rank) {
+    if (seq != failing_seq) continue;
+    auto it = events_by_rank.find(rank);
+    const bool left = it != events_by_rank.end() &&
+                      std::any_of(it->second.begin(), it->second.end(),
+                                  [&](const SmokeEvent& e) { return e.seq == failing_seq; });
+    if (!left) stuck.push_back(rank);
+  }
+  return stuck;
 }
 
 }  // namespace muster

@@ -36,6 +36,7 @@ struct SmokeEvent {
   double time_us = 0;          // mean per iteration on this rank
   long wrong = 0;              // elements that differ from the exact expected value
   std::string message;         // for errors
+  bool gave_up = false;        // an error because the peers did not finish within the timeout
 };
 
 // The sizes of a sweep: min, min*factor, ... up to max (max included).
@@ -74,5 +75,12 @@ std::vector<SmokeRow> summarize_smoke(const std::map<int, std::vector<SmokeEvent
 // whose last Enter is before it.
 std::vector<int> ranks_never_arrived(const std::map<int, int>& last_enter_by_rank, int world_size,
                                      int failing_seq);
+
+// The ranks that entered step `failing_seq` and never left it, with neither a result nor an
+// error: hung inside it (a stuck host thread, a kernel that never ends) while the others
+// gave up waiting for them.
+std::vector<int> ranks_stuck_in(const std::map<int, int>& last_enter_by_rank,
+                                const std::map<int, std::vector<SmokeEvent>>& events_by_rank,
+                                int failing_seq);
 
 }  // namespace muster

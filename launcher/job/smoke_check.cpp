@@ -8,6 +8,7 @@
 #include <fmt/ranges.h>
 
 #include "launcher/job/smoke_protocol.h"
+#include "launcher/job/smoke_rank.h"
 #include "launcher/local/node_launch.h"
 #include "probes/job_server.h"
 
@@ -78,6 +79,15 @@ std::vector<Finding> check_hellos(const SmokeReport& c, const RankPlan& plan) {
 std::vector<Finding> check_ending(const SmokeReport& c, const LaunchedJob& job) {
   std::vector<Finding> found;
   if (job.result.end == JobEnd::Completed) return found;
+  // The likely cause first: ranks stuck inside the step the others gave up waiting on. When
+  // nobody gave up (a rank failed, the others saw it), a rank that had not yet reported when
+  // the launcher stopped it is no suspect.
+  if (c.first_error && c.steps_given_up.count(c.first_error->seq))
+    for (int rank : ranks_stuck_in(c.last_enter, c.results, c.first_error->seq))
+      found.push_back(problem(FindingKind::Collective, fmt::format(
+          "{} hung in {} ({}) at {} bytes: it entered the step and never finished it, while "
+          "the others gave up waiting", rank_and_host(job.plan, rank), op_name(c.first_error->op),
+          c.first_error->group, c.first_error->bytes)));
   for (const auto& [rank, message] : c.failures)
     found.push_back(problem(FindingKind::Collective,
                             fmt::format("{}: {}", rank_and_host(job.plan, rank), message)));
@@ -150,7 +160,15 @@ void SmokeReport::record(int rank, const nlohmann::json& j) {
     (void)j.at("local_rank").get<int>();
     (void)j.at("host").get<std::string>();
     (void)j.at("machine_id").get<std::string>();
-    if (!j.at("gpu").is_null()) (void)j.at("gpu").at("pci_bus_id").get<std::string>();
+    (void)j.at("node_rank").get<int>();
+    (void)j.at("pid").get<long>();
+    (void)j.at("cpuset").get<std::string>();
+    if (const auto& gpu = j.at("gpu"); !gpu.is_null()) {
+      (void)gpu.at("index").get<int>();
+      (void)gpu.at("pci_bus_id").get<std::string>();
+      (void)gpu.at("model").get<std::string>();
+      if (!gpu.at("uuid").is_null()) (void)gpu.at("uuid").get<std::string>();
+    }
     hellos[rank].push_back(j);
   } else if (type == "backend") {
     backend = j.at("backend");
@@ -164,6 +182,7 @@ void SmokeReport::record(int rank, const nlohmann::json& j) {
     SmokeEvent e = smoke_event_from_json(j);
     if (e.kind == SmokeEvent::Kind::Error) {
       failures.emplace_back(rank, e.message);
+      if (e.gave_up) steps_given_up.insert(e.seq);
       if (!first_error || e.seq < first_error->seq) first_error = e;
     }
     results[rank].push_back(e);
@@ -187,6 +206,10 @@ SmokeOutcome run_smoke(ClusterContext& context, const SmokeRequest& request) {
   const size_t steps = sweep_sizes(settings.min_bytes, settings.max_bytes, settings.step_factor).size() *
                        (settings.ops.size() + 1);
   launch.timeout_s = request.collective_timeout_s * double(steps * 3 + 10);
+  // When a rank gives up waiting, the others are given their collective timeout (and a
+  // second) to say how they ended: a rank still silent after that is the one that hung.
+  launch.gave_up_exit_code = kSmokeRankGaveUpExitCode;
+  launch.settle_s = request.collective_timeout_s + 1;
 
   SmokeReport c(request.on_other_line);
   LaunchedJob job = launch_job(context, launch, [&](const RankPlan&) -> std::unique_ptr<JobOutput> {

@@ -7,6 +7,7 @@
 #include <functional>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -54,6 +55,7 @@ class SmokeReport : public JobOutput {
   std::map<int, int> last_enter;
   std::vector<std::pair<int, std::string>> failures;   // rank, message
   std::optional<SmokeEvent> first_error;               // the earliest step that failed
+  std::set<int> steps_given_up;  // steps at which some rank gave up waiting for its peers
   std::string backend = "?";
 
  private:

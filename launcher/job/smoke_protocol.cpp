@@ -12,7 +12,7 @@ const char* kind_name(SmokeEvent::Kind k) {
 nlohmann::json smoke_event_json(const SmokeEvent& e) {
   return {{"type", kind_name(e.kind)}, {"seq", e.seq}, {"group", e.group}, {"op", op_name(e.op)},
           {"bytes", e.bytes}, {"count", e.count}, {"time_us", e.time_us}, {"wrong", e.wrong},
-          {"message", e.message}};
+          {"message", e.message}, {"gave_up", e.gave_up}};
 }
 
 SmokeEvent smoke_event_from_json(const nlohmann::json& j) {
@@ -28,6 +28,7 @@ SmokeEvent smoke_event_from_json(const nlohmann::json& j) {
   e.time_us = j.at("time_us");
   e.wrong = j.at("wrong");
   e.message = j.at("message");
+  e.gave_up = j.at("gave_up");
   return e;
 }
 

@@ -144,4 +144,8 @@ void run_smoke_rank(const Environment& env, const std::function<void(const std::
   }
 }
 
+int smoke_rank_exit_code(const std::exception& failure) {
+  return dynamic_cast<const CollectiveTimedOut*>(&failure) ? kSmokeRankGaveUpExitCode : 3;
+}
+
 }  // namespace muster

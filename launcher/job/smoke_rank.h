@@ -3,6 +3,7 @@
 // a backend, and runs the collective sweep, reporting every step as a smoke line.
 #pragma once
 
+#include <exception>
 #include <functional>
 #include <string>
 
@@ -14,5 +15,11 @@ namespace muster {
 // MASTER_ADDR, MASTER_PORT, MUSTER_SMOKE and the interface variables). Every smoke line goes
 // to `say`. On failure, a failure line is said and the Error is rethrown.
 void run_smoke_rank(const Environment& env, const std::function<void(const std::string& line)>& say);
+
+// How a probe rank exits after `failure`: kSmokeRankGaveUpExitCode when it gave up waiting
+// for a peer (a collective or the rendezvous timed out), which tells the launcher to let the
+// other ranks report before it stops them; 3 for any other failure.
+constexpr int kSmokeRankGaveUpExitCode = 4;
+int smoke_rank_exit_code(const std::exception& failure);
 
 }  // namespace muster

@@ -58,6 +58,23 @@ TEST(SmokeArithmetic, RanksThatNeverArrivedAreThoseBehindTheFailingStep) {
   EXPECT_EQ(ranks_never_arrived({{0, 9}}, 3, 9), (std::vector<int>{1, 2}));
 }
 
+TEST(SmokeSweep, RanksThatEnteredTheFailingStepAndNeverLeftItAreStuckInIt) {
+  auto error_at = [](int seq) {
+    SmokeEvent e;
+    e.kind = SmokeEvent::Kind::Error;
+    e.seq = seq;
+    return e;
+  };
+  SmokeEvent earlier_result;
+  earlier_result.kind = SmokeEvent::Kind::Result;
+  earlier_result.seq = 8;
+  // Ranks 0 and 3 timed out in step 9, rank 1 is stuck in it, rank 2 never got there.
+  std::map<int, std::vector<SmokeEvent>> events = {
+      {0, {earlier_result, error_at(9)}}, {1, {earlier_result}}, {3, {earlier_result, error_at(9)}}};
+  EXPECT_EQ(ranks_stuck_in({{0, 9}, {1, 9}, {2, 8}, {3, 9}}, events, 9), std::vector<int>{1});
+  EXPECT_TRUE(ranks_stuck_in({{0, 9}, {1, 9}}, {{0, {error_at(9)}}, {1, {error_at(9)}}}, 9).empty());
+}
+
 TEST(SmokeSweep, RunsEveryOpAtEverySizeAndChecksEveryElement) {
   auto log = std::make_shared<std::vector<std::string>>();
   RecordingCollective world(1, 4, log);
