@@ -217,6 +217,11 @@ void TestCluster::write_sshd_config(int i) const {
       << "LogLevel INFO\n";  // one "Accepted publickey" line per connection
   if (setup.sftp) out << "Subsystem sftp internal-sftp\n";
   if (setup.busybox_root) out << "ChrootDirectory " << chroot_dir(i) << "\n";
+  if (!setup.environment.empty()) {
+    out << "SetEnv";
+    for (const auto& variable : setup.environment) out << " \"" << variable << "\"";
+    out << "\n";
+  }
 }
 
 // sshd insists that every directory on the way to a chroot is root's and writable by no one

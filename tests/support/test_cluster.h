@@ -33,6 +33,7 @@ struct HostSetup {
   bool busybox_root = false;                   // sessions are chrooted into a directory that
                                                // holds only a statically linked busybox
   bool installed_muster = false;               // build/muster on the host's PATH
+  std::vector<std::string> environment;        // NAME=VALUE in every session (sshd's SetEnv)
 };
 
 class TestCluster {

@@ -1,0 +1,274 @@
+// The fakes' own behaviour, through the real nccl.h and cuda_runtime_api.h: a fake that
+// always succeeded would prove nothing about the code that runs against it. Collectives run
+// between threads here (one communicator each); between processes and machines, the
+// end-to-end tests run them under muster.
+#include <cuda_runtime_api.h>
+#include <nccl.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdlib>
+#include <fstream>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Every test here sees the four-GPU machine; the description is read on first use.
+const bool machine_chosen = [] {
+  setenv("MUSTER_FAKE_GPU_MACHINE", MUSTER_SOURCE_DIR "/tests/fakes/gpu/machines/four-gpus-pairwise.txt", 1);
+  return true;
+}();
+
+// Sets an environment variable for one test.
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const std::string& value) : name_(name) { setenv(name, value.c_str(), 1); }
+  ~ScopedEnv() { unsetenv(name_); }
+
+ private:
+  const char* name_;
+};
+
+// A device buffer holding `values`.
+float* on_device(const std::vector<float>& values) {
+  void* p = nullptr;
+  EXPECT_EQ(cudaMalloc(&p, values.size() * sizeof(float)), cudaSuccess);
+  EXPECT_EQ(cudaMemcpy(p, values.data(), values.size() * sizeof(float), cudaMemcpyHostToDevice), cudaSuccess);
+  return static_cast<float*>(p);
+}
+
+std::vector<float> from_device(const float* p, size_t n) {
+  std::vector<float> out(n);
+  EXPECT_EQ(cudaMemcpy(out.data(), p, n * sizeof(float), cudaMemcpyDeviceToHost), cudaSuccess);
+  return out;
+}
+
+// A communicator of one rank, for what needs no peers.
+ncclComm_t lone_comm() {
+  ncclUniqueId id;
+  EXPECT_EQ(ncclGetUniqueId(&id), ncclSuccess);
+  ncclComm_t comm = nullptr;
+  EXPECT_EQ(ncclCommInitRank(&comm, 1, id, 0), ncclSuccess);
+  return comm;
+}
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+TEST(FakeCuda, DevicesAreTheGpusOfTheMachineDescription) {
+  int count = 0;
+  ASSERT_EQ(cudaGetDeviceCount(&count), cudaSuccess);
+  EXPECT_EQ(count, 4);
+  EXPECT_EQ(cudaSetDevice(3), cudaSuccess);
+  EXPECT_EQ(cudaSetDevice(4), cudaErrorInvalidDevice);
+  int device = -1;
+  cudaGetDevice(&device);
+  EXPECT_EQ(device, 3);
+}
+
+TEST(FakeCuda, MemcpyRefusesAHostPointerWhereTheKindSaysDevice) {
+  std::vector<float> host(4, 1.0f), other(4);
+  EXPECT_EQ(cudaMemcpy(other.data(), host.data(), sizeof(float) * 4, cudaMemcpyHostToDevice),
+            cudaErrorInvalidValue);
+  float* device = on_device(host);
+  EXPECT_EQ(from_device(device, 4), host);
+  EXPECT_EQ(cudaFree(device), cudaSuccess);
+  EXPECT_EQ(cudaFree(device), cudaErrorInvalidValue);  // freed twice
+}
+
+// The property a benchmark's timer depends on: the call returns before the work is done.
+TEST(FakeCuda, StreamWorkCompletesLaterOnItsOwnThread) {
+  ScopedEnv slow("MUSTER_FAKE_CUDA_KERNEL_US", "200000");
+  cudaStream_t stream = nullptr;
+  ASSERT_EQ(cudaStreamCreate(&stream), cudaSuccess);
+  ncclComm_t comm = lone_comm();
+  float* send = on_device({1, 2, 3});
+  float* recv = on_device({0, 0, 0});
+
+  auto start = Clock::now();
+  ASSERT_EQ(ncclAllReduce(send, recv, 3, ncclFloat32, ncclSum, comm, stream), ncclSuccess);
+  EXPECT_LT(Clock::now() - start, std::chrono::milliseconds(100)) << "the call waited for the work";
+  EXPECT_EQ(cudaStreamQuery(stream), cudaErrorNotReady);
+  ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+  EXPECT_GE(Clock::now() - start, std::chrono::milliseconds(200));
+  EXPECT_EQ(cudaStreamQuery(stream), cudaSuccess);
+  EXPECT_EQ(from_device(recv, 3), (std::vector<float>{1, 2, 3}));
+
+  EXPECT_EQ(ncclCommDestroy(comm), ncclSuccess);
+  EXPECT_EQ(cudaStreamDestroy(stream), cudaSuccess);
+  cudaFree(send);
+  cudaFree(recv);
+}
+
+// Three ranks, one thread each, every collective muster runs, checked element by element.
+TEST(FakeNccl, CollectivesBetweenRanksGiveExactResults) {
+  constexpr int kRanks = 3;
+  constexpr size_t kCount = 1000;  // elements per rank
+  ncclUniqueId id;
+  ASSERT_EQ(ncclGetUniqueId(&id), ncclSuccess);
+  std::vector<std::vector<float>> all_reduce(kRanks), all_gather(kRanks), reduce_scatter(kRanks),
+      broadcast(kRanks);
+  std::vector<std::thread> ranks;
+  for (int rank = 0; rank < kRanks; ++rank)
+    ranks.emplace_back([&, rank] {
+      cudaSetDevice(rank);
+      cudaStream_t stream = nullptr;
+      cudaStreamCreate(&stream);
+      ncclComm_t comm = nullptr;
+      ASSERT_EQ(ncclCommInitRank(&comm, kRanks, id, rank), ncclSuccess);
+      std::vector<float> mine(kCount * kRanks);
+      for (size_t i = 0; i < mine.size(); ++i) mine[i] = float(rank * 10000 + int(i));
+      float* send = on_device(mine);
+      float* recv = on_device(std::vector<float>(kCount * kRanks, -1));
+      auto run = [&](ncclResult_t issued, size_t elements) {
+        EXPECT_EQ(issued, ncclSuccess);
+        EXPECT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+        return from_device(recv, elements);
+      };
+      all_reduce[size_t(rank)] = run(ncclAllReduce(send, recv, kCount, ncclFloat32, ncclSum, comm, stream), kCount);
+      all_gather[size_t(rank)] = run(ncclAllGather(send, recv, kCount, ncclFloat32, comm, stream), kCount * kRanks);
+      reduce_scatter[size_t(rank)] =
+          run(ncclReduceScatter(send, recv, kCount, ncclFloat32, ncclSum, comm, stream), kCount);
+      broadcast[size_t(rank)] = run(ncclBroadcast(send, recv, kCount, ncclFloat32, 1, comm, stream), kCount);
+      ncclResult_t async = ncclInternalError;
+      EXPECT_EQ(ncclCommGetAsyncError(comm, &async), ncclSuccess);
+      EXPECT_EQ(async, ncclSuccess);
+      ncclCommDestroy(comm);
+      cudaStreamDestroy(stream);
+      cudaFree(send);
+      cudaFree(recv);
+    });
+  for (auto& t : ranks) t.join();
+
+  auto element = [](int rank, size_t i) { return float(rank * 10000 + int(i)); };
+  for (int rank = 0; rank < kRanks; ++rank) {
+    for (size_t i = 0; i < kCount; ++i) {
+      ASSERT_EQ(all_reduce[size_t(rank)][i], element(0, i) + element(1, i) + element(2, i)) << i;
+      ASSERT_EQ(reduce_scatter[size_t(rank)][i],
+                element(0, size_t(rank) * kCount + i) + element(1, size_t(rank) * kCount + i) +
+                    element(2, size_t(rank) * kCount + i)) << i;
+      ASSERT_EQ(broadcast[size_t(rank)][i], element(1, i)) << i;
+    }
+    for (size_t i = 0; i < kCount * kRanks; ++i)
+      ASSERT_EQ(all_gather[size_t(rank)][i], element(int(i / kCount), i % kCount)) << i;
+  }
+}
+
+TEST(FakeNccl, AnIdThatNcclDidNotMakeIsRefused) {
+  ncclUniqueId foreign{};
+  ncclComm_t comm = nullptr;
+  EXPECT_EQ(ncclCommInitRank(&comm, 2, foreign, 0), ncclInvalidArgument);
+  ncclUniqueId id;
+  ncclGetUniqueId(&id);
+  EXPECT_EQ(ncclCommInitRank(&comm, 2, id, 2), ncclInvalidArgument);  // rank out of range
+}
+
+// A rank whose peer never issues the collective waits, without error, until it is aborted.
+TEST(FakeNccl, AbortEndsWorkThatWaitsForAMissingPeer) {
+  ncclUniqueId id;
+  ASSERT_EQ(ncclGetUniqueId(&id), ncclSuccess);
+  ncclComm_t comms[2] = {nullptr, nullptr};
+  std::thread other([&] { ncclCommInitRank(&comms[1], 2, id, 1); });
+  ASSERT_EQ(ncclCommInitRank(&comms[0], 2, id, 0), ncclSuccess);
+  other.join();
+  ASSERT_NE(comms[1], nullptr);
+  cudaStream_t stream = nullptr;
+  cudaStreamCreate(&stream);
+  float* buffer = on_device({1});
+  ASSERT_EQ(ncclAllReduce(buffer, buffer, 1, ncclFloat32, ncclSum, comms[0], stream), ncclSuccess);
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  EXPECT_EQ(cudaStreamQuery(stream), cudaErrorNotReady) << "an all-reduce finished without its peer";
+  ncclResult_t async = ncclInternalError;
+  ncclCommGetAsyncError(comms[0], &async);
+  EXPECT_EQ(async, ncclSuccess);
+  EXPECT_EQ(ncclCommAbort(comms[0]), ncclSuccess);
+  EXPECT_EQ(cudaStreamSynchronize(stream), cudaSuccess);  // the aborted work is gone
+  ncclCommDestroy(comms[1]);
+  cudaStreamDestroy(stream);
+  cudaFree(buffer);
+}
+
+// The misbehaviour the environment asks of a rank (RANK) is what that rank gets, and the log
+// records it.
+class FakeNcclFaults : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    log_ = ::testing::TempDir() + "fake-nccl-" + std::to_string(getpid()) + ".log";
+    std::remove(log_.c_str());
+  }
+  void TearDown() override { std::remove(log_.c_str()); }
+  std::string log_;
+  ScopedEnv rank_{"RANK", "0"};
+};
+
+TEST_F(FakeNcclFaults, InitFailsForTheRankNamed) {
+  ScopedEnv log("MUSTER_FAKE_NCCL_LOG", log_);
+  ncclUniqueId id;
+  ncclGetUniqueId(&id);
+  ncclComm_t comm = nullptr;
+  {
+    ScopedEnv fail("MUSTER_FAKE_NCCL_INIT_FAIL", "1");  // another rank
+    comm = lone_comm();
+    ASSERT_NE(comm, nullptr);
+    ncclCommDestroy(comm);
+  }
+  ScopedEnv fail("MUSTER_FAKE_NCCL_INIT_FAIL", "0");
+  EXPECT_EQ(ncclCommInitRank(&comm, 1, id, 0), ncclSystemError);
+  EXPECT_NE(read_file(log_).find("0 init-failed"), std::string::npos) << read_file(log_);
+}
+
+TEST_F(FakeNcclFaults, AnAsyncErrorIsReportedAndTheWorkNeverFinishesUntilAborted) {
+  ScopedEnv log("MUSTER_FAKE_NCCL_LOG", log_);
+  ncclComm_t comm = lone_comm();
+  cudaStream_t stream = nullptr;
+  cudaStreamCreate(&stream);
+  float* buffer = on_device({1});
+  ASSERT_EQ(ncclAllReduce(buffer, buffer, 1, ncclFloat32, ncclSum, comm, stream), ncclSuccess);
+  ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);  // the first one works
+  ScopedEnv error("MUSTER_FAKE_NCCL_ASYNC_ERROR", "0:1");  // from this process's first on
+  ASSERT_EQ(ncclAllReduce(buffer, buffer, 1, ncclFloat32, ncclSum, comm, stream), ncclSuccess);
+  ncclResult_t async = ncclSuccess;
+  ncclCommGetAsyncError(comm, &async);
+  EXPECT_EQ(async, ncclSystemError);
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  EXPECT_EQ(cudaStreamQuery(stream), cudaErrorNotReady);
+  EXPECT_EQ(ncclCommAbort(comm), ncclSuccess);
+  EXPECT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+  const std::string events = read_file(log_);
+  EXPECT_NE(events.find("0 async-error"), std::string::npos) << events;
+  EXPECT_NE(events.find("0 abort"), std::string::npos) << events;
+  cudaStreamDestroy(stream);
+  cudaFree(buffer);
+}
+
+TEST_F(FakeNcclFaults, AHungRanksCollectiveNeverReturnsToItsCaller) {
+  ScopedEnv log("MUSTER_FAKE_NCCL_LOG", log_);
+  ncclComm_t comm = lone_comm();
+  cudaStream_t stream = nullptr;
+  cudaStreamCreate(&stream);
+  float* buffer = on_device({1});
+  ScopedEnv hang("MUSTER_FAKE_NCCL_HANG", "0:1");
+  auto returned = std::make_shared<std::atomic<bool>>(false);
+  // The thread stays hung until the test program exits, as a hung rank's would.
+  std::thread([=] {
+    ncclAllReduce(buffer, buffer, 1, ncclFloat32, ncclSum, comm, stream);
+    *returned = true;
+  }).detach();
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  EXPECT_FALSE(*returned);
+  EXPECT_NE(read_file(log_).find("0 hang"), std::string::npos) << read_file(log_);
+}
+
+}  // namespace
