@@ -4,7 +4,9 @@
 
 #include <cerrno>
 #include <cstdlib>
+#include <cstdio>
 #include <cstring>
+#include <ctime>
 #include <fstream>
 #include <memory>
 
@@ -26,15 +28,27 @@ struct DoctorOptions {
   DoctorRequest request;
   RemoteFlags remote;
   bool strict = false;
-  std::string json_file, junit_file;
+  std::string json_file, junit_file, prometheus_file;
 };
 
 namespace {
 
+// Written beside its final name, then renamed over it: a reader (node_exporter's textfile
+// collector, a CI step) sees the old report or the new one, never half of one.
 void write_file(const std::string& path, const std::string& text) {
-  std::ofstream out(path);
-  if (!(out << text))
-    throw Error(ErrorKind::Runtime, fmt::format("cannot write {}: {}", path, std::strerror(errno)));
+  const std::string temporary = fmt::format("{}.{}.tmp", path, getpid());
+  std::ofstream out(temporary);
+  if (!(out << text) || !(out.flush())) {
+    const int error = errno;
+    std::remove(temporary.c_str());
+    throw Error(ErrorKind::Runtime, fmt::format("cannot write {}: {}", path, std::strerror(error)));
+  }
+  out.close();
+  if (std::rename(temporary.c_str(), path.c_str()) != 0) {
+    const int error = errno;
+    std::remove(temporary.c_str());
+    throw Error(ErrorKind::Runtime, fmt::format("cannot write {}: {}", path, std::strerror(error)));
+  }
 }
 
 int run_doctor_command(DoctorOptions& options) {
@@ -43,6 +57,8 @@ int run_doctor_command(DoctorOptions& options) {
   DoctorReport report = run_doctor(options.request, progress);
   if (!options.json_file.empty()) write_file(options.json_file, doctor_json(report).dump(2) + "\n");
   if (!options.junit_file.empty()) write_file(options.junit_file, doctor_junit(report));
+  if (!options.prometheus_file.empty())
+    write_file(options.prometheus_file, doctor_prometheus(report, double(std::time(nullptr))));
   const char* no_colour = std::getenv("NO_COLOR");
   const bool colour = isatty(STDOUT_FILENO) && !(no_colour && *no_colour);
   print_out(doctor_summary(report, colour));
@@ -64,6 +80,9 @@ CommandAction setup_doctor(CLI::App& app) {
   app.add_flag("--strict", options->strict, "warnings fail too (exit 1)");
   app.add_option("--json", options->json_file, "write the report as JSON (share/doctor.schema.json)");
   app.add_option("--junit", options->junit_file, "write JUnit XML: one testcase per check and node");
+  app.add_option("--prometheus", options->prometheus_file,
+                 "write the results in Prometheus' text format, atomically, for node_exporter's "
+                 "textfile collector (e.g. /var/lib/prometheus/node-exporter/muster.prom)");
   app.footer("Without -f, -H or --hostfile: this machine (topology, then a smoke test over its "
              "slots).\nExit status: 0 when every check passed (warnings allowed unless --strict), "
              "1 when one failed, 2 for usage or configuration errors.");

@@ -1,6 +1,8 @@
 #include "cli/doctor_report.h"
 
 #include <algorithm>
+#include <cctype>
+#include <cmath>
 #include <map>
 
 #include <fmt/format.h>
@@ -17,6 +19,7 @@ nlohmann::json doctor_json(const DoctorReport& report) {
     checks.push_back({{"stage", c.stage}, {"name", c.name},
                       {"node", c.node ? nlohmann::json(*c.node) : nlohmann::json(nullptr)},
                       {"status", status_name(c.status)}, {"reason", c.reason}});
+    if (!c.values.empty()) checks.back()["values"] = c.values;
     ++counts[status_name(c.status)];
   }
   return {{"schema", "muster-doctor/1"}, {"muster_version", MUSTER_VERSION},
@@ -84,6 +87,85 @@ std::string doctor_junit(const DoctorReport& report) {
     out += "  </testsuite>\n";
   }
   out += "</testsuites>\n";
+  return out;
+}
+
+namespace {
+
+// A label value as the exposition format wants it: backslash, double quote and newline
+// escaped; nothing else is special.
+std::string label_escape(const std::string& text) {
+  std::string out;
+  for (char c : text) {
+    if (c == '\\' || c == '"') out += '\\';
+    if (c == '\n') out += "\\n";
+    else out += c;
+  }
+  return out;
+}
+
+// A metric name from a value's key: [a-zA-Z_:][a-zA-Z0-9_:]*.
+std::string metric_name(const std::string& key) {
+  std::string out = "muster_doctor_";
+  for (char c : key) out += std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
+  return out;
+}
+
+int status_value(CheckStatus s) {
+  switch (s) {
+    case CheckStatus::Pass: return 0;
+    case CheckStatus::Warn: return 1;
+    case CheckStatus::Fail: return 2;
+    case CheckStatus::Skip: return 3;
+  }
+  return 2;
+}
+
+// The samples of one metric family, each series once (the format forbids repeats).
+struct Family {
+  std::string help;
+  std::map<std::string, double> samples;  // labels -> value
+};
+
+}  // namespace
+
+std::string doctor_prometheus(const DoctorReport& report, double unix_time) {
+  const std::string cluster = fmt::format("cluster=\"{}\"", label_escape(report.cluster));
+  std::map<std::string, Family> families;
+  auto set = [&](const std::string& name, const std::string& help, const std::string& labels,
+                 double value) {
+    Family& f = families[name];
+    f.help = help;
+    f.samples.emplace(labels, value);
+  };
+  set("muster_doctor_status", "The whole run: 0 pass, 1 warn, 2 fail.", cluster,
+      status_value(report.overall()));
+  set("muster_doctor_last_run_timestamp_seconds", "When the run ended, in seconds since the epoch.",
+      cluster, unix_time);
+  set("muster_doctor_duration_seconds", "How long the whole run took.", cluster, report.seconds);
+  for (const auto& s : report.stages)
+    set("muster_doctor_stage_duration_seconds", "How long each stage took.",
+        fmt::format("{},stage=\"{}\"", cluster, label_escape(s.name)), s.seconds);
+  for (const auto& c : report.checks) {
+    const std::string labels = fmt::format("{},stage=\"{}\",check=\"{}\",node=\"{}\"", cluster,
+                                           label_escape(c.stage), label_escape(c.name),
+                                           label_escape(c.node.value_or("")));
+    set("muster_doctor_check_status",
+        "Each check of each node (node=\"\" for the cluster): 0 pass, 1 warn, 2 fail, 3 skip.",
+        labels, status_value(c.status));
+    // A check made twice for one node (two problems of one kind) keeps its worst status.
+    double& kept = families["muster_doctor_check_status"].samples[labels];
+    kept = std::max(kept, double(status_value(c.status)));
+    for (const auto& [key, value] : c.values)
+      if (std::isfinite(value))
+        set(metric_name(key), fmt::format("What doctor's {} check measured ({}).", c.name, key),
+            labels, value);
+  }
+  std::string out;
+  for (const auto& [name, f] : families) {
+    out += fmt::format("# HELP {} {}\n# TYPE {} gauge\n", name, f.help, name);
+    for (const auto& [labels, value] : f.samples) out += fmt::format("{}{{{}}} {}\n", name, labels, value);
+  }
   return out;
 }
 

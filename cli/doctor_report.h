@@ -12,6 +12,10 @@ namespace muster::cli {
 
 nlohmann::json doctor_json(const DoctorReport& report);
 std::string doctor_junit(const DoctorReport& report);
+// Prometheus' text exposition format, for node_exporter's textfile collector: the overall
+// status, when it ran (`unix_time`), how long each stage took, one gauge per check and node
+// with its status (0 pass, 1 warn, 2 fail, 3 skip), and every value a check measured.
+std::string doctor_prometheus(const DoctorReport& report, double unix_time);
 // The final table; `colour` adds ANSI colours to the status column.
 std::string doctor_summary(const DoctorReport& report, bool colour);
 

@@ -129,7 +129,8 @@ class Doctor {
       if (r.ok)
         add("ssh", "reach", host(i), CheckStatus::Pass,
             fmt::format("SSH {:.1f} ms (resolve {:.1f}, TCP {:.1f}), command {:.1f} ms",
-                        r.timings.ssh_ms, r.timings.resolve_ms, r.timings.tcp_connect_ms, r.command_rtt_ms));
+                        r.timings.ssh_ms, r.timings.resolve_ms, r.timings.tcp_connect_ms, r.command_rtt_ms),
+            {{"ssh_connect_seconds", r.timings.ssh_ms / 1e3}, {"command_rtt_seconds", r.command_rtt_ms / 1e3}});
       else
         add("ssh", "reach", host(i), CheckStatus::Fail, r.failure);
     }
@@ -218,12 +219,16 @@ class Doctor {
           if (p.result.reachable) medians.push_back(p.result.rtt.median_us);
         }
       std::sort(medians.begin(), medians.end());
+      std::map<std::string, double> values = {{"peers_reached", reached}, {"peers", peers}};
+      if (!medians.empty()) values["rtt_median_seconds"] = medians[(medians.size() - 1) / 2] / 1e6;
       add("network", "pairs", host(i), reached == peers ? CheckStatus::Pass : CheckStatus::Fail,
           fmt::format("reached {} of {} peer addresses{}", reached, peers,
-                      medians.empty() ? "" : fmt::format(", median RTT {:.0f} us", medians[(medians.size() - 1) / 2])));
+                      medians.empty() ? "" : fmt::format(", median RTT {:.0f} us", medians[(medians.size() - 1) / 2])),
+          values);
       if (r.nodes[i].clock_offset_ms)
         add("network", "clock", host(i), CheckStatus::Pass,
-            fmt::format("{:+.1f} ms from the head", *r.nodes[i].clock_offset_ms));
+            fmt::format("{:+.1f} ms from the head", *r.nodes[i].clock_offset_ms),
+            {{"clock_offset_seconds", *r.nodes[i].clock_offset_ms / 1e3}});
     }
     // Every problem found becomes a check of the node it names (or of the cluster). The ssh
     // stage reported unreachable nodes; the topology stage compared the nodes.
@@ -289,7 +294,9 @@ class Doctor {
             fmt::format("{} at {} bytes over {}: busbw {:.3f} GB/s, {} wrong; slowest rank {}{}",
                         outcome.backend, row.bytes, plural(size_t(row.ranks), "rank"), row.busbw_gbps,
                         row.wrong, row.slowest_rank,
-                        row.ranks == 1 ? " (one slot: nothing crossed a link)" : ""));
+                        row.ranks == 1 ? " (one slot: nothing crossed a link)" : ""),
+            {{"busbw_bytes_per_second", row.busbw_gbps * 1e9}, {"collective_time_seconds", row.time_us / 1e6},
+             {"message_bytes", double(row.bytes)}, {"wrong_elements", double(row.wrong)}});
   }
 
   int network_rounds() {
@@ -373,8 +380,8 @@ class Doctor {
   std::string host(size_t node) const { return context_->cluster().nodes[node].host; }
 
   void add(const std::string& stage, const std::string& name, std::optional<std::string> node,
-           CheckStatus status, const std::string& reason) {
-    report_.checks.push_back({stage, name, std::move(node), status, reason});
+           CheckStatus status, const std::string& reason, std::map<std::string, double> values = {}) {
+    report_.checks.push_back({stage, name, std::move(node), status, reason, std::move(values)});
   }
 
   const DoctorRequest& request_;

@@ -3,6 +3,7 @@
 // which nothing passed skips only the stages that need it. The CI health check.
 #pragma once
 
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -24,6 +25,9 @@ struct Check {
   std::optional<std::string> node;
   CheckStatus status = CheckStatus::Pass;
   std::string reason;  // one line
+  // What it measured, in base units named in the key as Prometheus names them
+  // ("rtt_median_seconds", "busbw_bytes_per_second"), for monitoring to graph.
+  std::map<std::string, double> values;
 };
 
 struct StageResult {

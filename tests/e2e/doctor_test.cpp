@@ -3,7 +3,10 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include <filesystem>
 #include <fstream>
+#include <map>
+#include <optional>
 #include <sstream>
 
 #include "tests/support/test_cluster.h"
@@ -27,6 +30,30 @@ std::string check_reports(const TempDir& dir) {
                         dir.file("report.xml")});
   EXPECT_EQ(r.exit_code, 0) << r.err;
   return r.out;
+}
+
+// Checks a --prometheus file with tests/e2e/check_prometheus.py; returns its samples as
+// [name, labels, value] (null when the check could not run).
+nlohmann::json check_prometheus(const std::string& path) {
+  if (run_command({"/usr/bin/python3", "-c", "import prometheus_client"}).exit_code != 0) {
+    if (in_ci()) ADD_FAILURE() << "python3-prometheus-client is missing; .ci/run installs it";
+    return nullptr;
+  }
+  auto r = run_command({"/usr/bin/python3", MUSTER_SOURCE_DIR "/tests/e2e/check_prometheus.py", path});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  return r.exit_code == 0 ? nlohmann::json::parse(r.out) : nlohmann::json(nullptr);
+}
+
+// The value of the sample named `name` whose labels include all of `labels`, if one.
+std::optional<double> sample_value(const nlohmann::json& samples, const std::string& name,
+                                   const std::map<std::string, std::string>& labels) {
+  for (const auto& s : samples) {
+    if (s[0] != name) continue;
+    bool all = true;
+    for (const auto& [k, v] : labels) all &= s[1].contains(k) && s[1][k] == v;
+    if (all) return s[2].get<double>();
+  }
+  return std::nullopt;
 }
 
 const nlohmann::json* find_check(const nlohmann::json& report, const std::string& stage,
@@ -62,6 +89,31 @@ TEST(Doctor, ThisMachinePassesAndItsReportsFollowTheSchema) {
   }
   EXPECT_NE(r.out.find("PASS in"), std::string::npos) << r.out;
   EXPECT_EQ(r.out.find("\033["), std::string::npos);  // no colour when not a terminal
+}
+
+// The textfile node_exporter reads: valid exposition format (checked by an independent
+// parser), label values escaped, one status per check, and what was measured in base units.
+TEST(Doctor, PrometheusTextfileIsValidWithItsLabelsEscaped) {
+  TempDir dir;
+  // A cluster name with every character the format escapes.
+  dir.write("cluster.yaml", "name: 'lab \"east\" \\ 1'\nnodes:\n  - host: localhost\n");
+  auto r = run_muster({"doctor", "-f", dir.file("cluster.yaml"), "--prometheus", dir.file("muster.prom")});
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  nlohmann::json samples = check_prometheus(dir.file("muster.prom"));
+  if (samples.is_null()) return;
+  const std::string cluster = "lab \"east\" \\ 1";
+  EXPECT_EQ(sample_value(samples, "muster_doctor_status", {{"cluster", cluster}}), 0.0) << samples.dump();
+  EXPECT_EQ(sample_value(samples, "muster_doctor_check_status",
+                         {{"stage", "smoke"}, {"check", "all_reduce"}, {"node", ""}}), 0.0);
+  EXPECT_EQ(sample_value(samples, "muster_doctor_check_status", {{"stage", "ssh"}}), 3.0);  // skip
+  auto busbw = sample_value(samples, "muster_doctor_busbw_bytes_per_second", {{"check", "all_reduce"}});
+  ASSERT_TRUE(busbw.has_value()) << samples.dump();
+  EXPECT_GT(*busbw, 0);
+  EXPECT_GT(*sample_value(samples, "muster_doctor_last_run_timestamp_seconds", {}), 1.7e9);
+  // Written beside its name and renamed: nothing else is left in the directory.
+  size_t files = 0;
+  for ([[maybe_unused]] const auto& e : std::filesystem::directory_iterator(dir.path())) ++files;
+  EXPECT_EQ(files, 2u);
 }
 
 TEST(Doctor, OnATerminalProgressIsRedrawnAndColourFollowsNoColor) {
@@ -117,10 +169,22 @@ TEST_F(DoctorCluster, EveryStagePassesOnAHealthyCluster) {
   std::vector<int> before;
   for (int i = 0; i < 4; ++i) before.push_back(cluster_->accepted_connections(i));
   auto r = cluster_->muster({"doctor", "-f", cluster_->write_cluster_file("launch:\n  slots: 2\n"),
-                             "--json", dir.file("report.json"), "--junit", dir.file("report.xml")}, 300);
+                             "--json", dir.file("report.json"), "--junit", dir.file("report.xml"),
+                             "--prometheus", dir.file("muster.prom")}, 300);
   EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
   auto report = read_json(dir.file("report.json"));
   for (const auto& s : report["stages"]) EXPECT_EQ(s["status"], "pass") << s.dump();
+  // Per node: its status, its round-trip time to its peers and its clock, in seconds.
+  nlohmann::json samples = check_prometheus(dir.file("muster.prom"));
+  for (int i = 0; !samples.is_null() && i < 4; ++i) {
+    const std::string node = cluster_->host(i);
+    EXPECT_EQ(sample_value(samples, "muster_doctor_check_status", {{"check", "pairs"}, {"node", node}}), 0.0);
+    auto rtt = sample_value(samples, "muster_doctor_rtt_median_seconds", {{"node", node}});
+    ASSERT_TRUE(rtt.has_value()) << node << samples.dump();
+    EXPECT_GT(*rtt, 0);
+    EXPECT_LT(*rtt, 1);  // seconds, not microseconds
+    EXPECT_TRUE(sample_value(samples, "muster_doctor_clock_offset_seconds", {{"node", node}}).has_value());
+  }
   for (int i = 0; i < 4; ++i) {
     ASSERT_NE(find_check(report, "ssh", "reach", cluster_->host(i)), nullptr);
     EXPECT_EQ((*find_check(report, "network", "pairs", cluster_->host(i)))["status"], "pass");
