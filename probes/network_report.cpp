@@ -43,16 +43,23 @@ NetworkChoice choose_network(const std::vector<std::vector<LocalAddress>>& addre
   const int n = int(addresses_of_node.size());
   NetworkChoice choice;
   if (n == 0) return choice;
-  // An address is good when every other node reached it.
+  // An address is good when every other node reached it. One pass over the probes counts,
+  // per node and address, the distinct nodes that reached it: O(probes), where asking
+  // every probe for every node, address and candidate was O(n^4).
+  struct Reachers {
+    std::vector<bool> from;  // by source node
+    int count = 0;           // distinct sources
+  };
+  std::map<std::pair<int, std::string>, Reachers> reached;
+  for (const PairProbe& p : probes) {
+    if (!p.result.reachable || p.src == p.dst || p.src < 0 || p.src >= n) continue;
+    Reachers& r = reached[{p.dst, p.address}];
+    if (r.from.empty()) r.from.resize(size_t(n));
+    if (!r.from[size_t(p.src)]) r.from[size_t(p.src)] = true, ++r.count;
+  }
   auto reached_by_all = [&](int node, const std::string& address) {
-    for (int src = 0; src < n; ++src) {
-      if (src == node) continue;
-      bool reached = std::any_of(probes.begin(), probes.end(), [&](const PairProbe& p) {
-        return p.src == src && p.dst == node && p.address == address && p.result.reachable;
-      });
-      if (!reached) return false;
-    }
-    return true;
+    auto it = reached.find({node, address});
+    return n == 1 || (it != reached.end() && it->second.count == n - 1);
   };
   // Subnets in the order of node 0's addresses, the preferred one first.
   std::vector<LocalAddress> node0 = addresses_of_node[0];

@@ -100,14 +100,17 @@ void choose_rendezvous(const ClusterSpec& cluster, PingReport& report) {
     index_of[reachable[k]] = int(k);
     addresses.push_back(report.nodes[size_t(reachable[k])].facts->addresses);
   }
-  std::vector<PairProbe> local;
-  for (auto p : report.pairs) {
-    if (!index_of.count(p.src) || !index_of.count(p.dst)) continue;
-    p.src = index_of.at(p.src);
-    p.dst = index_of.at(p.dst);
-    local.push_back(p);
-  }
-  NetworkChoice choice = choose_network(addresses, local,
+  // Renumbered to the reachable nodes only when some were not: the probes can number n^2.
+  std::vector<PairProbe> renumbered;
+  const bool all_reached = reachable.size() == report.nodes.size();
+  if (!all_reached)
+    for (auto p : report.pairs) {
+      if (!index_of.count(p.src) || !index_of.count(p.dst)) continue;
+      p.src = index_of.at(p.src);
+      p.dst = index_of.at(p.dst);
+      renumbered.push_back(p);
+    }
+  NetworkChoice choice = choose_network(addresses, all_reached ? report.pairs : renumbered,
                                         cluster.nodes[size_t(reachable.front())].address);
   report.choice.master_addr = choice.master_addr;
   report.choice.subnet = choice.subnet;
@@ -239,13 +242,17 @@ PingReport ping_cluster(ClusterSession& session, const ClusterSpec& cluster,
     else if (s.reach.ok) s.reach = {false, session.why_unusable(i), s.reach.timings, 0};
     report.nodes.push_back(std::move(s));
   }
-  // 2. Clocks, then every pair on every address, then the choice those allow.
+  // 2. Clocks, then every pair on every address.
   measure_clocks(session, report, interrupt_fds);
   probe_pairs(session, options, report, interrupt_fds);
-  choose_rendezvous(cluster, report);
-  // 3. What is wrong, in plain words.
-  report.problems = find_problems(cluster, report);
+  // 3. The choice those allow, and what is wrong, in plain words.
+  analyze_probes(cluster, report);
   return report;
+}
+
+void analyze_probes(const ClusterSpec& cluster, PingReport& report) {
+  choose_rendezvous(cluster, report);
+  report.problems = find_problems(cluster, report);
 }
 
 }  // namespace muster

@@ -53,4 +53,9 @@ struct PingReport {
 PingReport ping_cluster(ClusterSession& session, const ClusterSpec& cluster,
                         const PingOptions& options, const std::vector<int>& interrupt_fds);
 
+// What the measurements in `report` (nodes and pairs) allow: the rendezvous address and
+// interfaces, and the problems found. The last step of ping_cluster, on its own for the
+// scale benchmark.
+void analyze_probes(const ClusterSpec& cluster, PingReport& report);
+
 }  // namespace muster
