@@ -35,15 +35,15 @@ std::string table(const std::vector<SmokeRow>& rows, const RankPlan& plan) {
     std::string title = fmt::format("{} ({}, {} ranks)", op_name(r.op), r.group, r.ranks);
     if (title != current) {
       current = title;
-      out += fmt::format("\n# {}\n#{:>11} {:>12} {:>6} {:>6} {:>5} {:>11} {:>8} {:>8} {:>7}  {}\n",
+      out += fmt::format("\n# {}\n#{:>11} {:>12} {:>6} {:>6} {:>5} {:>11} {:>8} {:>8} {:>7} {:>11}  {}\n",
                          title, "size", "count", "type", "redop", "root", "time(us)",
-                         "algbw", "busbw", "#wrong", "slowest");
+                         "algbw", "busbw", "#wrong", "max(us)", "slowest");
     }
     bool reduces = r.op == CollectiveOp::AllReduce || r.op == CollectiveOp::ReduceScatter;
-    out += fmt::format(" {:>11} {:>12} {:>6} {:>6} {:>5} {:>11.1f} {:>8.3f} {:>8.3f} {:>7}  {}\n",
+    out += fmt::format(" {:>11} {:>12} {:>6} {:>6} {:>5} {:>11.1f} {:>8.3f} {:>8.3f} {:>7} {:>11.1f}  {}\n",
                        r.bytes, r.count, "float", reduces ? "sum" : "none",
                        r.op == CollectiveOp::Broadcast ? "0" : "-1", r.time_us, r.algbw_gbps,
-                       r.busbw_gbps, r.wrong, rank_and_host(plan, r.slowest_rank));
+                       r.busbw_gbps, r.wrong, r.max_time_us, rank_and_host(plan, r.slowest_rank));
   }
   return out;
 }
@@ -75,7 +75,8 @@ nlohmann::json report_json(const SmokeOutcome& o) {
     for (const auto& [rank, t] : r.time_us_by_rank) by_rank[std::to_string(rank)] = t;
     results.push_back({{"group", r.group}, {"op", op_name(r.op)}, {"bytes", r.bytes},
                        {"count", r.count}, {"type", "float"}, {"ranks", r.ranks},
-                       {"time_us", r.time_us}, {"algbw_gbps", r.algbw_gbps},
+                       {"time_us", r.time_us}, {"max_time_us", r.max_time_us},
+                       {"algbw_gbps", r.algbw_gbps},
                        {"busbw_gbps", r.busbw_gbps}, {"wrong", r.wrong},
                        {"slowest_rank", r.slowest_rank},
                        {"slowest_host", r.slowest_rank >= 0 && r.slowest_rank < o.plan.world_size()

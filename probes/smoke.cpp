@@ -204,13 +204,17 @@ std::vector<SmokeRow> summarize_smoke(const std::map<int, std::vector<SmokeEvent
       row.ranks += 1;
       row.wrong += e.wrong;
       row.time_us_by_rank[rank] = e.time_us;
-      if (e.time_us >= row.time_us) {
-        row.time_us = e.time_us;
+      if (e.time_us >= row.max_time_us) {
+        row.max_time_us = e.time_us;
         row.slowest_rank = rank;
       }
     }
   std::vector<SmokeRow> rows;
   for (auto& [seq, row] : by_seq) {
+    // nccl-tests' default (-a 1): bandwidth from the average of the ranks' times.
+    double total = 0;
+    for (const auto& [rank, t] : row.time_us_by_rank) total += t;
+    row.time_us = row.time_us_by_rank.empty() ? 0 : total / double(row.time_us_by_rank.size());
     if (row.op != CollectiveOp::Barrier && row.time_us > 0) {
       row.algbw_gbps = double(row.bytes) / 1e9 / (row.time_us / 1e6);
       row.busbw_gbps = row.algbw_gbps * bus_factor(row.op, row.ranks);

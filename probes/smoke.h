@@ -61,7 +61,8 @@ struct SmokeRow {
   CollectiveOp op = CollectiveOp::AllReduce;
   size_t bytes = 0, count = 0;
   int ranks = 0;
-  double time_us = 0;          // the slowest rank's
+  double time_us = 0;          // the mean over ranks of each rank's mean, as nccl-tests reports
+  double max_time_us = 0;      // the slowest rank's, which names the rank to blame
   double algbw_gbps = 0, busbw_gbps = 0;  // GB/s, decimal
   long wrong = 0;              // over all ranks
   int slowest_rank = -1;
