@@ -17,6 +17,11 @@ void add_cluster_input_options(CLI::App& app, ClusterInput& input, RankFlags ran
                                "hosts as HOST[:SLOTS],... (host lists allowed: gpu[01-04]:8)");
   file->excludes(hostfile, hosts);
   hostfile->excludes(hosts);
+  static const std::map<std::string, LauncherChoice> kLaunchers = {
+      {"auto", LauncherChoice::Auto}, {"ssh", LauncherChoice::Ssh}, {"slurm", LauncherChoice::Slurm}};
+  add_choice(app, "--launcher", input.launcher, kLaunchers,
+             "how agents reach the nodes: ssh, slurm (srun inside an allocation, whose nodes are "
+             "the cluster when none is named) or auto (slurm inside an allocation, else ssh)");
   if (ranks == RankFlags::Omitted) return;
   app.add_option("-n,--np", input.ranks,
                  "number of ranks (default: every slot; alone: N ranks on this machine)")

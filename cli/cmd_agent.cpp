@@ -9,6 +9,7 @@
 #include "cli/commands.h"
 #include "cli/flag_checks.h"
 #include "launcher/remote/agent.h"
+#include "launcher/remote/slurm_launcher.h"
 
 namespace muster::cli {
 
@@ -18,10 +19,14 @@ CommandAction setup_agent(CLI::App& app) {
       std::chrono::duration<double>(kDefaultHeartbeatTimeout).count());
   app.add_option("--heartbeat-timeout", *silence_s, "seconds without the head before stopping")
       ->check(at_least(1));
-  return [silence_s]() {
+  auto heads = std::make_shared<std::string>();
+  app.add_option("--call-back", *heads, "ADDRESS:PORT,...: call the head back over TCP (the Slurm launcher)");
+  return [silence_s, heads]() {
     AgentSettings settings;
     settings.head_silence_limit = std::chrono::milliseconds(std::llround(*silence_s * 1000));
-    return run_agent(STDIN_FILENO, STDOUT_FILENO, settings);
+    if (heads->empty()) return run_agent(STDIN_FILENO, STDOUT_FILENO, settings);
+    const int head = call_back_head(*heads, std::chrono::seconds(10));
+    return run_agent(head, head, settings);
   };
 }
 

@@ -102,6 +102,18 @@ std::string prove_secret(int fd, std::string_view secret, std::string_view purpo
   return "";
 }
 
+std::string check_secret(int fd, std::string_view secret, std::string_view purpose,
+                         std::chrono::milliseconds limit) {
+  const auto deadline = Clock::now() + limit;
+  const std::string nonce = random_bytes(kNonceSize);
+  char proof[kProofSize];
+  if (!write_before(fd, nonce.data(), nonce.size(), deadline) || !read_before(fd, proof, sizeof proof, deadline))
+    return "the client sent no proof in time";
+  const std::string expected = proof_for(secret, purpose, nonce);
+  if (CRYPTO_memcmp(proof, expected.data(), kProofSize) != 0) return "the client does not hold the job's secret";
+  return write_before(fd, &kAccepted, 1, deadline) ? "" : "the client went away";
+}
+
 JobServer::JobServer(const std::string& address, int port, std::string secret, std::string purpose,
                      Protocol& protocol, Limits limits, const char* what)
     : secret_(std::move(secret)), purpose_(std::move(purpose)), protocol_(protocol), limits_(limits) {

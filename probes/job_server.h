@@ -29,6 +29,12 @@ std::string new_job_secret();
 std::string prove_secret(int fd, std::string_view secret, std::string_view purpose,
                          std::chrono::milliseconds limit);
 
+// The server's side of the same handshake on accepted socket `fd`, for a server that keeps
+// each proven connection for itself (the Slurm launcher's agents calling back): sends a
+// nonce, checks the proof and accepts, all within `limit`. Returns "" on success, else why not.
+std::string check_secret(int fd, std::string_view secret, std::string_view purpose,
+                         std::chrono::milliseconds limit);
+
 class JobServer {
  public:
   using Clock = std::chrono::steady_clock;

@@ -40,9 +40,10 @@ class ClusterFileReader {
       return spec;
     }
     std::optional<YAML::Node> nodes;
-    for_each_key(root, "cluster file", {"name", "ssh", "launch", "checks", "nodes"},
+    for_each_key(root, "cluster file", {"name", "launcher", "ssh", "launch", "checks", "nodes"},
                  [&](const std::string& key, const YAML::Node& value) {
                    if (key == "name") read_string(value, "name", spec.name);
+                   if (key == "launcher") read_launcher(value, spec);
                    if (key == "ssh") spec.ssh = read_ssh(value, "ssh");
                    if (key == "launch") spec.launch = read_launch(value);
                    if (key == "checks") spec.checks = read_checks(value);
@@ -62,6 +63,18 @@ class ClusterFileReader {
     YAML::Mark mark = node.Mark();
     if (mark.is_null()) return {source_, 1, 1};
     return {source_, mark.line + 1, mark.column + 1};
+  }
+
+  // `launcher: ssh` or `launcher: slurm` (srun inside an allocation that holds the nodes).
+  void read_launcher(const YAML::Node& value, ClusterSpec& spec) {
+    std::string text;
+    read_string(value, "launcher", text);
+    if (text == "ssh" || text == "slurm") {
+      spec.launcher = text == "slurm" ? Launcher::Slurm : Launcher::Ssh;
+      spec.launcher_from_file = true;
+    } else if (!text.empty()) {
+      diag_.add(at(value), fmt::format("launcher: '{}' is not a launcher; use 'ssh' or 'slurm'", text));
+    }
   }
 
   template <typename Fn>

@@ -7,6 +7,7 @@
 
 #include "launcher/cluster/cluster_spec.h"
 #include "launcher/cluster/rank_plan.h"
+#include "launcher/cluster/slurm_allocation.h"
 
 namespace muster {
 
@@ -16,10 +17,12 @@ struct ClusterInput {
   std::string hosts;          // -H
   std::optional<int> ranks;   // -n
   MapBy map_by = MapBy::Slot; // --map-by
+  LauncherChoice launcher = LauncherChoice::Auto;  // --launcher
 };
 
-// The cluster `input` names; this machine when none of -f, --hostfile, -H was given.
+// The cluster `input` names; with none of -f, --hostfile, -H, the Slurm allocation muster
+// runs in (with --launcher auto or slurm), else this machine. `env` is muster's environment.
 // Throws Error(Config) with every problem of the input at once.
-ClusterSpec load_cluster(const ClusterInput& input);
+ClusterSpec load_cluster(const ClusterInput& input, const Environment& env = Environment::current());
 
 }  // namespace muster

@@ -67,6 +67,10 @@ struct CheckThresholds {
   std::optional<double> min_busbw_gbps;
 };
 
+// How the agents reach their nodes: over SSH, or as one Slurm step (srun) inside an
+// allocation.
+enum class Launcher { Ssh, Slurm };
+
 // The whole cluster description.
 struct ClusterSpec {
   std::string name;
@@ -76,6 +80,8 @@ struct ClusterSpec {
   CheckThresholds checks;
   std::vector<NodeSpec> nodes;  // in file order; node rank is the index
   bool is_this_machine = false; // no cluster was given: run on this machine only
+  Launcher launcher = Launcher::Ssh;
+  bool launcher_from_file = false;  // the file said `launcher:` (else --launcher decides)
 };
 
 }  // namespace muster

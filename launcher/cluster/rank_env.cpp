@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include "launcher/cluster/slurm_allocation.h"
 #include "launcher/error.h"
 
 namespace muster {
@@ -62,6 +63,10 @@ Environment rank_environment(const Environment& base, const RankPlan& plan, int 
   for (const auto& n : plan.nodes) nodes_used += !n.ranks.empty();
 
   Environment env = base;
+  // srun set these for the agent that starts this rank (or for a batch script's own task),
+  // not for the rank: code that reads SLURM_PROCID would take the agent's id for its own.
+  for (const auto& [name, value] : base.vars())
+    if (is_slurm_task_variable(name)) env.unset(name);
   // torch (env:// and torchrun's names)
   env.set("RANK", std::to_string(r.rank));
   env.set("LOCAL_RANK", std::to_string(r.local_rank));

@@ -1,6 +1,7 @@
 #include "launcher/job/cluster_context.h"
 
 #include "launcher/cluster/hostfile.h"
+#include "launcher/remote/slurm_launcher.h"
 
 namespace muster {
 
@@ -12,7 +13,13 @@ ClusterContext::ClusterContext(ClusterSpec cluster, RemoteSettings remote,
 ClusterSession& ClusterContext::session(Reach reach, bool time_command,
                                         std::function<void()> on_node_done) {
   if (session_) return *session_;
-  if (!transport_) transport_ = make_libssh_transport();
+  std::shared_ptr<AgentLauncher> launcher;
+  if (cluster_.launcher == Launcher::Slurm) {
+    launcher = make_slurm_agent_launcher(cluster_);
+  } else {
+    if (!transport_) transport_ = make_libssh_transport();
+    launcher = make_ssh_agent_launcher(transport_, cluster_);
+  }
   SessionOptions options;
   options.fanout = remote_.fanout;
   options.shipping = remote_.shipping;
@@ -20,7 +27,7 @@ ClusterSession& ClusterContext::session(Reach reach, bool time_command,
   options.time_command = time_command;
   options.heartbeat_timeout = remote_.heartbeat_timeout;
   options.on_node_done = std::move(on_node_done);
-  session_ = ClusterSession::open(transport_, cluster_, options, interrupt_fds_);
+  session_ = ClusterSession::open(launcher, cluster_, options, interrupt_fds_);
   return *session_;
 }
 

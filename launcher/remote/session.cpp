@@ -189,13 +189,12 @@ void drive_link(ClusterSession::Link& link, size_t node, ClusterSession::Events&
 
 // Everything the opening shares with its threads, which may outlive an interrupted open().
 struct Opening {
-  std::shared_ptr<SshTransport> transport;
-  ClusterSpec cluster;
+  std::shared_ptr<AgentLauncher> launcher;
   SessionOptions options;
+  AgentStartOptions start;
   std::vector<std::unique_ptr<ClusterSession::Link>> links;
   std::vector<NodeHello> hellos;
   std::vector<NodeReach> reach;
-  BundleArchive bundle;  // made once, if some node needs it
   std::atomic<bool> cancelled{false};
   int done[2] = {-1, -1};
   ~Opening() {
@@ -203,31 +202,19 @@ struct Opening {
   }
 };
 
-// Connects to one node, makes sure muster is there, starts its agent and reads its hello.
+// Starts one node's agent through the launcher and keeps what came of it.
 void open_node(Opening& o, size_t i) {
   ClusterSession::Link& link = *o.links[i];
   NodeReach& reach = o.reach[i];
-  auto check_cancelled = [&] {
-    if (o.cancelled) throw SshError(SshFailure::Connection, link.host, "called off");
-  };
   try {
-    link.connection = o.transport->connect(ssh_target_of(o.cluster.nodes[i]));
-    reach.timings = link.connection->timings();
-    if (o.options.time_command) {
-      auto start = Clock::now();
-      run_remote(*link.connection, link.host, "true");
-      reach.command_rtt_ms = std::chrono::duration<double, std::milli>(Clock::now() - start).count();
-    }
-    check_cancelled();
-    StartedAgent started = start_agent(
-        *link.connection, link.host, o.options.shipping, o.bundle,
-        fmt::format("agent --heartbeat-timeout {:g}",
-                    std::chrono::duration<double>(o.options.heartbeat_timeout).count()),
-        o.options.hello_timeout, o.cancelled);
-    link.agent = std::move(started.command);
-    link.reader = std::move(started.reader);
-    link.agent_stderr = std::move(started.stderr_text);
-    o.hellos[i] = std::move(started.hello);
+    NodeAgent started = o.launcher->start(i, o.start, o.cancelled);
+    link.connection = std::move(started.connection);
+    reach.timings = started.timings;
+    reach.command_rtt_ms = started.command_rtt_ms;
+    link.agent = std::move(started.agent.command);
+    link.reader = std::move(started.agent.reader);
+    link.agent_stderr = std::move(started.agent.stderr_text);
+    o.hellos[i] = std::move(started.agent.hello);
     reach.ok = true;
   } catch (const std::exception& e) {
     reach.failure = e.what();
@@ -237,18 +224,64 @@ void open_node(Opening& o, size_t i) {
   if (o.options.on_node_done) o.options.on_node_done();
 }
 
+// Over SSH: connect, make sure muster is there (shipping its bundle if need be), start the
+// agent and read its hello.
+class SshAgentLauncher : public AgentLauncher {
+ public:
+  SshAgentLauncher(std::shared_ptr<SshTransport> transport, const ClusterSpec& cluster)
+      : transport_(std::move(transport)), cluster_(cluster) {}
+
+  NodeAgent start(size_t node, const AgentStartOptions& options,
+                  const std::atomic<bool>& cancelled) override {
+    const NodeSpec& spec = cluster_.nodes.at(node);
+    NodeAgent out;
+    out.connection = transport_->connect(ssh_target_of(spec));
+    out.timings = out.connection->timings();
+    if (options.time_command) {
+      auto start = Clock::now();
+      run_remote(*out.connection, spec.host, "true");
+      out.command_rtt_ms = std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+    }
+    if (cancelled) throw SshError(SshFailure::Connection, spec.host, "called off");
+    out.agent = start_agent(*out.connection, spec.host, options.shipping, bundle_, options.agent_args,
+                            options.hello_timeout, cancelled);
+    return out;
+  }
+
+ private:
+  std::shared_ptr<SshTransport> transport_;
+  ClusterSpec cluster_;
+  BundleArchive bundle_;  // made once, if some node needs it
+};
+
 }  // namespace
 
 ClusterSession::ClusterSession() : events_(std::make_unique<Events>()) {}
+
+std::shared_ptr<AgentLauncher> make_ssh_agent_launcher(std::shared_ptr<SshTransport> transport,
+                                                       const ClusterSpec& cluster) {
+  return std::make_shared<SshAgentLauncher>(std::move(transport), cluster);
+}
 
 std::unique_ptr<ClusterSession> ClusterSession::open(std::shared_ptr<SshTransport> transport,
                                                      const ClusterSpec& cluster,
                                                      const SessionOptions& options,
                                                      const std::vector<int>& interrupt_fds) {
+  return open(make_ssh_agent_launcher(std::move(transport), cluster), cluster, options, interrupt_fds);
+}
+
+std::unique_ptr<ClusterSession> ClusterSession::open(std::shared_ptr<AgentLauncher> launcher,
+                                                     const ClusterSpec& cluster,
+                                                     const SessionOptions& options,
+                                                     const std::vector<int>& interrupt_fds) {
   auto opening = std::make_shared<Opening>();
-  opening->transport = transport;
-  opening->cluster = cluster;
+  opening->launcher = launcher;
   opening->options = options;
+  opening->start.agent_args = fmt::format(
+      "agent --heartbeat-timeout {:g}", std::chrono::duration<double>(options.heartbeat_timeout).count());
+  opening->start.shipping = options.shipping;
+  opening->start.time_command = options.time_command;
+  opening->start.hello_timeout = options.hello_timeout;
   const size_t n = cluster.nodes.size();
   opening->hellos.resize(n);
   opening->reach.resize(n);
@@ -261,7 +294,7 @@ std::unique_ptr<ClusterSession> ClusterSession::open(std::shared_ptr<SshTranspor
   // The nodes are reached on threads of their own while this thread watches for Ctrl-C, so
   // that a stop request is answered at once however long a handshake takes.
   std::thread worker = signal_free_thread([opening] {
-    for_each_node(opening->links.size(), opening->options.fanout,
+    for_each_node(opening->links.size(), opening->launcher->window(opening->options.fanout),
                   [&](size_t i) { open_node(*opening, i); });
     [[maybe_unused]] auto w = write(opening->done[1], "d", 1);
   });
@@ -280,7 +313,7 @@ std::unique_ptr<ClusterSession> ClusterSession::open(std::shared_ptr<SshTranspor
 
   std::unique_ptr<ClusterSession> session(new ClusterSession);
   session->heartbeat_timeout_ = options.heartbeat_timeout;
-  session->transport_ = transport;
+  session->launcher_ = launcher;
   session->links_ = std::move(opening->links);
   session->hellos_ = std::move(opening->hellos);
   session->reach_ = std::move(opening->reach);
@@ -633,7 +666,17 @@ class SessionRun {
 JobResult ClusterSession::run(const RankPlan& plan, const LaunchRequest& request,
                               const TeardownPolicy& policy, JobOutput& output,
                               const std::vector<int>& interrupt_fds) {
-  return SessionRun(*this, plan, request, policy, output, interrupt_fds).run();
+  JobResult result = SessionRun(*this, plan, request, policy, output, interrupt_fds).run();
+  // A scheduler that ended the agents (scancel, a time limit, a failed node) says so a moment
+  // after the ranks fall: its words are the cause, and a time limit is a timeout.
+  if (result.end != JobEnd::Completed && result.end != JobEnd::Interrupted) {
+    const std::string words = launcher_->outside_end(std::chrono::milliseconds(1000));
+    if (!words.empty()) {
+      result.notes.push_back("Slurm ended the job's step: " + words);
+      if (words.find("TIME LIMIT") != std::string::npos) result.end = JobEnd::TimedOut;
+    }
+  }
+  return result;
 }
 
 }  // namespace muster

@@ -16,6 +16,7 @@
 #include "launcher/remote/agent.h"
 #include "launcher/remote/fanout.h"
 #include "launcher/remote/launch_spec.h"
+#include "launcher/remote/agent_launcher.h"
 #include "launcher/remote/agent_start.h"
 #include "launcher/remote/ssh_transport.h"
 
@@ -65,6 +66,11 @@ class ClusterSession {
                                               const ClusterSpec& cluster,
                                               const SessionOptions& options,
                                               const std::vector<int>& interrupt_fds);
+  // The same, with the agents started by `launcher` (SSH's or Slurm's).
+  static std::unique_ptr<ClusterSession> open(std::shared_ptr<AgentLauncher> launcher,
+                                              const ClusterSpec& cluster,
+                                              const SessionOptions& options,
+                                              const std::vector<int>& interrupt_fds);
   // Says goodbye to every agent and closes every connection.
   ~ClusterSession();
 
@@ -103,7 +109,7 @@ class ClusterSession {
   std::vector<std::pair<size_t, double>> silent_nodes() const;
 
   std::chrono::milliseconds heartbeat_timeout_;
-  std::shared_ptr<SshTransport> transport_;
+  std::shared_ptr<AgentLauncher> launcher_;  // kept for as long as its agents run
   std::vector<std::unique_ptr<Link>> links_;
   std::unique_ptr<Events> events_;
   std::vector<NodeHello> hellos_;

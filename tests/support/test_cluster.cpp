@@ -309,6 +309,27 @@ void TestCluster::start_sshd(int i) {
   wait_for_sshd(i);
 }
 
+pid_t TestCluster::start_on_host(int i, const std::string& command, const std::string& log_path) const {
+  const Host& h = hosts_[size_t(i)];
+  pid_t pid = fork();
+  if (pid == 0) {
+    std::string script = fmt::format(
+        "mount --bind {0}/machine-id{1} /etc/machine-id && "
+        "mount --bind {0}/boot-id{1} /proc/sys/kernel/random/boot_id && hostname {2} && exec {3}",
+        dir_, i, host(i), command);
+    int devnull = open("/dev/null", O_RDWR);
+    int log = open(log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+    dup2(devnull, 0);
+    dup2(log, 1);
+    dup2(log, 2);
+    const std::string net = "--net=/run/netns/" + h.ns;
+    execlp("nsenter", "nsenter", net.c_str(), "unshare", "--uts", "--mount", "sh", "-c", script.c_str(),
+           nullptr);
+    _exit(127);
+  }
+  return pid;
+}
+
 void TestCluster::wait_for_sshd(int i) const {
   auto probe = [&] {
     return run_command({"ip", "netns", "exec", head_ns_, "bash", "-c",

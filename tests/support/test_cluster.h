@@ -90,6 +90,13 @@ class TestCluster {
   // Rewrites known_hosts with every host's current key, leaving out host `except`.
   void trust_host_keys(int except = -1) const;
 
+  // The head's network namespace, where muster (and a Slurm controller) runs.
+  const std::string& head_namespace() const { return head_ns_; }
+  // Starts `command` (a shell command that execs a daemon) as host i's own process: in its
+  // network namespace, with its hostname, machine-id and boot id; output to `log`. /sys stays
+  // the machine's, so that cgroup file systems remain visible (slurmd needs them).
+  pid_t start_on_host(int i, const std::string& command, const std::string& log) const;
+
   // Stops every sshd and removes the namespaces and files (also called on SIGINT/SIGTERM).
   void tear_down();
 

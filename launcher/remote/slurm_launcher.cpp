@@ -1,0 +1,504 @@
+#include "launcher/remote/slurm_launcher.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <cstring>
+#include <filesystem>
+#include <map>
+#include <mutex>
+#include <sstream>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "launcher/cluster/environment.h"
+#include "launcher/cluster/hostlist.h"
+#include "launcher/error.h"
+#include "launcher/local/exit_status.h"
+#include "launcher/local/self.h"
+#include "launcher/thread.h"
+#include "probes/interfaces.h"
+#include "probes/job_server.h"
+
+extern char** environ;
+
+namespace muster {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using Milliseconds = std::chrono::milliseconds;
+
+// What an agent's proof is bound to, so that no other muster server accepts it.
+constexpr std::string_view kPurpose = "muster agent calling back";
+// A node name is a host name: far shorter than this.
+constexpr size_t kMaxNodeName = 256;
+// srun's words are kept for messages; its last bytes are the ones that matter.
+constexpr size_t kMaxSrunOutput = size_t(64) << 10;
+// Handshakes in progress at once; a client that holds one open only holds its own slot.
+constexpr int kMaxPendingHandshakes = 64;
+constexpr Milliseconds kHandshakeLimit{3000};
+
+bool wait_until_ready(int fd, short events, Clock::time_point deadline) {
+  for (;;) {
+    auto left = std::chrono::duration_cast<Milliseconds>(deadline - Clock::now()).count();
+    if (left <= 0) return false;
+    pollfd p{fd, events, 0};
+    int ready = poll(&p, 1, int(left));
+    if (ready > 0) return true;
+    if (ready < 0 && errno != EINTR) return false;
+  }
+}
+
+// An agent's channel: its TCP connection back to the head.
+class SocketChannel : public RemoteCommand {
+ public:
+  SocketChannel(int fd, std::function<std::string()> last_words)
+      : fd_(fd), last_words_(std::move(last_words)) {}
+  ~SocketChannel() override { close(fd_); }
+
+  void write(std::string_view bytes) override {
+    // An agent that stops reading for this long is as good as lost.
+    const auto deadline = Clock::now() + std::chrono::seconds(30);
+    while (!bytes.empty()) {
+      ssize_t n = send(fd_, bytes.data(), bytes.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+      if (n > 0) {
+        bytes.remove_prefix(size_t(n));
+        continue;
+      }
+      if (n < 0 && errno != EAGAIN && errno != EINTR)
+        throw Error(ErrorKind::Runtime, fmt::format("the connection broke: {}", std::strerror(errno)));
+      if (!wait_until_ready(fd_, POLLOUT, deadline))
+        throw Error(ErrorKind::Runtime, "the agent stopped reading for 30 s");
+    }
+  }
+  void close_stdin() override { shutdown(fd_, SHUT_WR); }
+  bool read(std::string& out, std::string& err, Milliseconds limit) override {
+    if (ended_) return false;
+    pollfd p{fd_, POLLIN, 0};
+    poll(&p, 1, int(limit.count()));
+    char buffer[65536];
+    ssize_t n = recv(fd_, buffer, sizeof buffer, MSG_DONTWAIT);
+    if (n > 0) {
+      out.append(buffer, size_t(n));
+      return true;
+    }
+    if (n < 0 && (errno == EAGAIN || errno == EINTR)) return true;
+    ended_ = true;
+    err += last_words_();
+    return false;
+  }
+  int exit_status() override { return -1; }
+  int wait_fd() const override { return fd_; }
+
+ private:
+  int fd_;
+  std::function<std::string()> last_words_;
+  bool ended_ = false;
+};
+
+// Reads one line of at most kMaxNodeName bytes before `deadline`.
+std::optional<std::string> read_line(int fd, Clock::time_point deadline) {
+  std::string line;
+  while (line.size() < kMaxNodeName) {
+    char c;
+    ssize_t n = recv(fd, &c, 1, MSG_DONTWAIT);
+    if (n == 1) {
+      if (c == '\n') return line;
+      line += c;
+      continue;
+    }
+    if (n == 0 || (errno != EAGAIN && errno != EINTR)) return std::nullopt;
+    if (!wait_until_ready(fd, POLLIN, deadline)) return std::nullopt;
+  }
+  return std::nullopt;
+}
+
+bool contains_word(const std::string& line, const std::string& word) {
+  for (size_t at = line.find(word); at != std::string::npos; at = line.find(word, at + 1)) {
+    auto is_name_char = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.'; };
+    const bool starts = at == 0 || !is_name_char(line[at - 1]);
+    const size_t end = at + word.size();
+    // "node1." ends a sentence: a dot followed by nothing or a space still ends the name.
+    const bool ends = end == line.size() || !is_name_char(line[end]) ||
+                      (line[end] == '.' && (end + 1 == line.size() || line[end + 1] == ' '));
+    if (starts && ends) return true;
+  }
+  return false;
+}
+
+class SlurmAgentLauncher : public AgentLauncher {
+ public:
+  explicit SlurmAgentLauncher(const ClusterSpec& cluster) : cluster_(cluster) {
+    for (size_t i = 0; i < cluster_.nodes.size(); ++i) node_of_host_[cluster_.nodes[i].host] = i;
+    agent_fd_.assign(cluster_.nodes.size(), -1);
+    if (pipe2(stop_, O_CLOEXEC | O_NONBLOCK) != 0) throw Error(ErrorKind::Runtime, "cannot create a pipe");
+  }
+  ~SlurmAgentLauncher() override;
+
+  NodeAgent start(size_t node, const AgentStartOptions& options,
+                  const std::atomic<bool>& cancelled) override;
+  // No handshakes to bound: the agents call in on their own.
+  int window(int) const override { return 256; }
+  std::string outside_end(Milliseconds wait) override;
+
+ private:
+  void start_step(const AgentStartOptions& options);
+  void accept_agents();
+  void take_agent(int fd);
+  void watch_srun(int out_fd);
+  // srun's words about `host` once the step had a moment to say them, as ": ..." or "".
+  std::string words_about(const std::string& host, Milliseconds wait);
+
+  ClusterSpec cluster_;
+  std::map<std::string, size_t> node_of_host_;
+  std::once_flag step_once_;
+  std::string step_error_;
+  std::string secret_;
+  int listen_fd_ = -1;
+  int stop_[2] = {-1, -1};
+  pid_t srun_ = -1;
+  std::thread acceptor_, watcher_;
+  std::vector<std::thread> handshakes_;
+  std::atomic<int> pending_{0};
+
+  std::mutex mutex_;
+  std::condition_variable changed_;
+  std::vector<int> agent_fd_;  // by node: -1 until its agent called back
+  std::string output_;         // what srun printed, its last kMaxSrunOutput bytes
+  bool step_ended_ = false;
+  int step_status_ = 0;        // srun's wait status once it ended
+};
+
+SlurmAgentLauncher::~SlurmAgentLauncher() {
+  [[maybe_unused]] auto w = write(stop_[1], "x", 1);
+  if (acceptor_.joinable()) acceptor_.join();
+  for (auto& t : handshakes_) t.join();
+  if (srun_ > 0) {
+    // The session said goodbye to every agent first: the step normally ends on its own.
+    std::unique_lock lock(mutex_);
+    auto ended = [&] { return step_ended_; };
+    if (!changed_.wait_for(lock, std::chrono::seconds(5), ended)) {
+      kill(srun_, SIGTERM);  // srun cancels the step: slurmstepd signals what is left
+      if (!changed_.wait_for(lock, std::chrono::seconds(5), ended)) kill(srun_, SIGKILL);
+    }
+  }
+  if (watcher_.joinable()) watcher_.join();
+  for (int fd : agent_fd_)
+    if (fd >= 0) close(fd);
+  for (int fd : {listen_fd_, stop_[0], stop_[1]})
+    if (fd >= 0) close(fd);
+}
+
+NodeAgent SlurmAgentLauncher::start(size_t node, const AgentStartOptions& options,
+                                    const std::atomic<bool>& cancelled) {
+  std::call_once(step_once_, [&] {
+    try {
+      start_step(options);
+    } catch (const std::exception& e) {
+      step_error_ = e.what();
+    }
+  });
+  const std::string& host = cluster_.nodes.at(node).host;
+  if (!step_error_.empty()) throw SshError(SshFailure::RemoteCommand, host, step_error_);
+
+  const auto deadline = Clock::now() + options.hello_timeout;
+  int fd = -1;
+  {
+    std::unique_lock lock(mutex_);
+    while (agent_fd_[node] < 0 && !step_ended_ && !cancelled && Clock::now() < deadline)
+      changed_.wait_for(lock, Milliseconds(100));
+    std::swap(fd, agent_fd_[node]);
+  }
+  if (cancelled) {
+    if (fd >= 0) close(fd);
+    throw SshError(SshFailure::Connection, host, "called off");
+  }
+  if (fd < 0) {
+    std::string status;
+    {
+      std::lock_guard lock(mutex_);
+      if (step_ended_) status = "srun " + ExitStatus::from_wait_status(step_status_).describe();
+    }
+    throw SshError(SshFailure::RemoteCommand, host,
+                   status.empty()
+                       ? fmt::format("its agent did not call back within {} s{}",
+                                     std::chrono::duration_cast<std::chrono::seconds>(options.hello_timeout).count(),
+                                     words_about(host, Milliseconds(0)))
+                       : fmt::format("the srun step of muster's agents ended ({}) before this node's "
+                                     "agent called back{}", status, words_about(host, Milliseconds(0))));
+  }
+
+  NodeAgent out;
+  out.agent.command = std::make_unique<SocketChannel>(fd, [this, host] {
+    const std::string words = words_about(host, Milliseconds(1500));  // " (srun: ...)"
+    return words.empty() ? words : words.substr(1);
+  });
+  for (;;) {
+    if (cancelled) throw SshError(SshFailure::Connection, host, "called off");
+    std::string in;
+    const bool open = out.agent.command->read(in, out.agent.stderr_text, Milliseconds(100));
+    out.agent.reader.feed(in);
+    while (auto frame = out.agent.reader.next()) {
+      if (frame->kind == FrameKind::Hello) {
+        out.agent.hello = node_hello_from_json(frame->payload);
+        return out;
+      }
+      if (frame->kind == FrameKind::Fail)
+        throw SshError(SshFailure::RemoteCommand, host, "the agent failed: " + frame->payload);
+    }
+    if (!open)
+      throw SshError(SshFailure::RemoteCommand, host,
+                     "its agent called back, then ended before its hello" + out.agent.stderr_text);
+    if (Clock::now() > deadline)
+      throw SshError(SshFailure::Timeout, host, "its agent called back but said no hello in time");
+  }
+}
+
+void SlurmAgentLauncher::start_step(const AgentStartOptions& options) {
+  // Where the agents call back: every address of this machine, in turn, until one answers.
+  std::vector<std::string> heads;
+  listen_fd_ = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_ANY);
+  socklen_t len = sizeof addr;
+  if (listen_fd_ < 0 || bind(listen_fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 ||
+      listen(listen_fd_, 1024) != 0 || getsockname(listen_fd_, reinterpret_cast<sockaddr*>(&addr), &len) != 0)
+    throw Error(ErrorKind::Runtime, fmt::format("cannot listen for the agents: {}", std::strerror(errno)));
+  for (const auto& a : local_addresses()) heads.push_back(fmt::format("{}:{}", a.address, ntohs(addr.sin_port)));
+  if (heads.empty())
+    throw Error(ErrorKind::Runtime, "this machine has no IPv4 address up for the agents to call back to");
+  secret_ = new_job_secret();
+
+  // The agent command: this very muster, which must be at the same path on every node (a
+  // shared file system or the package), as srun's own programs must.
+  const SelfCommand self = self_command();
+  std::string program = self.program;
+  if (program == "/proc/self/exe") program = std::filesystem::read_symlink("/proc/self/exe").string();
+  std::vector<std::string> hosts;
+  for (const auto& node : cluster_.nodes) hosts.push_back(node.host);
+  const std::string n = std::to_string(hosts.size());
+  std::vector<std::string> argv = {
+      "srun", "--job-name=muster-agents", "--nodes=" + n, "--ntasks=" + n, "--ntasks-per-node=1",
+      "--nodelist=" + fold_hostlist(hosts),
+      "--overlap",             // the allocation's own tasks may hold every CPU already
+      "--kill-on-bad-exit=1",  // an agent that fails ends the step, and so every agent
+      "--cpu-bind=none",       // the agent binds each rank itself
+      "--mpi=none", "--input=none", "--", program};
+  argv.insert(argv.end(), self.argv.begin() + 1, self.argv.end());
+  std::istringstream words(options.agent_args);
+  for (std::string w; words >> w;) argv.push_back(w);
+  argv.push_back("--call-back");
+  argv.push_back(fmt::format("{}", fmt::join(heads, ",")));
+
+  Environment env = Environment::current();
+  env.set(kAgentSecretVariable, secret_);
+  for (const auto& [name, value] : self.env) env.set(name, value);
+  std::vector<std::string> env_strings;
+  for (const auto& [name, value] : env.vars()) env_strings.push_back(name + "=" + value);
+
+  int out[2];
+  if (pipe2(out, O_CLOEXEC) != 0) throw Error(ErrorKind::Runtime, "cannot create a pipe");
+  std::vector<char*> cargv, cenv;
+  for (auto& a : argv) cargv.push_back(a.data());
+  cargv.push_back(nullptr);
+  for (auto& e : env_strings) cenv.push_back(e.data());
+  cenv.push_back(nullptr);
+  srun_ = fork();
+  if (srun_ == 0) {
+    // Its own process group: Ctrl-C on the terminal is muster's to handle, not srun's.
+    setpgid(0, 0);
+    sigset_t none;
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, nullptr);
+    int devnull = open("/dev/null", O_RDONLY);
+    dup2(devnull, 0);
+    dup2(out[1], 1);
+    dup2(out[1], 2);
+    execvpe("srun", cargv.data(), cenv.data());
+    dprintf(2, "muster: cannot run srun: %s\n", std::strerror(errno));
+    _exit(127);
+  }
+  close(out[1]);
+  if (srun_ < 0) {
+    close(out[0]);
+    throw Error(ErrorKind::Runtime, fmt::format("cannot start srun: {}", std::strerror(errno)));
+  }
+  watcher_ = signal_free_thread([this, fd = out[0]] { watch_srun(fd); });
+  acceptor_ = signal_free_thread([this] { accept_agents(); });
+}
+
+void SlurmAgentLauncher::watch_srun(int out_fd) {
+  char buffer[4096];
+  for (;;) {
+    ssize_t n = ::read(out_fd, buffer, sizeof buffer);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    std::lock_guard lock(mutex_);
+    output_.append(buffer, size_t(n));
+    if (output_.size() > kMaxSrunOutput) output_.erase(0, output_.size() - kMaxSrunOutput);
+    changed_.notify_all();
+  }
+  close(out_fd);
+  int status = 0;
+  while (waitpid(srun_, &status, 0) < 0 && errno == EINTR) {}
+  std::lock_guard lock(mutex_);
+  step_ended_ = true;
+  step_status_ = status;
+  changed_.notify_all();
+}
+
+void SlurmAgentLauncher::accept_agents() {
+  pollfd fds[2] = {{listen_fd_, POLLIN, 0}, {stop_[0], POLLIN, 0}};
+  for (;;) {
+    if (poll(fds, 2, -1) < 0 && errno != EINTR) return;
+    if (fds[1].revents) return;
+    int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
+    if (fd < 0) continue;
+    if (pending_ >= kMaxPendingHandshakes) {
+      close(fd);
+      continue;
+    }
+    ++pending_;
+    handshakes_.push_back(signal_free_thread([this, fd] {
+      take_agent(fd);
+      --pending_;
+    }));
+  }
+}
+
+// Proves the caller holds the secret and learns its node; anything else is turned away.
+void SlurmAgentLauncher::take_agent(int fd) {
+  const auto deadline = Clock::now() + kHandshakeLimit;
+  std::optional<std::string> name;
+  if (check_secret(fd, secret_, kPurpose, kHandshakeLimit).empty()) name = read_line(fd, deadline);
+  auto it = name ? node_of_host_.find(*name) : node_of_host_.end();
+  if (it == node_of_host_.end()) {
+    close(fd);
+    return;
+  }
+  int one = 1;
+  setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  std::lock_guard lock(mutex_);
+  if (agent_fd_[it->second] >= 0) {  // a node calls back once
+    close(fd);
+    return;
+  }
+  agent_fd_[it->second] = fd;
+  changed_.notify_all();
+}
+
+std::string SlurmAgentLauncher::words_about(const std::string& host, Milliseconds wait) {
+  std::unique_lock lock(mutex_);
+  // srun reports a lost node or a cancelled step a moment after the connection drops.
+  changed_.wait_for(lock, wait, [&] { return step_ended_ || contains_word(output_, host); });
+  std::string words = srun_words_about(output_, host, step_ended_ ? Fallback::LastLines : Fallback::None);
+  return words.empty() ? "" : " (srun: " + words + ")";
+}
+
+// slurmstepd's banners ("*** STEP 5.0 ON node1 CANCELLED AT ... DUE TO TIME LIMIT ***") and
+// srun's word for a node that failed: the lines that say the step was ended from outside.
+bool is_outside_end(const std::string& line) {
+  return line.find("***") != std::string::npos || line.find("Node failure") != std::string::npos ||
+         line.find("Force Terminated") != std::string::npos;
+}
+
+std::string SlurmAgentLauncher::outside_end(Milliseconds wait) {
+  auto said = [&] {
+    std::istringstream in(output_);
+    std::string words;
+    for (std::string line; std::getline(in, line);)
+      if (is_outside_end(line)) words += (words.empty() ? "" : " / ") + line.substr(line.rfind("srun: ", 0) == 0 ? 6 : 0);
+    return words;
+  };
+  std::unique_lock lock(mutex_);
+  changed_.wait_for(lock, wait, [&] { return step_ended_ || !said().empty(); });
+  return said();
+}
+
+}  // namespace
+
+std::shared_ptr<AgentLauncher> make_slurm_agent_launcher(const ClusterSpec& cluster) {
+  return std::make_shared<SlurmAgentLauncher>(cluster);
+}
+
+std::string srun_words_about(const std::string& output, const std::string& host, Fallback fallback) {
+  std::vector<std::string> lines, about;
+  std::istringstream in(output);
+  for (std::string line; std::getline(in, line);) {
+    if (line.empty()) continue;
+    if (line.rfind("srun: ", 0) == 0) line.erase(0, 6);
+    lines.push_back(line);
+    if (contains_word(line, host)) about.push_back(line);
+  }
+  if (about.empty() && fallback == Fallback::None) return "";
+  const auto& chosen = about.empty() ? lines : about;
+  std::string words;
+  const size_t from = chosen.size() > 3 ? chosen.size() - 3 : 0;
+  for (size_t i = from; i < chosen.size(); ++i) words += (words.empty() ? "" : " / ") + chosen[i];
+  return words;
+}
+
+int call_back_head(const std::string& heads, std::chrono::milliseconds limit) {
+  const char* secret_text = std::getenv(kAgentSecretVariable);
+  std::string node = std::getenv("SLURMD_NODENAME") ? std::getenv("SLURMD_NODENAME") : "";
+  if (node.empty()) {
+    char name[256] = {};
+    gethostname(name, sizeof name - 1);
+    node = name;
+  }
+  if (!secret_text)
+    throw Error(ErrorKind::Runtime, fmt::format("{}: muster agent --call-back: {} is not set; only "
+                                                "muster's own srun step starts agents this way",
+                                                node, kAgentSecretVariable));
+  const std::string secret = secret_text;
+  unsetenv(kAgentSecretVariable);  // no rank inherits it
+  std::vector<std::string> tried;
+  for (const auto& head : split_outside_brackets(heads, ',')) {
+    const auto colon = head.rfind(':');
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    if (colon == std::string::npos || inet_pton(AF_INET, head.substr(0, colon).c_str(), &addr.sin_addr) != 1) {
+      tried.push_back(head + ": not ADDRESS:PORT");
+      continue;
+    }
+    addr.sin_port = htons(uint16_t(std::atoi(head.c_str() + colon + 1)));
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    const auto deadline = Clock::now() + std::min(limit, Milliseconds(5000));
+    int rc = connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
+    int error = rc == 0 ? 0 : errno;
+    if (error == EINPROGRESS) {
+      error = ETIMEDOUT;
+      if (wait_until_ready(fd, POLLOUT, deadline)) {
+        socklen_t len = sizeof error;
+        getsockopt(fd, SOL_SOCKET, SO_ERROR, &error, &len);
+      }
+    }
+    std::string why = error ? std::strerror(error) : prove_secret(fd, secret, kPurpose, limit);
+    const std::string line = node + "\n";
+    if (why.empty() && send(fd, line.data(), line.size(), MSG_NOSIGNAL) != ssize_t(line.size()))
+      why = "the head went away";
+    if (why.empty()) {
+      fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+      int one = 1;
+      setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+      return fd;
+    }
+    close(fd);
+    tried.push_back(head + ": " + why);
+  }
+  throw Error(ErrorKind::Runtime, fmt::format("{}: cannot call back to muster's head ({})", node,
+                                              fmt::format("{}", fmt::join(tried, "; "))));
+}
+
+}  // namespace muster

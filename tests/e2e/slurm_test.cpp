@@ -1,0 +1,173 @@
+// muster inside Slurm allocations: a real slurmctld and one slurmd per test host (needs root
+// and Debian's slurm-wlm and munge). No cluster file anywhere: the allocation is the cluster.
+#include <signal.h>
+
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <sstream>
+#include <thread>
+
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include "tests/support/slurm_cluster.h"
+
+namespace muster::testing {
+namespace {
+
+class Slurm : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    if (SlurmCluster::unavailable_reason().empty()) slurm_ = new SlurmCluster(4);
+  }
+  static void TearDownTestSuite() {
+    delete slurm_;
+    slurm_ = nullptr;
+  }
+  void SetUp() override {
+    std::string why_not = SlurmCluster::unavailable_reason();
+    if (!why_not.empty()) {
+      if (in_ci()) FAIL() << why_not;
+      GTEST_SKIP() << why_not;
+    }
+    ASSERT_NE(slurm_, nullptr);
+  }
+  // Processes of muster's (agents, ranks marked with `mark`) still on host i.
+  static std::vector<pid_t> left_on(int i, const std::string& mark) {
+    std::vector<pid_t> out;
+    for (pid_t pid : slurm_->hosts().processes_on(i)) {
+      std::ifstream in(fmt::format("/proc/{}/environ", pid), std::ios::binary);
+      std::string env((std::istreambuf_iterator<char>(in)), {});
+      if (env.find(mark) != std::string::npos) out.push_back(pid);
+    }
+    return out;
+  }
+  static bool nothing_left(const std::string& mark) {
+    return wait_until([&] {
+      for (int i = 0; i < slurm_->hosts().size(); ++i)
+        if (!left_on(i, mark).empty()) return false;
+      return true;
+    }, std::chrono::seconds(20));
+  }
+  static SlurmCluster* slurm_;
+};
+SlurmCluster* Slurm::slurm_ = nullptr;
+
+TEST_F(Slurm, PlanTakesTheNodesAndSlotsFromTheAllocation) {
+  auto r = run_command(slurm_->salloc_muster(4, {"plan"}, {"--ntasks-per-node=2"}));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("Slurm allocation"), std::string::npos) << r.out;
+  for (int i = 0; i < 4; ++i)
+    EXPECT_NE(r.out.find(slurm_->hosts().host(i)), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("world size 8"), std::string::npos) << r.out;
+}
+
+TEST_F(Slurm, RunStartsOneRankPerSlotWithTheJobsVariablesButNotTheAgentsTaskIds) {
+  auto r = run_command(slurm_->salloc_muster(
+      4, {"run", "--", "sh", "-c",
+          "echo \"rank=$RANK host=$(hostname) job=${SLURM_JOB_ID:-unset} procid=${SLURM_PROCID:-unset} "
+          "localid=${SLURM_LOCALID:-unset} secret=${MUSTER_AGENT_SECRET:-unset}\""}));
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  std::set<std::string> hosts;
+  for (int rank = 0; rank < 4; ++rank) {
+    auto at = r.out.find(fmt::format("rank={} host=", rank));
+    ASSERT_NE(at, std::string::npos) << r.out;
+    std::istringstream line(r.out.substr(at));
+    std::string rank_word, host_word, job_word, procid, localid, secret;
+    line >> rank_word >> host_word >> job_word >> procid >> localid >> secret;
+    hosts.insert(host_word);
+    EXPECT_NE(job_word, "job=unset") << "the allocation's job id is the rank's too";
+    EXPECT_EQ(procid, "procid=unset") << "srun started the agent, not the rank";
+    EXPECT_EQ(localid, "localid=unset");
+    EXPECT_EQ(secret, "secret=unset") << "the agents' secret must not reach the ranks";
+  }
+  EXPECT_EQ(hosts.size(), 4u) << r.out;
+}
+
+TEST_F(Slurm, SmokeAndDoctorPassInsideTheAllocation) {
+  auto smoke = run_command(slurm_->salloc_muster(4, {"smoke", "--max-bytes", "64K"}, {"--ntasks-per-node=2"}));
+  EXPECT_EQ(smoke.exit_code, 0) << smoke.out << smoke.err;
+  EXPECT_NE(smoke.out.find("8 ranks"), std::string::npos) << smoke.out;
+  auto doctor = run_command(slurm_->salloc_muster(4, {"doctor"}));
+  EXPECT_EQ(doctor.exit_code, 0) << doctor.out << doctor.err;
+}
+
+TEST_F(Slurm, SbatchRunsDoctorAndWritesJunit) {
+  TempDir dir;
+  std::filesystem::permissions(dir.path(), std::filesystem::perms(0755));
+  const std::string junit = dir.file("doctor.xml");
+  dir.write("job.sh", fmt::format("#!/bin/sh\n#SBATCH -N 4\n#SBATCH -o {}/job.out\n{} doctor --junit {}\n",
+                                  dir.path(), MUSTER_BINARY, junit));
+  auto r = slurm_->run({"sbatch", "--parsable", "--wait", dir.file("job.sh")}, 180);
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err << dir.read("job.out");
+  ASSERT_TRUE(std::filesystem::exists(junit)) << dir.read("job.out");
+  const std::string xml = dir.read("doctor.xml");
+  EXPECT_NE(xml.find("<testsuites"), std::string::npos) << xml;
+  EXPECT_EQ(xml.find("<failure"), std::string::npos) << xml;
+}
+
+TEST_F(Slurm, TorchGlooAllReduceThroughMusterRun) {
+  if (access("/usr/bin/python3", X_OK) != 0 ||
+      run_command({"/usr/bin/python3", "-c", "import torch.distributed"}).exit_code != 0) {
+    if (in_ci()) FAIL() << "python3-torch is missing";
+    GTEST_SKIP() << "python3-torch is missing";
+  }
+  auto r = run_command(slurm_->salloc_muster(
+      4, {"run", "--", "/usr/bin/python3", MUSTER_SOURCE_DIR "/tests/e2e/torch_allreduce.py"},
+      {"--ntasks-per-node=2"}), {}, std::chrono::seconds(240));
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("expected 36"), std::string::npos) << r.out;
+}
+
+TEST_F(Slurm, ANodeLostMidJobEndsItNamingTheNodeAndNothingIsLeft) {
+  const std::string mark = "MUSTER_TEST_MARK=lost-" + std::to_string(getpid());
+  RunningCommand head(slurm_->salloc_muster(
+      4, {"run", "--heartbeat-timeout", "5", "-x", mark, "--", "sh", "-c", "while :; do echo tick; sleep 0.2; done"}));
+  ASSERT_TRUE(wait_until([&] { return !left_on(2, mark).empty(); }, std::chrono::seconds(30)))
+      << "no rank started on " << slurm_->hosts().host(2);
+  std::this_thread::sleep_for(std::chrono::seconds(1));
+  slurm_->lose_host(2);
+  auto r = head.wait(std::chrono::seconds(60));
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_EQ(r.exit_code, 255) << "a lost node is exit status 255, as over SSH";
+  EXPECT_NE(r.err.find("lost contact with " + slurm_->hosts().host(2)), std::string::npos) << r.err;
+  EXPECT_TRUE(nothing_left(mark)) << "ranks were left behind";
+  // The lost node comes back for the tests after this one.
+  delete slurm_;
+  slurm_ = new SlurmCluster(4);
+}
+
+// A node the allocation lists but srun cannot reach (its route to the controller and the
+// head is cut): the start fails naming it in srun's words, and no rank starts anywhere.
+TEST_F(Slurm, ANodeSrunCannotReachIsNamedAndNothingStarts) {
+  TestCluster& hosts = slurm_->hosts();
+  const std::string head = hosts.address(0).substr(0, hosts.address(0).rfind('.')) + ".254/32";
+  hosts.on_host(1, {"ip", "route", "add", "blackhole", head});
+  auto r = run_command(slurm_->salloc_muster(4, {"run", "--", "touch", slurm_->dir() + "/started"}), {},
+                       std::chrono::seconds(120));
+  hosts.on_host(1, {"ip", "route", "del", "blackhole", head});
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_EQ(r.err.rfind("muster: error: " + hosts.host(1) + ": ", 0), 0u) << r.err;
+  EXPECT_NE(r.err.find("failed on node " + hosts.host(1)), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("nothing was started"), std::string::npos) << r.err;
+  EXPECT_FALSE(std::filesystem::exists(slurm_->dir() + "/started"));
+}
+
+TEST_F(Slurm, ScancelEndsTheJobAndNothingIsLeft) {
+  const std::string mark = "MUSTER_TEST_MARK=scancel-" + std::to_string(getpid());
+  RunningCommand head(slurm_->salloc_muster(
+      4, {"run", "-x", mark, "--", "sh", "-c", "while :; do echo tick; sleep 0.2; done"},
+      {"--job-name=muster-scancel-test"}));
+  ASSERT_TRUE(wait_until([&] { return !left_on(3, mark).empty(); }, std::chrono::seconds(30)));
+  auto cancel = slurm_->run({"scancel", "--name=muster-scancel-test"});
+  EXPECT_EQ(cancel.exit_code, 0) << cancel.err;
+  auto r = head.wait(std::chrono::seconds(60));
+  EXPECT_NE(r.exit_code, 0) << r.out << r.err;
+  EXPECT_TRUE(nothing_left(mark)) << "ranks were left behind: " << r.err;
+  EXPECT_NE(r.err.find("Slurm ended the job's step"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("CANCELLED"), std::string::npos) << r.err;
+}
+
+}  // namespace
+}  // namespace muster::testing
