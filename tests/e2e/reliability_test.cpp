@@ -3,6 +3,7 @@
 #include <signal.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <set>
@@ -87,6 +88,7 @@ TEST_F(Reliability, ANodeThatLosesItsNetworkEndsTheJobNamingIt) {
   const auto cut = Clock::now();
   auto r = head->wait(std::chrono::seconds(60));
   const auto took = Clock::now() - cut;
+  std::printf("the head ended %.1f s after the cut\n", std::chrono::duration<double>(took).count());
   const bool left = !all_gone_within(pids, kEndsWithin);
   cluster_->on_host(2, {"ip", "route", "del", "blackhole", head_address() + "/32"});
   EXPECT_EQ(r.exit_code, 255) << r.err;
@@ -112,6 +114,7 @@ TEST_F(Reliability, ANodeWhoseProcessesAreFrozenEndsTheJobNamingIt) {
   const auto froze = Clock::now();
   auto r = head->wait(std::chrono::seconds(60));
   const auto took = Clock::now() - froze;
+  std::printf("the head ended %.1f s after the freeze\n", std::chrono::duration<double>(took).count());
   for (pid_t pid : frozen) kill(pid, SIGCONT);
   EXPECT_EQ(r.exit_code, 255) << r.err;
   EXPECT_LT(took, kEndsWithin) << "the head hung on a frozen node";
