@@ -1,0 +1,53 @@
+// Benchmark (not a test): inside one 4-node allocation of a real Slurm (the test cluster's
+// slurmctld and slurmd), `muster run -- true` against `srun -N4 true`, alternating, measured
+// in one run. Prints each median wall time and the ratio. Needs root and slurm-wlm, munge.
+// Run: build/tests/bench/slurm_bench [ROUNDS]
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <map>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "tests/support/slurm_cluster.h"
+
+using muster::testing::SlurmCluster;
+
+int main(int argc, char** argv) {
+  std::string why = SlurmCluster::unavailable_reason();
+  if (!why.empty()) {
+    std::fprintf(stderr, "slurm_bench: %s\n", why.c_str());
+    return 2;
+  }
+  const int rounds = argc > 1 ? std::atoi(argv[1]) : 10;
+  SlurmCluster slurm(4);
+  // One allocation for every round, so that neither side pays for the allocation itself.
+  const std::string script = fmt::format(
+      "t() {{ s=$(date +%s.%N); \"$@\" >/dev/null 2>&1; st=$?; e=$(date +%s.%N); echo \"$(echo \"$e - $s\" | bc) $st\"; }}; "
+      "for i in $(seq {}); do printf 'muster '; t {} run -- true; printf 'srun '; t srun -N4 true; done",
+      rounds, MUSTER_BINARY);
+  auto r = slurm.run({"salloc", "-N4", "--quiet", "sh", "-c", script}, 600);
+  std::map<std::string, std::vector<double>> times;
+  std::istringstream in(r.out);
+  std::string tool;
+  double seconds;
+  int status;
+  while (in >> tool >> seconds >> status) {
+    if (status != 0) std::printf("(%s exited %d in one round)\n", tool.c_str(), status);
+    times[tool].push_back(seconds);
+  }
+  auto median = [](std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v.empty() ? 0.0 : v[v.size() / 2];
+  };
+  const double m = median(times["muster"]), s = median(times["srun"]);
+  std::printf("%-28s %10s\n", "inside a 4-node allocation", "median s");
+  std::printf("%-28s %10.3f\n", "muster run -- true", m);
+  std::printf("%-28s %10.3f\n", "srun -N4 true", s);
+  std::printf("%-28s %10.2f\n", "muster/srun", s > 0 ? m / s : 0);
+  std::printf("%d rounds, alternating, one allocation\n", rounds);
+  return r.exit_code == 0 ? 0 : 1;
+}
