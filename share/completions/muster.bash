@@ -36,7 +36,7 @@ _muster() {
         fi
     done
 
-    local cluster="-f --cluster --hostfile -H --hosts"
+    local cluster="-f --cluster --hostfile -H --hosts --launcher"
     local remote="--fanout --no-ship --heartbeat-timeout"
     local flags
     case $sub in
@@ -58,6 +58,7 @@ _muster() {
         *:-f | *:--cluster) _filedir '@(yaml|yml)'; return ;;
         *:--hostfile | topo:--xml | doctor:--json | doctor:--junit | doctor:--prometheus) _filedir; return ;;
         *:--map-by) COMPREPLY=($(compgen -W "slot node" -- "$cur")); return ;;
+        *:--launcher) COMPREPLY=($(compgen -W "auto ssh slurm" -- "$cur")); return ;;
         *:--bind) COMPREPLY=($(compgen -W "core numa none" -- "$cur")); return ;;
         *:--backend) COMPREPLY=($(compgen -W "auto nccl gloo" -- "$cur")); return ;;
         *:--split) COMPREPLY=($(compgen -W "node" -- "$cur")); return ;;
