@@ -155,7 +155,11 @@ TEST_F(Reliability, ASecondCtrlCKillsRemoteRanksAtOnce) {
   auto head = std::make_unique<RunningCommand>(cluster_->muster_argv(
       {"run", "-f", file_, "--grace", "60", "--", "sh", "-c",
        "trap '' TERM; echo $$ > " + dir.path() + "/pid.$RANK; while true; do sleep 0.1; done"}));
-  ASSERT_TRUE(wait_until([&] { return rank_pids(dir).size() == 8; }, milliseconds(60000)));
+  if (!wait_until([&] { return rank_pids(dir).size() == 8; }, milliseconds(60000))) {
+    head->signal(SIGKILL);
+    auto r = head->wait(std::chrono::seconds(10));
+    FAIL() << "the ranks did not start: " << rank_pids(dir).size() << " " << r.out << r.err;
+  }
   const auto pids = rank_pids(dir);
   head->signal(SIGINT);
   std::this_thread::sleep_for(milliseconds(1500));
