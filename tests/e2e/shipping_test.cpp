@@ -82,7 +82,8 @@ TEST_F(Shipping, ADamagedOrHalfWrittenBundleIsReplacedWithAFreshOne) {
   HostSetup own;
   own.own_cache = true;
   cluster_->set_up_host(1, own);
-  ASSERT_EQ(cluster_->muster({"run", "-f", file_, "--", "true"}).exit_code, 0);
+  auto first = cluster_->muster({"run", "-f", file_, "--", "true"});
+  ASSERT_EQ(first.exit_code, 0) << first.err;
   const std::string libc = bundle(1) + "/lib/libc.so.6";
   const auto good_size = fs::file_size(libc);
 

@@ -290,10 +290,14 @@ void TestCluster::start_sshd(int i) {
   pid_t pid = fork();
   if (pid == 0) {
     // UTS and mount namespaces of its own: everything sshd starts sees the host's own
-    // hostname, /etc/machine-id and boot id, as on separate machines.
+    // hostname, /etc/machine-id and boot id, as on separate machines. Its root has Debian's
+    // own ~/.bashrc, as a fresh node has, not this machine's: a developer's shell set-up
+    // (pyenv's rehash takes a lock in the shared /root, and a killed one leaves it behind for
+    // a minute) would otherwise stall every SSH command of every test host.
     std::string script = fmt::format(
         "mount --bind {0}/machine-id{1} /etc/machine-id && "
         "mount --bind {0}/boot-id{1} /proc/sys/kernel/random/boot_id && {3}"
+        "{{ [ ! -e /root/.bashrc ] || mount --bind /etc/skel/.bashrc /root/.bashrc; }} && "
         "hostname {2} && exec /usr/sbin/sshd -D -e -f {0}/sshd_config{1}", dir_, i, host(i),
         setup_script(i));
     int devnull = open("/dev/null", O_RDWR);
