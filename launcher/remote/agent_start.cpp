@@ -117,11 +117,19 @@ Attempt attempt_start(SshConnection& connection, const std::string& host, Shippi
       a.exit_status = a.agent.command->exit_status();
       return a;
     }
-    if (Clock::now() > deadline)
+    if (Clock::now() > deadline) {
+      const double seconds = std::chrono::duration<double>(limit).count();
+      // The start command says something at once (a marker on stderr before exec, or the
+      // no-bundle line): silence means the node's shell never got to it.
+      if (!frames && head.empty() && a.agent.stderr_text.empty())
+        throw SshError(SshFailure::Timeout, host,
+                       fmt::format("the node's shell did not run muster's start command within {} s: "
+                                   "a login script (~/.bashrc) that waits or hangs, or a node too loaded "
+                                   "to answer; 'ssh {} true' shows which", seconds, host));
       throw SshError(SshFailure::Timeout, host,
-                     fmt::format("the agent did not say hello within {} s{}",
-                                 std::chrono::duration_cast<std::chrono::seconds>(limit).count(),
+                     fmt::format("the agent did not say hello within {:g} s{}", seconds,
                                  a.agent.stderr_text.empty() ? "" : ": " + node_words(a.agent.stderr_text)));
+    }
   }
 }
 

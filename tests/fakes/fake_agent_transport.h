@@ -24,6 +24,7 @@ namespace muster::testing {
 struct FakeAgentNode {
   bool refuse = false;              // connect() fails: connection refused
   bool never_says_hello = false;    // the agent starts, then says nothing at all
+  bool shell_hangs = false;         // the node's shell never gets to muster's start command
   int dies_at_run = 0;              // the channel ends when the spec of this job (1, 2, ...) arrives
   int silent_from_run = 0;          // from the spec of this job on, nothing is sent (no heartbeats)
   int gpus = 0;
@@ -80,7 +81,7 @@ class FakeAgentTransport : public SshTransport {
    public:
     Agent(FakeAgentTransport& owner, std::string host, const FakeAgentNode& node)
         : owner_(owner), host_(std::move(host)), node_(node) {
-      if (node_.never_says_hello) return;
+      if (node_.never_says_hello || node_.shell_hangs) return;
       NodeHello hello;
       hello.hostname = "fake";
       hello.version = MUSTER_VERSION;
@@ -98,8 +99,11 @@ class FakeAgentTransport : public SshTransport {
       ready_.notify_all();
     }
     void close_stdin() override {}
-    bool read(std::string& out, std::string&, std::chrono::milliseconds limit) override {
+    bool read(std::string& out, std::string& err, std::chrono::milliseconds limit) override {
       std::unique_lock lock(mutex_);
+      // As the real start command does, before it execs the agent.
+      if (!node_.shell_hangs && !started_as_said_) err += "MUSTER-START bundle /root/.cache/muster/fake\n";
+      started_as_said_ = true;
       ready_.wait_for(lock, limit, [&] { return !out_.empty() || ended_; });
       if (!silent() && !ended_ && std::chrono::steady_clock::now() - last_beat_ > std::chrono::milliseconds(200)) {
         out_ += encode_frame({FrameKind::Beat, -1, ""});
@@ -114,7 +118,8 @@ class FakeAgentTransport : public SshTransport {
 
    private:
     bool silent() const {
-      return node_.never_says_hello || (node_.silent_from_run && jobs_ >= node_.silent_from_run);
+      return node_.never_says_hello || node_.shell_hangs ||
+             (node_.silent_from_run && jobs_ >= node_.silent_from_run);
     }
     void handle(const Frame& frame) {
       if (frame.kind != FrameKind::Beat) {
@@ -175,6 +180,7 @@ class FakeAgentTransport : public SshTransport {
     FrameReader reader_;
     std::string out_;
     bool ended_ = false;
+    bool started_as_said_ = false;
     int jobs_ = 0;
     std::chrono::steady_clock::time_point last_beat_{};
   };

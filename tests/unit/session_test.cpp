@@ -94,6 +94,19 @@ TEST_F(SessionTest, ANodeThatNeverSaysHelloIsNamedAndLeftOut) {
   }
 }
 
+// A login script that hangs (field-tested: pyenv's rehash waiting on a stale lock) looks like
+// a node that never answers; the message says where it stuck.
+TEST_F(SessionTest, AShellThatNeverRunsTheStartCommandIsToldApartFromASilentAgent) {
+  ClusterSpec c = cluster(2);
+  node(2).shell_hangs = true;
+  auto session = open(c, Reach::BestEffort);
+  EXPECT_TRUE(session->usable(0));
+  EXPECT_FALSE(session->usable(1));
+  EXPECT_NE(session->reach()[1].failure.find("n2: timeout: the node's shell did not run muster's start "
+                                             "command within 0.5 s: a login script (~/.bashrc)"),
+            std::string::npos) << session->reach()[1].failure;
+}
+
 TEST_F(SessionTest, StepsAfterANodeDiedNameItAndTheOthersGoOn) {
   ClusterSpec c = cluster(3);
   node(2).dies_at_run = 1;
