@@ -19,6 +19,7 @@
 #include "launcher/error.h"
 #include "launcher/thread.h"
 #include "probes/digest.h"
+#include "probes/socket_io.h"
 
 namespace muster {
 namespace {
@@ -30,46 +31,6 @@ constexpr char kAccepted = 'A';
 
 std::string proof_for(std::string_view secret, std::string_view purpose, std::string_view nonce) {
   return hmac_sha256(secret, std::string(purpose) + std::string(nonce));
-}
-
-// Waits until `fd` is ready for `events` or `deadline` passes; false on timeout or error.
-bool wait_for(int fd, short events, Clock::time_point deadline) {
-  for (;;) {
-    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
-    if (left.count() <= 0) return false;
-    pollfd p{fd, events, 0};
-    int ready = poll(&p, 1, int(left.count()));
-    if (ready > 0) return true;
-    if (ready < 0 && errno != EINTR) return false;
-  }
-}
-
-// Whole transfers on a blocking or non-blocking socket, bounded by `deadline`.
-bool read_before(int fd, char* data, size_t size, Clock::time_point deadline) {
-  while (size > 0) {
-    ssize_t n = recv(fd, data, size, MSG_DONTWAIT);
-    if (n > 0) {
-      data += n;
-      size -= size_t(n);
-      continue;
-    }
-    if (n == 0 || (errno != EAGAIN && errno != EINTR)) return false;
-    if (!wait_for(fd, POLLIN, deadline)) return false;
-  }
-  return true;
-}
-bool write_before(int fd, const char* data, size_t size, Clock::time_point deadline) {
-  while (size > 0) {
-    ssize_t n = send(fd, data, size, MSG_DONTWAIT | MSG_NOSIGNAL);
-    if (n > 0) {
-      data += n;
-      size -= size_t(n);
-      continue;
-    }
-    if (n < 0 && errno != EAGAIN && errno != EINTR) return false;
-    if (!wait_for(fd, POLLOUT, deadline)) return false;
-  }
-  return true;
 }
 
 struct Connection {
