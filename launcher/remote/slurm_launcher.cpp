@@ -29,13 +29,14 @@
 #include "launcher/thread.h"
 #include "probes/interfaces.h"
 #include "probes/job_server.h"
+#include "probes/socket_io.h"
 
 extern char** environ;
 
 namespace muster {
 namespace {
 
-using Clock = std::chrono::steady_clock;
+using Clock = SocketClock;
 using Milliseconds = std::chrono::milliseconds;
 
 // What an agent's proof is bound to, so that no other muster server accepts it.
@@ -45,19 +46,8 @@ constexpr size_t kMaxNodeName = 256;
 // srun's words are kept for messages; its last bytes are the ones that matter.
 constexpr size_t kMaxSrunOutput = size_t(64) << 10;
 // Handshakes in progress at once; a client that holds one open only holds its own slot.
-constexpr int kMaxPendingHandshakes = 64;
+constexpr size_t kMaxPendingHandshakes = 64;
 constexpr Milliseconds kHandshakeLimit{3000};
-
-bool wait_until_ready(int fd, short events, Clock::time_point deadline) {
-  for (;;) {
-    auto left = std::chrono::duration_cast<Milliseconds>(deadline - Clock::now()).count();
-    if (left <= 0) return false;
-    pollfd p{fd, events, 0};
-    int ready = poll(&p, 1, int(left));
-    if (ready > 0) return true;
-    if (ready < 0 && errno != EINTR) return false;
-  }
-}
 
 // An agent's channel: its TCP connection back to the head.
 class SocketChannel : public RemoteCommand {
@@ -68,18 +58,8 @@ class SocketChannel : public RemoteCommand {
 
   void write(std::string_view bytes) override {
     // An agent that stops reading for this long is as good as lost.
-    const auto deadline = Clock::now() + std::chrono::seconds(30);
-    while (!bytes.empty()) {
-      ssize_t n = send(fd_, bytes.data(), bytes.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
-      if (n > 0) {
-        bytes.remove_prefix(size_t(n));
-        continue;
-      }
-      if (n < 0 && errno != EAGAIN && errno != EINTR)
-        throw Error(ErrorKind::Runtime, fmt::format("the connection broke: {}", std::strerror(errno)));
-      if (!wait_until_ready(fd_, POLLOUT, deadline))
-        throw Error(ErrorKind::Runtime, "the agent stopped reading for 30 s");
-    }
+    if (!write_before(fd_, bytes.data(), bytes.size(), Clock::now() + std::chrono::seconds(30)))
+      throw Error(ErrorKind::Runtime, "the agent's connection broke, or it stopped reading for 30 s");
   }
   void close_stdin() override { shutdown(fd_, SHUT_WR); }
   bool read(std::string& out, std::string& err, Milliseconds limit) override {
@@ -109,16 +89,9 @@ class SocketChannel : public RemoteCommand {
 // Reads one line of at most kMaxNodeName bytes before `deadline`.
 std::optional<std::string> read_line(int fd, Clock::time_point deadline) {
   std::string line;
-  while (line.size() < kMaxNodeName) {
-    char c;
-    ssize_t n = recv(fd, &c, 1, MSG_DONTWAIT);
-    if (n == 1) {
-      if (c == '\n') return line;
-      line += c;
-      continue;
-    }
-    if (n == 0 || (errno != EAGAIN && errno != EINTR)) return std::nullopt;
-    if (!wait_until_ready(fd, POLLIN, deadline)) return std::nullopt;
+  for (char c; line.size() < kMaxNodeName && read_before(fd, &c, 1, deadline);) {
+    if (c == '\n') return line;
+    line += c;
   }
   return std::nullopt;
 }
@@ -168,8 +141,11 @@ class SlurmAgentLauncher : public AgentLauncher {
   int stop_[2] = {-1, -1};
   pid_t srun_ = -1;
   std::thread acceptor_, watcher_;
-  std::vector<std::thread> handshakes_;
-  std::atomic<int> pending_{0};
+  struct Handshake {
+    std::thread thread;
+    std::shared_ptr<std::atomic<bool>> done;
+  };
+  std::vector<Handshake> handshakes_;
 
   std::mutex mutex_;
   std::condition_variable changed_;
@@ -182,7 +158,7 @@ class SlurmAgentLauncher : public AgentLauncher {
 SlurmAgentLauncher::~SlurmAgentLauncher() {
   [[maybe_unused]] auto w = write(stop_[1], "x", 1);
   if (acceptor_.joinable()) acceptor_.join();
-  for (auto& t : handshakes_) t.join();
+  for (auto& h : handshakes_) h.thread.join();
   if (srun_ > 0) {
     // The session said goodbye to every agent first: the step normally ends on its own.
     std::unique_lock lock(mutex_);
@@ -365,15 +341,23 @@ void SlurmAgentLauncher::accept_agents() {
     if (fds[1].revents) return;
     int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
     if (fd < 0) continue;
-    if (pending_ >= kMaxPendingHandshakes) {
+    // Finished handshakes give their threads back first: a flood of clients holds at most
+    // kMaxPendingHandshakes threads, however long it lasts.
+    std::erase_if(handshakes_, [](Handshake& h) {
+      if (!*h.done) return false;
+      h.thread.join();
+      return true;
+    });
+    if (handshakes_.size() >= kMaxPendingHandshakes) {
       close(fd);
       continue;
     }
-    ++pending_;
-    handshakes_.push_back(signal_free_thread([this, fd] {
-      take_agent(fd);
-      --pending_;
-    }));
+    auto done = std::make_shared<std::atomic<bool>>(false);
+    handshakes_.push_back({signal_free_thread([this, fd, done] {
+                             take_agent(fd);
+                             *done = true;
+                           }),
+                           done});
   }
 }
 
@@ -479,7 +463,7 @@ int call_back_head(const std::string& heads, std::chrono::milliseconds limit) {
     int error = rc == 0 ? 0 : errno;
     if (error == EINPROGRESS) {
       error = ETIMEDOUT;
-      if (wait_until_ready(fd, POLLOUT, deadline)) {
+      if (wait_ready(fd, POLLOUT, deadline)) {
         socklen_t len = sizeof error;
         getsockopt(fd, SOL_SOCKET, SO_ERROR, &error, &len);
       }
