@@ -69,12 +69,10 @@ class ClusterFileReader {
   void read_launcher(const YAML::Node& value, ClusterSpec& spec) {
     std::string text;
     read_string(value, "launcher", text);
-    if (text == "ssh" || text == "slurm") {
+    if (text == "ssh" || text == "slurm")
       spec.launcher = text == "slurm" ? Launcher::Slurm : Launcher::Ssh;
-      spec.launcher_from_file = true;
-    } else if (!text.empty()) {
+    else if (!text.empty())
       diag_.add(at(value), fmt::format("launcher: '{}' is not a launcher; use 'ssh' or 'slurm'", text));
-    }
   }
 
   template <typename Fn>

@@ -80,8 +80,7 @@ struct ClusterSpec {
   CheckThresholds checks;
   std::vector<NodeSpec> nodes;  // in file order; node rank is the index
   bool is_this_machine = false; // no cluster was given: run on this machine only
-  Launcher launcher = Launcher::Ssh;
-  bool launcher_from_file = false;  // the file said `launcher:` (else --launcher decides)
+  Launcher launcher = Launcher::Ssh;  // the file's `launcher:`; --launcher overrides it
 };
 
 }  // namespace muster

@@ -109,6 +109,13 @@ TEST(ClusterFile, EachProblemIsNamedWithLineAndColumn) {
   }
 }
 
+TEST(ClusterFile, LauncherIsSshUnlessTheFileSaysSlurm) {
+  EXPECT_EQ(parse_cluster_yaml("nodes: [{host: a}]\n", "c.yaml").launcher, Launcher::Ssh);
+  EXPECT_EQ(parse_cluster_yaml("launcher: slurm\nnodes: [{host: a}]\n", "c.yaml").launcher, Launcher::Slurm);
+  EXPECT_EQ(problems_of("launcher: pbs\nnodes: [{host: a}]\n"),
+            std::vector<std::string>{"cluster.yaml:1:11: launcher: 'pbs' is not a launcher; use 'ssh' or 'slurm'"});
+}
+
 TEST(ClusterFile, ReportsEveryProblemInOnePass) {
   auto problems = problems_of(
       "nmae: x\n"
