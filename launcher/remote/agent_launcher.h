@@ -41,9 +41,13 @@ class AgentLauncher {
                           const std::atomic<bool>& cancelled) = 0;
   // How many nodes to start at once: SSH handshakes are bounded by sshd's MaxStartups.
   virtual int window(int fanout) const { return fanout; }
-  // What ended the agents from outside, in the scheduler's own words (a cancel, a time
-  // limit, a node failure), waiting up to `wait` for it to say so; "" when nothing did.
-  virtual std::string outside_end(std::chrono::milliseconds wait) { (void)wait; return ""; }
+  // What ended the agents from outside (a scheduler's cancel, time limit or failed node),
+  // waiting up to `wait` for it to say so; an empty note when nothing did.
+  struct OutsideEnd {
+    std::string note;         // in the scheduler's own words, for the job's report
+    bool time_limit = false;  // the job ran out of time: it timed out
+  };
+  virtual OutsideEnd outside_end(std::chrono::milliseconds wait) { (void)wait; return {}; }
 };
 
 // Over SSH through `transport`, one connection per node of `cluster`.

@@ -667,14 +667,18 @@ JobResult ClusterSession::run(const RankPlan& plan, const LaunchRequest& request
                               const TeardownPolicy& policy, JobOutput& output,
                               const std::vector<int>& interrupt_fds) {
   JobResult result = SessionRun(*this, plan, request, policy, output, interrupt_fds).run();
-  // A scheduler that ended the agents (scancel, a time limit, a failed node) says so a moment
-  // after the ranks fall: its words are the cause, and a time limit is a timeout.
+  // A scheduler that ended the agents (scancel, a time limit, a failed node) signals the
+  // ranks or loses a node, and says so a moment later: its words are the cause, and a time
+  // limit is a timeout. A rank that just failed on its own costs no wait.
+  const bool ended_from_outside =
+      result.end == JobEnd::NodeLost ||
+      std::any_of(result.ranks.begin(), result.ranks.end(), [](const RankOutcome& r) {
+        return r.status && r.status->kind == ExitStatus::Kind::Signaled && !r.stopped_by_teardown;
+      });
   if (result.end != JobEnd::Completed && result.end != JobEnd::Interrupted) {
-    const std::string words = launcher_->outside_end(std::chrono::milliseconds(1000));
-    if (!words.empty()) {
-      result.notes.push_back("Slurm ended the job's step: " + words);
-      if (words.find("TIME LIMIT") != std::string::npos) result.end = JobEnd::TimedOut;
-    }
+    auto outside = launcher_->outside_end(std::chrono::milliseconds(ended_from_outside ? 1000 : 0));
+    if (!outside.note.empty()) result.notes.push_back(outside.note);
+    if (outside.time_limit) result.end = JobEnd::TimedOut;
   }
   return result;
 }

@@ -122,7 +122,7 @@ class SlurmAgentLauncher : public AgentLauncher {
                   const std::atomic<bool>& cancelled) override;
   // No handshakes to bound: the agents call in on their own.
   int window(int) const override { return 256; }
-  std::string outside_end(Milliseconds wait) override;
+  OutsideEnd outside_end(Milliseconds wait) override;
 
  private:
   void start_step(const AgentStartOptions& options);
@@ -397,7 +397,7 @@ bool is_outside_end(const std::string& line) {
          line.find("Force Terminated") != std::string::npos;
 }
 
-std::string SlurmAgentLauncher::outside_end(Milliseconds wait) {
+AgentLauncher::OutsideEnd SlurmAgentLauncher::outside_end(Milliseconds wait) {
   auto said = [&] {
     std::istringstream in(output_);
     std::string words;
@@ -407,7 +407,9 @@ std::string SlurmAgentLauncher::outside_end(Milliseconds wait) {
   };
   std::unique_lock lock(mutex_);
   changed_.wait_for(lock, wait, [&] { return step_ended_ || !said().empty(); });
-  return said();
+  const std::string words = said();
+  if (words.empty()) return {};
+  return {"Slurm ended the job's step: " + words, words.find("TIME LIMIT") != std::string::npos};
 }
 
 }  // namespace
