@@ -286,49 +286,45 @@ std::string TestCluster::muster_cache(int i) const {
 }
 
 void TestCluster::start_sshd(int i) {
+  // sshd's setup (hidden libraries, caches, a chroot) runs in the host's own mount namespace,
+  // and `ip netns exec` gives it the host's own /sys, as a real node's.
   Host& h = hosts_[size_t(i)];
-  pid_t pid = fork();
-  if (pid == 0) {
-    // UTS and mount namespaces of its own: everything sshd starts sees the host's own
-    // hostname, /etc/machine-id and boot id, as on separate machines. Its root has Debian's
-    // own ~/.bashrc, as a fresh node has, not this machine's: a developer's shell set-up
-    // (pyenv's rehash takes a lock in the shared /root, and a killed one leaves it behind for
-    // a minute) would otherwise stall every SSH command of every test host.
-    std::string script = fmt::format(
-        "mount --bind {0}/machine-id{1} /etc/machine-id && "
-        "mount --bind {0}/boot-id{1} /proc/sys/kernel/random/boot_id && {3}"
-        "{{ [ ! -e /root/.bashrc ] || mount --bind /etc/skel/.bashrc /root/.bashrc; }} && "
-        "hostname {2} && exec /usr/sbin/sshd -D -e -f {0}/sshd_config{1}", dir_, i, host(i),
-        setup_script(i));
-    int devnull = open("/dev/null", O_RDWR);
-    int log = open(fmt::format("{}/sshd{}.log", dir_, i).c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
-    dup2(devnull, 0);
-    dup2(devnull, 1);
-    dup2(log, 2);
-    execlp("ip", "ip", "netns", "exec", h.ns.c_str(), "unshare", "--uts", "--mount", "sh", "-c",
-           script.c_str(), nullptr);
-    _exit(127);
-  }
-  h.sshd = pid;
+  h.sshd = spawn_on_host(i, setup_script(i) + fmt::format("exec /usr/sbin/sshd -D -e -f {}/sshd_config{}", dir_, i),
+                         fmt::format("{}/sshd{}.log", dir_, i), SysView::Host);
   wait_for_sshd(i);
 }
 
 pid_t TestCluster::start_on_host(int i, const std::string& command, const std::string& log_path) const {
+  return spawn_on_host(i, "exec " + command, log_path, SysView::Machine);
+}
+
+pid_t TestCluster::spawn_on_host(int i, const std::string& script_tail, const std::string& log_path,
+                                 SysView sys) const {
   const Host& h = hosts_[size_t(i)];
+  // UTS and mount namespaces of its own: everything the host starts sees the host's own
+  // hostname, /etc/machine-id and boot id, as on separate machines. Its root has Debian's
+  // own ~/.bashrc, as a fresh node has, not this machine's: a developer's shell set-up
+  // (pyenv's rehash takes a lock in the shared /root, and a killed one leaves it behind for
+  // a minute) would otherwise stall every SSH command of every test host.
+  const std::string script = fmt::format(
+      "mount --bind {0}/machine-id{1} /etc/machine-id && "
+      "mount --bind {0}/boot-id{1} /proc/sys/kernel/random/boot_id && "
+      "{{ [ ! -e /root/.bashrc ] || mount --bind /etc/skel/.bashrc /root/.bashrc; }} && "
+      "hostname {2} && {3}", dir_, i, host(i), script_tail);
+  const std::string net = "--net=/run/netns/" + h.ns;
   pid_t pid = fork();
   if (pid == 0) {
-    std::string script = fmt::format(
-        "mount --bind {0}/machine-id{1} /etc/machine-id && "
-        "mount --bind {0}/boot-id{1} /proc/sys/kernel/random/boot_id && hostname {2} && exec {3}",
-        dir_, i, host(i), command);
     int devnull = open("/dev/null", O_RDWR);
     int log = open(log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
     dup2(devnull, 0);
     dup2(log, 1);
     dup2(log, 2);
-    const std::string net = "--net=/run/netns/" + h.ns;
-    execlp("nsenter", "nsenter", net.c_str(), "unshare", "--uts", "--mount", "sh", "-c", script.c_str(),
-           nullptr);
+    if (sys == SysView::Host)
+      execlp("ip", "ip", "netns", "exec", h.ns.c_str(), "unshare", "--uts", "--mount", "sh", "-c",
+             script.c_str(), nullptr);
+    else
+      execlp("nsenter", "nsenter", net.c_str(), "unshare", "--uts", "--mount", "sh", "-c", script.c_str(),
+             nullptr);
     _exit(127);
   }
   return pid;

@@ -114,6 +114,12 @@ class TestCluster {
   std::string chroot_dir(int i) const;
   void make_busybox_root(int i) const;
   std::string setup_script(int i) const;
+  // Which /sys a host process sees: the host's own (`ip netns exec` mounts it), or the
+  // machine's, where the cgroup file systems stay visible.
+  enum class SysView { Host, Machine };
+  // Forks `sh -c` in host i's namespaces (its hostname, machine-id, boot id, Debian's
+  // ~/.bashrc) running `script_tail`, with its output to `log_path`.
+  pid_t spawn_on_host(int i, const std::string& script_tail, const std::string& log_path, SysView sys) const;
 
   std::string prefix_;   // namespace names start with it
   std::string subnet_;   // "10.N.M"
