@@ -253,6 +253,13 @@ TEST(GpuCluster, SplitNodeAndPairsRunOverNcclOnEveryNode) {
   TestCluster cluster(2);
   HostSetup gpu_node;
   gpu_node.environment = machine.environment();
+  // Matters under CI's AddressSanitizer build only: the nodes run muster through its bundle's
+  // own loader (ld.so --library-path), where LeakSanitizer mislabels the modules (it names
+  // the loader "muster") and reports 276 bytes the loader allocated for itself (both stacks
+  // end in ld.so's own malloc) in every rank, here where LD_LIBRARY_PATH points at the fakes.
+  // Memory errors are still caught on the nodes; leaks are checked wherever muster runs as
+  // itself (the head, local ranks, every other test).
+  gpu_node.environment.push_back("ASAN_OPTIONS=detect_leaks=0");
   for (int i = 0; i < cluster.size(); ++i) cluster.set_up_host(i, gpu_node);
   const std::string file = cluster.write_cluster_file();
 
