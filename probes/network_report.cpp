@@ -37,15 +37,28 @@ std::vector<std::vector<std::pair<int, int>>> tournament_rounds(int n) {
   return rounds;
 }
 
+std::vector<std::vector<std::pair<int, int>>> rendezvous_rounds(int n) {
+  std::vector<std::vector<std::pair<int, int>>> rounds;
+  if (n < 2) return rounds;
+  rounds.resize(2);
+  for (int node = 1; node < n; ++node) {
+    rounds[0].emplace_back(node, 0);
+    rounds[1].emplace_back(0, node);
+  }
+  return rounds;
+}
+
 NetworkChoice choose_network(const std::vector<std::vector<LocalAddress>>& addresses_of_node,
                              const std::vector<PairProbe>& probes,
-                             const std::string& preferred_address) {
+                             const std::string& preferred_address, PairSchedule schedule) {
   const int n = int(addresses_of_node.size());
   NetworkChoice choice;
   if (n == 0) return choice;
-  // An address is good when every other node reached it. One pass over the probes counts,
-  // per node and address, the distinct nodes that reached it: O(probes), where asking
-  // every probe for every node, address and candidate was O(n^4).
+  // An address is good when every node that should have reached it did: every other node
+  // over the mesh; over the rendezvous pairs, node 0 for the others' addresses (node 0's own,
+  // the MASTER_ADDR candidates, are still reached by all). One pass over the probes counts,
+  // per node and address, the distinct nodes that reached it: O(probes), where asking every
+  // probe for every node, address and candidate was O(n^4).
   struct Reachers {
     std::vector<bool> from;  // by source node
     int count = 0;           // distinct sources
@@ -58,8 +71,11 @@ NetworkChoice choose_network(const std::vector<std::vector<LocalAddress>>& addre
     if (!r.from[size_t(p.src)]) r.from[size_t(p.src)] = true, ++r.count;
   }
   auto reached_by_all = [&](int node, const std::string& address) {
+    if (n == 1) return true;
     auto it = reached.find({node, address});
-    return n == 1 || (it != reached.end() && it->second.count == n - 1);
+    if (it == reached.end()) return false;
+    if (schedule == PairSchedule::WithRendezvous && node != 0) return bool(it->second.from[0]);
+    return it->second.count == n - 1;
   };
   // Subnets in the order of node 0's addresses, the preferred one first.
   std::vector<LocalAddress> node0 = addresses_of_node[0];

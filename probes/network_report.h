@@ -13,10 +13,21 @@
 
 namespace muster {
 
+// Which pairs of nodes a network pass probes.
+enum class PairSchedule {
+  Every,           // every ordered pair, the whole mesh: n(n-1) probes (ping, doctor)
+  WithRendezvous,  // each node with node 0, both ways: 2(n-1) probes (what a launch needs)
+};
+
 // Ordered pairs (src, dst) of n nodes in rounds, each node in at most one pair per round
 // (a round-robin tournament, each match played both ways), so a measurement never shares
 // a node with another.
 std::vector<std::vector<std::pair<int, int>>> tournament_rounds(int n);
+
+// Ordered pairs between node 0 and each other node, in two rounds: every node to node 0,
+// then node 0 to every node. What a launch needs to trust MASTER_ADDR on node 0 and each
+// node's interface; the mesh between the other nodes is ping's and doctor's to check.
+std::vector<std::vector<std::pair<int, int>>> rendezvous_rounds(int n);
 
 // One probe of one address of dst from src.
 struct PairProbe {
@@ -32,12 +43,14 @@ struct NetworkChoice {
   std::map<int, std::string> interface_of;     // node -> interface name in that subnet
 };
 
-// Picks a subnet in which every node has an address that every other node reached,
-// preferring the one holding `preferred_address` (where the head reached node 0), and the
-// MASTER_ADDR in it. Never a loopback address.
+// Picks a subnet in which every node has an address the probes show reachable (from every
+// other node; with WithRendezvous from node 0), preferring the one holding
+// `preferred_address` (where the head reached node 0), and the MASTER_ADDR in it, which
+// every other node reached. Never a loopback address.
 NetworkChoice choose_network(const std::vector<std::vector<LocalAddress>>& addresses_of_node,
                              const std::vector<PairProbe>& probes,
-                             const std::string& preferred_address);
+                             const std::string& preferred_address,
+                             PairSchedule schedule = PairSchedule::Every);
 
 // A node whose links are far off the cluster's typical ones.
 struct Outlier {

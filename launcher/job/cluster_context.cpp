@@ -4,6 +4,19 @@
 #include "launcher/remote/slurm_launcher.h"
 
 namespace muster {
+namespace {
+
+// With one address per node there is no interface to choose: the launch needs only the
+// rendezvous node reached from every node and every node from it, 2(n-1) probes. With more,
+// only the whole mesh shows which subnet joins every pair (n(n-1) probes). Either way a
+// broken pair is found by ping and doctor, which always probe the mesh.
+bool one_network_each(ClusterSession& session) {
+  for (size_t i = 0; i < session.hellos().size(); ++i)
+    if (session.usable(i) && session.hellos()[i].addresses.size() > 1) return false;
+  return true;
+}
+
+}  // namespace
 
 ClusterContext::ClusterContext(ClusterSpec cluster, RemoteSettings remote,
                                std::shared_ptr<SshTransport> transport)
@@ -34,6 +47,8 @@ ClusterSession& ClusterContext::session(Reach reach, bool time_command,
 const PingReport& ClusterContext::network() {
   if (!network_) {
     PingOptions quick;
+    quick.pairs = one_network_each(session()) ? PairSchedule::WithRendezvous : PairSchedule::Every;
+    quick.clocks = false;
     quick.round_trips = 5;
     network_ = ping_cluster(session(), cluster_, quick, interrupt_fds_);
   }

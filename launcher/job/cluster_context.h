@@ -45,7 +45,8 @@ class ClusterContext {
   bool has_session() const { return session_ != nullptr; }
 
   // The network pass a launch chooses its rendezvous and interfaces from: the one a step
-  // already ran (remember_network), else a quick one (5 round trips per pair) run now.
+  // already ran (remember_network), else a quick one run now: 5 round trips per address,
+  // no clocks, and each node only with the rendezvous node when every node has one address.
   const PingReport& network();
   void remember_network(PingReport report) { network_ = std::move(report); }
 

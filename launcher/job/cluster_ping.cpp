@@ -35,14 +35,16 @@ void measure_clocks(ClusterSession& session, PingReport& report, const std::vect
   }
 }
 
-// Every ordered pair of reachable nodes, on every address of the target, one round of the
-// tournament at a time.
+// The scheduled pairs of reachable nodes, on every address of the target, one round at a
+// time; the rendezvous node is the first reachable one.
 void probe_pairs(ClusterSession& session, const PingOptions& options, PingReport& report,
                  const std::vector<int>& interrupts) {
   std::vector<int> reachable;
   for (size_t i = 0; i < report.nodes.size(); ++i)
     if (session.usable(i)) reachable.push_back(int(i));
-  for (const auto& round : tournament_rounds(int(reachable.size()))) {
+  const int n = int(reachable.size());
+  const auto rounds = options.pairs == PairSchedule::Every ? tournament_rounds(n) : rendezvous_rounds(n);
+  for (const auto& round : rounds) {
     std::vector<std::pair<size_t, std::string>> asks;
     std::vector<std::pair<int, int>> pairs;
     for (auto [a, b] : round) {
@@ -111,7 +113,8 @@ void choose_rendezvous(const ClusterSpec& cluster, PingReport& report) {
       renumbered.push_back(p);
     }
   NetworkChoice choice = choose_network(addresses, all_reached ? report.pairs : renumbered,
-                                        cluster.nodes[size_t(reachable.front())].address);
+                                        cluster.nodes[size_t(reachable.front())].address,
+                                        report.schedule);
   report.choice.master_addr = choice.master_addr;
   report.choice.subnet = choice.subnet;
   for (auto [k, name] : choice.interface_of) report.choice.interface_of[reachable[size_t(k)]] = name;
@@ -235,6 +238,7 @@ PingReport ping_cluster(ClusterSession& session, const ClusterSpec& cluster,
                         const PingOptions& options, const std::vector<int>& interrupt_fds) {
   PingReport report;
   report.bandwidth_measured = options.bandwidth;
+  report.schedule = options.pairs;
   // 1. How the head reached each node, and what each node says it is.
   for (size_t i = 0; i < cluster.nodes.size(); ++i) {
     NodeStatus s{cluster.nodes[i].host, cluster.nodes[i].address, session.reach()[i], {}, {}};
@@ -242,8 +246,8 @@ PingReport ping_cluster(ClusterSession& session, const ClusterSpec& cluster,
     else if (s.reach.ok) s.reach = {false, session.why_unusable(i), s.reach.timings, 0};
     report.nodes.push_back(std::move(s));
   }
-  // 2. Clocks, then every pair on every address.
-  measure_clocks(session, report, interrupt_fds);
+  // 2. Clocks, then the scheduled pairs on every address.
+  if (options.clocks) measure_clocks(session, report, interrupt_fds);
   probe_pairs(session, options, report, interrupt_fds);
   // 3. The choice those allow, and what is wrong, in plain words.
   analyze_probes(cluster, report);

@@ -19,6 +19,8 @@
 namespace muster {
 
 struct PingOptions {
+  PairSchedule pairs = PairSchedule::Every;
+  bool clocks = true;                           // measure each node's clock offset
   int round_trips = 50;                         // K: enough for a stable median and a p99
   bool bandwidth = false;                       // also stream bulk data per pair
   std::chrono::milliseconds bulk{300};          // how long each bulk stream lasts
@@ -26,7 +28,7 @@ struct PingOptions {
   std::function<void()> on_round_done;          // after each round of the tournament
 };
 
-// How many rounds of pair probes `nodes` reachable nodes take.
+// How many rounds of pair probes `nodes` reachable nodes take (PairSchedule::Every).
 int probe_rounds(int nodes);
 
 struct NodeStatus {
@@ -40,6 +42,7 @@ struct PingReport {
   std::vector<NodeStatus> nodes;                // by node rank
   std::vector<PairProbe> pairs;                 // node ranks, one entry per address probed
   NetworkChoice choice;                         // node ranks
+  PairSchedule schedule = PairSchedule::Every;  // which pairs were probed
   int rendezvous_node = 0;                      // where MASTER_ADDR is: the first node reached
   std::vector<Finding> problems;
   bool bandwidth_measured = false;

@@ -72,5 +72,47 @@ TEST(ChooseNetwork, NoAddressOfNodeZeroReachedByAllIsNoChoice) {
   EXPECT_FALSE(choose_network(three_nodes(), probes, "10.0.0.1").master_addr);
 }
 
+// Each node with node 0, both ways, on both subnets: what a launch's quick pass probes.
+std::vector<PairProbe> with_node_zero() {
+  std::vector<PairProbe> out;
+  for (const auto& round : rendezvous_rounds(3))
+    for (auto [src, dst] : round)
+      for (const std::string prefix : {"10.0.0.", "10.9.0."})
+        out.push_back(probe(src, dst, prefix + std::to_string(dst + 1)));
+  return out;
+}
+
+TEST(RendezvousRounds, EveryNodeToNodeZeroThenNodeZeroToEveryNode) {
+  EXPECT_EQ(rendezvous_rounds(4), (std::vector<std::vector<std::pair<int, int>>>{
+                                      {{1, 0}, {2, 0}, {3, 0}}, {{0, 1}, {0, 2}, {0, 3}}}));
+  EXPECT_TRUE(rendezvous_rounds(1).empty());
+}
+
+TEST(ChooseNetwork, PairsWithNodeZeroAreEnoughForALaunch) {
+  const auto probes = with_node_zero();
+  NetworkChoice c = choose_network(three_nodes(), probes, "10.0.0.1", PairSchedule::WithRendezvous);
+  EXPECT_EQ(c.master_addr, "10.0.0.1");
+  EXPECT_EQ(c.subnet, "10.0.0.0/24");
+  EXPECT_EQ(c.interface_of, (std::map<int, std::string>{{0, "eth0"}, {1, "eth0"}, {2, "eth0"}}));
+  // Read as the whole mesh, the same probes leave node 1 and 2 unvouched for.
+  EXPECT_EQ(choose_network(three_nodes(), probes, "10.0.0.1").subnet, "");
+}
+
+TEST(ChooseNetwork, WithNodeZeroANodeItCannotReachOnASubnetRulesThatSubnetOut) {
+  auto probes = with_node_zero();
+  for (auto& p : probes)
+    if (p.src == 0 && p.dst == 2 && p.address == "10.0.0.3") p.result.reachable = false;
+  NetworkChoice c = choose_network(three_nodes(), probes, "10.0.0.1", PairSchedule::WithRendezvous);
+  EXPECT_EQ(c.subnet, "10.9.0.0/24");
+  EXPECT_EQ(c.master_addr, "10.9.0.1");
+}
+
+TEST(ChooseNetwork, WithNodeZeroMasterAddrStillNeedsEveryOtherNode) {
+  auto probes = with_node_zero();
+  for (auto& p : probes)
+    if (p.src == 2 && p.dst == 0) p.result.reachable = false;  // node 2 reaches none of node 0's
+  EXPECT_FALSE(choose_network(three_nodes(), probes, "10.0.0.1", PairSchedule::WithRendezvous).master_addr);
+}
+
 }  // namespace
 }  // namespace muster
