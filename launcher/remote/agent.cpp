@@ -18,6 +18,7 @@
 #include <nlohmann/json.hpp>
 
 #include "launcher/error.h"
+#include "launcher/json_fields.h"
 #include "launcher/local/posix_spawner.h"
 #include "launcher/local/self.h"
 #include "launcher/local/shutdown_signals.h"
@@ -79,10 +80,7 @@ class AgentOutput : public JobOutput {
   }
   void rank_ended(int rank, const ExitStatus& status) override {
     flush();
-    writer_.send({FrameKind::Exit, rank,
-                  nlohmann::json{{"signal", status.kind == ExitStatus::Kind::Signaled},
-                                 {"code", status.kind == ExitStatus::Kind::Signaled
-                                              ? status.signal : status.code}}.dump()});
+    writer_.send({FrameKind::Exit, rank, exit_to_json(status)});
   }
 
  private:
@@ -145,7 +143,7 @@ std::string answer_probe(const nlohmann::json& ask) {
 // A request the agent cannot answer gets an answer saying why: the agent itself goes on.
 std::string answer(const std::string& payload) {
   try {
-    auto ask = nlohmann::json::parse(payload);
+    auto ask = parse_untrusted_json(payload);
     const std::string op = ask.at("op");
     if (op == "probe") return answer_probe(ask);
     if (op == "ports") return nlohmann::json{{"ports", two_free_ports()}}.dump();
@@ -346,13 +344,7 @@ bool run_job(int id, const NodeLaunchSpec& spec, const Topology& topology, HeadL
   output.flush();
   const bool signalled = result.end == JobEnd::Interrupted && !head.stop_requested(id);
   head.end_run();
-  nlohmann::json done = {{"start_error", result.start_error},
-                         {"escaped", result.escaped_killed},
-                         {"notes", result.notes},
-                         {"stuck", nlohmann::json::array()}};
-  for (const auto& s : result.stuck)
-    done["stuck"].push_back({{"rank", s.rank}, {"process", s.description}});
-  writer.send({FrameKind::Done, id, done.dump()});
+  writer.send({FrameKind::Done, id, to_json(node_run_report(result))});
   return !signalled;
 }
 

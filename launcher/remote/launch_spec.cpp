@@ -131,4 +131,53 @@ NodeHello node_hello_from_json(const std::string& text) {
   }
 }
 
+std::string exit_to_json(const ExitStatus& status) {
+  const bool signaled = status.kind == ExitStatus::Kind::Signaled;
+  return json{{"signal", signaled}, {"code", signaled ? status.signal : status.code}}.dump();
+}
+
+ExitStatus exit_from_json(const std::string& text) {
+  try {
+    json j = parse_untrusted_json(text);
+    const bool signaled = j.at("signal").get<bool>();
+    const int code = j.at("code").get<int>();
+    // An exit status is 0-255 and a signal 1-64 (SIGRTMAX); anything else is no status.
+    if (code < 0 || code > (signaled ? 64 : 255) || (signaled && code == 0))
+      throw Error(ErrorKind::Runtime, fmt::format("malformed exit from agent: {} {} is not possible",
+                                                  signaled ? "signal" : "exit status", code));
+    return signaled ? ExitStatus::signaled(code) : ExitStatus::exited(code);
+  } catch (const json::exception& e) {
+    throw Error(ErrorKind::Runtime, fmt::format("malformed exit from agent: {}", e.what()));
+  }
+}
+
+NodeRunReport node_run_report(const JobResult& result) {
+  return {result.start_error, result.escaped_killed, result.notes, result.stuck};
+}
+
+std::string to_json(const NodeRunReport& report) {
+  json done = {{"start_error", report.start_error},
+               {"escaped", report.escaped_killed},
+               {"notes", report.notes},
+               {"stuck", json::array()}};
+  for (const auto& s : report.stuck) done["stuck"].push_back({{"rank", s.rank}, {"process", s.description}});
+  return done.dump();
+}
+
+NodeRunReport node_run_report_from_json(const std::string& text) {
+  try {
+    json j = parse_untrusted_json(text);
+    NodeRunReport r;
+    r.start_error = j.at("start_error");
+    r.escaped_killed = j.at("escaped").get<int>();
+    if (r.escaped_killed < 0)
+      throw Error(ErrorKind::Runtime, "malformed report from agent: a negative count of processes");
+    for (const auto& note : j.value("notes", json::array())) r.notes.push_back(note.get<std::string>());
+    for (const auto& s : j.at("stuck")) r.stuck.push_back({s.at("rank").get<int>(), s.at("process")});
+    return r;
+  } catch (const json::exception& e) {
+    throw Error(ErrorKind::Runtime, fmt::format("malformed report from agent: {}", e.what()));
+  }
+}
+
 }  // namespace muster

@@ -49,6 +49,23 @@ NodeHello node_hello_from_json(const std::string& text);
 std::string bindings_to_json(const std::vector<std::pair<int, RankBindingReport>>& reports);
 std::vector<std::pair<int, RankBindingReport>> bindings_from_json(const std::string& text);
 
+// Exit frames: how one of the node's ranks ended.
+std::string exit_to_json(const ExitStatus& status);
+// Throws Error(Runtime) when the text is not one, or names no possible status.
+ExitStatus exit_from_json(const std::string& text);
+
+// Done frames: what the node's part of a job came to once every rank there ended.
+struct NodeRunReport {
+  std::string start_error;          // why the node's ranks could not start, if so
+  int escaped_killed = 0;           // processes found by job id outside rank groups
+  std::vector<std::string> notes;
+  std::vector<StuckProcess> stuck;  // processes that outlived SIGKILL
+};
+NodeRunReport node_run_report(const JobResult& result);
+std::string to_json(const NodeRunReport& report);
+// Throws Error(Runtime) when the text is not one.
+NodeRunReport node_run_report_from_json(const std::string& text);
+
 // The protocol version both sides must share; bumped on any change to the frames or JSON.
 inline constexpr int kAgentProtocol = 2;
 

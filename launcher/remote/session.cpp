@@ -1,6 +1,7 @@
 #include "launcher/json_fields.h"
 #include "launcher/remote/session.h"
 
+#include <climits>
 #include <fcntl.h>
 #include <poll.h>
 #include <unistd.h>
@@ -504,6 +505,8 @@ class SessionRun {
           break;
         default: break;
       }
+    } catch (const Error& bad) {
+      result_.notes.push_back(fmt::format("{} sent a malformed message: {}", host(e.node), bad.what()));
     } catch (const nlohmann::json::exception& bad) {
       result_.notes.push_back(fmt::format("{} sent a malformed message: {}", host(e.node), bad.what()));
     }
@@ -515,9 +518,7 @@ class SessionRun {
 
   void on_exit(size_t node, int rank, const std::string& payload) {
     if (!holds_rank(node, rank)) return;
-    auto j = parse_untrusted_json(payload);
-    ExitStatus s = j.at("signal").get<bool>() ? ExitStatus::signaled(j.at("code"))
-                                               : ExitStatus::exited(j.at("code"));
+    const ExitStatus s = exit_from_json(payload);
     status_[size_t(rank)] = s;
     output_.rank_ended(rank, s);
     if (s.success() || tearing_down_) return;
@@ -529,19 +530,15 @@ class SessionRun {
 
   void on_done(size_t node, const std::string& payload) {
     reported_[node] = true;
-    auto done = parse_untrusted_json(payload);
-    result_.escaped_killed += done.at("escaped").get<int>();
-    std::string start_error = done.at("start_error");
-    if (!start_error.empty()) {
-      result_.start_error = fmt::format("{}: {}", host(node), start_error);
+    const NodeRunReport done = node_run_report_from_json(payload);
+    result_.escaped_killed = int(std::min<long>(long(result_.escaped_killed) + done.escaped_killed, INT_MAX));
+    if (!done.start_error.empty()) {
+      result_.start_error = fmt::format("{}: {}", host(node), done.start_error);
       if (result_.end == JobEnd::RankFailed || result_.end == JobEnd::Completed)
         result_.end = JobEnd::StartFailed;
     }
-    for (const auto& note : done.value("notes", nlohmann::json::array()))
-      result_.notes.push_back(fmt::format("{}: {}", host(node), note.get<std::string>()));
-    for (const auto& s : done.at("stuck"))
-      result_.stuck.push_back({s.at("rank").get<int>(),
-                               fmt::format("{}: {}", host(node), s.at("process").get<std::string>())});
+    for (const auto& note : done.notes) result_.notes.push_back(fmt::format("{}: {}", host(node), note));
+    for (const auto& s : done.stuck) result_.stuck.push_back({s.rank, fmt::format("{}: {}", host(node), s.description)});
   }
 
   void on_fail(size_t node, const std::string& why) {

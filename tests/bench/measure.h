@@ -20,11 +20,28 @@ struct Measurement {
   double cpu_seconds = 0;  // user + system of the command (and what it waited for)
   long peak_kib = 0;       // largest resident set
   int status = 0;
+  // Busy CPU time of the whole machine while it ran (every node's sshd, agent and ranks on a
+  // test cluster, which share this machine's cores), without niced processes.
+  double machine_cpu_seconds = 0;
 };
+
+// Busy (user + system + interrupt) CPU seconds of the whole machine since boot; niced work
+// is left out, so a background job at nice 19 does not count.
+inline double machine_busy_seconds() {
+  unsigned long long user = 0, nice = 0, system = 0, idle = 0, iowait = 0, irq = 0, softirq = 0;
+  if (FILE* f = std::fopen("/proc/stat", "r")) {
+    if (std::fscanf(f, "cpu %llu %llu %llu %llu %llu %llu %llu", &user, &nice, &system, &idle,
+                    &iowait, &irq, &softirq) != 7)
+      user = system = irq = softirq = 0;
+    std::fclose(f);
+  }
+  return double(user + system + irq + softirq) / double(sysconf(_SC_CLK_TCK));
+}
 
 // Runs `argv` once with its output discarded.
 inline Measurement measure(const std::vector<std::string>& argv) {
   std::fflush(stdout);  // or the child would print our buffered table again
+  const double busy_before = machine_busy_seconds();
   auto start = std::chrono::steady_clock::now();
   pid_t pid = fork();
   if (pid == 0) {
@@ -45,6 +62,7 @@ inline Measurement measure(const std::vector<std::string>& argv) {
   m.cpu_seconds = double(usage.ru_utime.tv_sec + usage.ru_stime.tv_sec) +
                   double(usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) / 1e6;
   m.peak_kib = usage.ru_maxrss;
+  m.machine_cpu_seconds = machine_busy_seconds() - busy_before;
   m.status = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
   return m;
 }

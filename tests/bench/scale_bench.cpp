@@ -29,8 +29,8 @@ int main(int argc, char** argv) {
   for (int i = 2; i < argc; ++i) sizes.push_back(std::atoi(argv[i]));
   if (sizes.empty()) sizes = {4, 8, 16};
 
-  std::printf("%-6s %-8s %9s %9s %9s %11s %10s\n", "hosts", "command", "wall s", "/exec", "cpu s",
-              "peak MiB", "conn/node");
+  std::printf("%-6s %-8s %9s %9s %9s %11s %10s %12s\n", "hosts", "command", "wall s", "/exec",
+              "cpu s", "peak MiB", "conn/node", "machine cpu");
   for (int n : sizes) {
     TestCluster cluster(n);
     const std::string file = cluster.write_cluster_file();
@@ -57,12 +57,14 @@ int main(int argc, char** argv) {
       Measurement m = median(cluster.muster_argv(row.args), runs);
       const double per_node = double(connections() - before) / runs / n;
       if (std::string(row.name) == "exec") exec_s = m.seconds;
-      std::printf("%-6d %-8s %9.3f %9.2f %9.3f %11.1f %10.1f%s\n", n, row.name, m.seconds,
+      std::printf("%-6d %-8s %9.3f %9.2f %9.3f %11.1f %10.1f %12.3f%s\n", n, row.name, m.seconds,
                   m.seconds / exec_s, m.cpu_seconds, double(m.peak_kib) / 1024, per_node,
+                  m.machine_cpu_seconds,
                   m.status ? fmt::format("  (exit {})", m.status).c_str() : "");
     }
   }
   std::printf("median of %d runs each; cpu and peak memory are the head's (muster on the "
-              "head, not the agents)\n", runs);
+              "head, not the agents);\nmachine cpu is every process's busy time on this machine during the "
+              "command (the test hosts share its cores; niced work left out)\n", runs);
   return 0;
 }

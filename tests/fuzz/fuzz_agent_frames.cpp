@@ -1,5 +1,6 @@
 // libFuzzer: what crosses the SSH channel between head and agent: frames, and the JSON of
-// launch specs, hellos and bindings inside them, read in arbitrary pieces.
+// launch specs, hellos, bindings, rank exits and node reports inside them, read in
+// arbitrary pieces.
 #include <cstdint>
 #include <string_view>
 
@@ -22,6 +23,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
             case muster::FrameKind::Spec: muster::node_launch_spec_from_json(frame->payload); break;
             case muster::FrameKind::Hello: muster::node_hello_from_json(frame->payload); break;
             case muster::FrameKind::Bound: muster::bindings_from_json(frame->payload); break;
+            case muster::FrameKind::Exit: muster::exit_from_json(frame->payload); break;
+            case muster::FrameKind::Done: muster::node_run_report_from_json(frame->payload); break;
             default: break;
           }
         } catch (const muster::Error&) {
