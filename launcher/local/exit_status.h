@@ -22,6 +22,7 @@ struct ExitStatus {
   int shell_code() const { return kind == Kind::Exited ? code : 128 + signal; }
   // "exited with status 3" / "was killed by SIGKILL (signal 9)".
   std::string describe() const;
+  bool operator==(const ExitStatus&) const = default;
 };
 
 }  // namespace muster

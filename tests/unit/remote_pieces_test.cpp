@@ -98,5 +98,34 @@ TEST(LaunchSpec, ASpecFromAnotherVersionOrMangledIsRefused) {
   EXPECT_THROW(node_launch_spec_from_json("not json"), Error);
 }
 
+TEST(LaunchSpec, ExitsAndReportsSurviveTheTripBackToTheHead) {
+  EXPECT_EQ(exit_from_json(exit_to_json(ExitStatus::exited(3))), ExitStatus::exited(3));
+  EXPECT_EQ(exit_from_json(exit_to_json(ExitStatus::signaled(9))), ExitStatus::signaled(9));
+  JobResult result;
+  result.start_error = "cannot execute 'x'";
+  result.escaped_killed = 2;
+  result.notes = {"a note"};
+  result.stuck = {{1, "pid 42 (sleep)"}};
+  NodeRunReport back = node_run_report_from_json(to_json(node_run_report(result)));
+  EXPECT_EQ(back.start_error, result.start_error);
+  EXPECT_EQ(back.escaped_killed, 2);
+  EXPECT_EQ(back.notes, result.notes);
+  ASSERT_EQ(back.stuck.size(), 1u);
+  EXPECT_EQ(back.stuck[0].rank, 1);
+  EXPECT_EQ(back.stuck[0].description, "pid 42 (sleep)");
+}
+
+// A node's agent is muster, but a node can be broken into: what it says is checked.
+TEST(LaunchSpec, AnImpossibleExitOrReportFromANodeIsRefused) {
+  for (const char* bad : {R"({"signal":true,"code":0})", R"({"signal":true,"code":65})",
+                          R"({"signal":false,"code":256})", R"({"signal":false,"code":-1})",
+                          R"({"signal":false,"code":1e300})", R"({"signal":false})", "[]"})
+    EXPECT_THROW(exit_from_json(bad), Error) << bad;
+  for (const char* bad : {R"({"start_error":"","escaped":-5,"stuck":[]})",
+                          R"({"start_error":"","escaped":1e300,"stuck":[]})",
+                          R"({"start_error":"","escaped":0,"stuck":[{"rank":"x"}]})"})
+    EXPECT_THROW(node_run_report_from_json(bad), Error) << bad;
+}
+
 }  // namespace
 }  // namespace muster
