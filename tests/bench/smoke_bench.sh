@@ -22,7 +22,8 @@ for ranks in "${rank_counts[@]}"; do
   for ((round = 1; round <= rounds; round++)); do
     smoke=$("$muster" smoke -n "$ranks" --backend gloo --min-bytes 4K --max-bytes 16M \
             --step-factor 16 --iters "$iters" --warmup 5 --json)
-    torch=$("$muster" run -n "$ranks" --tag none -- /usr/bin/python3 \
+    # torch's ranks unbound, as torchrun starts them.
+    torch=$("$muster" run -n "$ranks" --bind none --tag none -- /usr/bin/python3 \
             tests/bench/torch_collectives_bench.py "$sizes" "$iters" 5 | tail -n 1)
     printf '%s\t%s\t%s\n' "$ranks" "$smoke" "$torch" | tr -d '\n' >>"$results"
     echo >>"$results"
