@@ -10,6 +10,25 @@ namespace muster {
 
 using nlohmann::json;
 
+namespace {
+
+// Every payload of the agent protocol is read the same way: parsed as untrusted JSON, then
+// `read` takes its fields. Whatever goes wrong (malformed JSON, a missing or mistyped
+// field, a node index that is no number) comes out as one Error naming the payload, so a
+// reader catches Error alone.
+template <typename Read>
+auto read_payload(const char* what, const std::string& text, Read read) {
+  try {
+    return read(parse_untrusted_json(text));
+  } catch (const Error&) {
+    throw;
+  } catch (const std::exception& e) {
+    throw Error(ErrorKind::Runtime, fmt::format("malformed {}: {}", what, e.what()));
+  }
+}
+
+}  // namespace
+
 std::string to_json(const NodeLaunchSpec& spec) {
   const JobEnvironment& job = spec.request.job;
   json j = {
@@ -37,8 +56,7 @@ std::string to_json(const NodeLaunchSpec& spec) {
 }
 
 NodeLaunchSpec node_launch_spec_from_json(const std::string& text) {
-  try {
-    json j = parse_untrusted_json(text);
+  return read_payload("launch spec", text, [](const json& j) {
     if (j.at("protocol").get<int>() != kAgentProtocol)
       throw Error(ErrorKind::Runtime, "the head speaks another muster protocol version");
     NodeLaunchSpec spec;
@@ -62,9 +80,7 @@ NodeLaunchSpec node_launch_spec_from_json(const std::string& text) {
     if (!j.at("gave_up_exit_code").is_null())
       spec.teardown.gave_up_exit_code = j.at("gave_up_exit_code").get<int>();
     return spec;
-  } catch (const json::exception& e) {
-    throw Error(ErrorKind::Runtime, fmt::format("malformed launch spec: {}", e.what()));
-  }
+  });
 }
 
 std::string bindings_to_json(const std::vector<std::pair<int, RankBindingReport>>& reports) {
@@ -78,16 +94,18 @@ std::string bindings_to_json(const std::vector<std::pair<int, RankBindingReport>
 }
 
 std::vector<std::pair<int, RankBindingReport>> bindings_from_json(const std::string& text) {
-  std::vector<std::pair<int, RankBindingReport>> out;
-  for (const auto& j : parse_untrusted_json(text)) {
-    RankBindingReport r;
-    r.binding.cpus = j.at("cpus").get<std::vector<int>>();
-    if (!j.at("numa").is_null()) r.binding.numa = j.at("numa").get<int>();
-    if (!j.at("gpu").is_null()) r.binding.gpu = j.at("gpu").get<int>();
-    r.gpu_bus_id = j.at("gpu_bus_id");
-    out.emplace_back(j.at("rank").get<int>(), r);
-  }
-  return out;
+  return read_payload("bindings from agent", text, [](const json& all) {
+    std::vector<std::pair<int, RankBindingReport>> out;
+    for (const auto& j : all) {
+      RankBindingReport r;
+      r.binding.cpus = j.at("cpus").get<std::vector<int>>();
+      if (!j.at("numa").is_null()) r.binding.numa = j.at("numa").get<int>();
+      if (!j.at("gpu").is_null()) r.binding.gpu = j.at("gpu").get<int>();
+      r.gpu_bus_id = j.at("gpu_bus_id");
+      out.emplace_back(j.at("rank").get<int>(), r);
+    }
+    return out;
+  });
 }
 
 std::string to_json(const NodeHello& h) {
@@ -105,8 +123,7 @@ std::string to_json(const NodeHello& h) {
 }
 
 NodeHello node_hello_from_json(const std::string& text) {
-  try {
-    json j = parse_untrusted_json(text);
+  return read_payload("hello from agent", text, [](const json& j) {
     if (j.at("protocol").get<int>() != kAgentProtocol)
       throw Error(ErrorKind::Runtime, "the node's agent speaks another muster protocol version");
     NodeHello h;
@@ -126,9 +143,7 @@ NodeHello node_hello_from_json(const std::string& text) {
     h.memory_bytes = j.at("memory_bytes");
     h.kernel = j.at("kernel");
     return h;
-  } catch (const json::exception& e) {
-    throw Error(ErrorKind::Runtime, fmt::format("malformed hello from agent: {}", e.what()));
-  }
+  });
 }
 
 std::string exit_to_json(const ExitStatus& status) {
@@ -137,8 +152,7 @@ std::string exit_to_json(const ExitStatus& status) {
 }
 
 ExitStatus exit_from_json(const std::string& text) {
-  try {
-    json j = parse_untrusted_json(text);
+  return read_payload("exit from agent", text, [](const json& j) {
     const bool signaled = j.at("signal").get<bool>();
     const int code = j.at("code").get<int>();
     // An exit status is 0-255 and a signal 1-64 (SIGRTMAX); anything else is no status.
@@ -146,9 +160,7 @@ ExitStatus exit_from_json(const std::string& text) {
       throw Error(ErrorKind::Runtime, fmt::format("malformed exit from agent: {} {} is not possible",
                                                   signaled ? "signal" : "exit status", code));
     return signaled ? ExitStatus::signaled(code) : ExitStatus::exited(code);
-  } catch (const json::exception& e) {
-    throw Error(ErrorKind::Runtime, fmt::format("malformed exit from agent: {}", e.what()));
-  }
+  });
 }
 
 NodeRunReport node_run_report(const JobResult& result) {
@@ -165,8 +177,7 @@ std::string to_json(const NodeRunReport& report) {
 }
 
 NodeRunReport node_run_report_from_json(const std::string& text) {
-  try {
-    json j = parse_untrusted_json(text);
+  return read_payload("report from agent", text, [](const json& j) {
     NodeRunReport r;
     r.start_error = j.at("start_error");
     r.escaped_killed = j.at("escaped").get<int>();
@@ -175,9 +186,7 @@ NodeRunReport node_run_report_from_json(const std::string& text) {
     for (const auto& note : j.value("notes", json::array())) r.notes.push_back(note.get<std::string>());
     for (const auto& s : j.at("stuck")) r.stuck.push_back({s.at("rank").get<int>(), s.at("process")});
     return r;
-  } catch (const json::exception& e) {
-    throw Error(ErrorKind::Runtime, fmt::format("malformed report from agent: {}", e.what()));
-  }
+  });
 }
 
 }  // namespace muster

@@ -1,13 +1,13 @@
 #include "launcher/json_fields.h"
 #include "launcher/remote/session.h"
 
-#include <climits>
 #include <fcntl.h>
 #include <poll.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
+#include <climits>
 #include <condition_variable>
 #include <ctime>
 #include <deque>
@@ -505,9 +505,7 @@ class SessionRun {
           break;
         default: break;
       }
-    } catch (const Error& bad) {
-      result_.notes.push_back(fmt::format("{} sent a malformed message: {}", host(e.node), bad.what()));
-    } catch (const nlohmann::json::exception& bad) {
+    } catch (const Error& bad) {  // every payload reader throws Error alone
       result_.notes.push_back(fmt::format("{} sent a malformed message: {}", host(e.node), bad.what()));
     }
   }

@@ -125,6 +125,9 @@ TEST(LaunchSpec, AnImpossibleExitOrReportFromANodeIsRefused) {
                           R"({"start_error":"","escaped":1e300,"stuck":[]})",
                           R"({"start_error":"","escaped":0,"stuck":[{"rank":"x"}]})"})
     EXPECT_THROW(node_run_report_from_json(bad), Error) << bad;
+  // Every payload reader refuses with Error alone, which is all the session catches.
+  for (const char* bad : {R"([{"rank":1}])", R"({"rank":1})", "[1]"})
+    EXPECT_THROW(bindings_from_json(bad), Error) << bad;
 }
 
 }  // namespace
