@@ -52,9 +52,7 @@ CommandAction setup_run(CLI::App& app) {
                  "add VAR=VALUE (or VAR, copied from muster's environment) to every rank")
       ->allow_extra_args(false);
   add_choice(app, "--tag", options->tag, tag_styles(), "prefix of each output line", "rank");
-  static const std::map<std::string, BindPolicy> kBind = {
-      {"none", BindPolicy::None}, {"numa", BindPolicy::Numa}, {"core", BindPolicy::Core}};
-  add_choice(app, "--bind", options->job.bind, kBind,
+  add_choice(app, "--bind", options->job.bind, bind_choices(),
              "core: each rank its share of the cores near its GPU (or of a NUMA node); "
              "numa: the whole NUMA node; none", "core");
   app.add_flag("--report-bindings", options->report_bindings,

@@ -144,6 +144,9 @@ CommandAction setup_smoke(CLI::App& app) {
   app.add_option("-x,--export", request.launch.exports,
                  "add VAR=VALUE (or VAR) to every probe rank, e.g. -x NCCL_DEBUG=INFO")
       ->allow_extra_args(false);
+  add_choice(app, "--bind", request.launch.bind, bind_choices(),
+             "numa: each probe rank the NUMA node of its GPU (its backend's threads need "
+             "more than one core); core: its share of those cores; none", "numa");
   app.add_option("--backend", request.backend, "auto: NCCL when every rank has an NVIDIA GPU "
                                                "and NCCL loads, else Gloo")
       ->check(CLI::IsMember({"auto", "nccl", "gloo"}))

@@ -9,6 +9,8 @@
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
+#include "topology/binding.h"
+
 namespace muster::cli {
 
 // The flag's value must be a number no smaller than `min` (above it, when `strictly`).
@@ -79,5 +81,12 @@ inline std::string first_unknown_option(const CLI::App& command, int argc, char*
 // "8", "64K", "128M", "1G" as bytes (K, M, G are powers of 1024). Throws Error(Usage)
 // quoting `text` when it is not a size, or a size above 1 TiB.
 size_t parse_bytes(const std::string& text);
+
+// --bind's words, for run and smoke.
+inline const std::map<std::string, BindPolicy>& bind_choices() {
+  static const std::map<std::string, BindPolicy> choices = {
+      {"none", BindPolicy::None}, {"numa", BindPolicy::Numa}, {"core", BindPolicy::Core}};
+  return choices;
+}
 
 }  // namespace muster::cli

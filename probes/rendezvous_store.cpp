@@ -193,7 +193,7 @@ std::string RendezvousClient::get(const std::string& key, std::chrono::milliseco
   if (!write_exact(fd_, message.data(), message.size()) || !read_exact(fd_, &answer, 1))
     throw Error(ErrorKind::Runtime, "the rendezvous connection broke (rank 0 gone?)");
   if (answer == 'T')
-    throw Error(ErrorKind::Runtime, fmt::format("timed out waiting for '{}' at the rendezvous", key));
+    throw RendezvousTimedOut(fmt::format("timed out waiting for '{}' at the rendezvous", key));
   std::uint32_t n = 0;
   std::string value;
   if (answer != 'V' || !read_exact(fd_, &n, 4) || n > kMaxRendezvousValue)

@@ -9,6 +9,7 @@
 #include <memory>
 #include <string>
 
+#include "launcher/error.h"
 #include "probes/job_server.h"
 
 namespace muster {
@@ -49,6 +50,13 @@ class RendezvousServer {
   JobServer server_;
 };
 
+// The store answered that a key did not appear in time: its writer never got there, as
+// opposed to a store that went away (rank 0 ended), which is a plain Error.
+class RendezvousTimedOut : public Error {
+ public:
+  explicit RendezvousTimedOut(std::string message) : Error(ErrorKind::Runtime, std::move(message)) {}
+};
+
 // One rank's connection to the store. Not thread-safe.
 class RendezvousClient {
  public:
@@ -58,7 +66,8 @@ class RendezvousClient {
                    std::chrono::milliseconds limit);
   ~RendezvousClient();
   void set(const std::string& key, const std::string& value);
-  // Waits up to `limit` for the key. Throws Error(Runtime) naming the key on timeout.
+  // Waits up to `limit` for the key. Throws RendezvousTimedOut naming the key on timeout,
+  // Error(Runtime) when the connection breaks.
   std::string get(const std::string& key, std::chrono::milliseconds limit);
 
  private:

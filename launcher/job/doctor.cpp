@@ -269,7 +269,7 @@ class Doctor {
 
   void check_smoke() {
     SmokeRequest smoke;
-    smoke.launch = job_options();
+    smoke.launch = job_options(probe_rank_options());
     smoke.settings.ops = {CollectiveOp::AllReduce};
     smoke.settings.min_bytes = smoke.settings.max_bytes = 1 << 20;  // a modest size
     smoke.settings.iters = 10;
@@ -346,8 +346,7 @@ class Doctor {
   // The launch and smoke stages' ranks: every slot of every node that answered. A lone
   // CPU-only slot would test no collective at all, so a single rank becomes two when its
   // node has two cores or more, and the reason says so.
-  JobOptions job_options() {
-    JobOptions options;
+  JobOptions job_options(JobOptions options = {}) {
     options.map_by = request_.cluster.map_by;
     options.ranks = request_.cluster.ranks;
     if (!ranks_decided_) {

@@ -194,6 +194,12 @@ std::string rank_and_host(const RankPlan& plan, int rank) {
                      rank >= 0 && rank < plan.world_size() ? plan.ranks[size_t(rank)].host : "?");
 }
 
+JobOptions probe_rank_options() {
+  JobOptions options;
+  options.bind = BindPolicy::Numa;
+  return options;
+}
+
 SmokeOutcome run_smoke(ClusterContext& context, const SmokeRequest& request) {
   const SmokeSettings& settings = request.settings;
   const long timeout_ms = long(request.collective_timeout_s * 1000);

@@ -20,8 +20,14 @@
 
 namespace muster {
 
+// A job's options as a probe rank wants them: bound to its NUMA node (the one of its GPU),
+// not to one core. Gloo's device thread and NCCL's proxy thread run beside the rank's own,
+// and pinned to one core they took turns with it: all-reduce and all-gather at 4 KiB-1 MiB
+// had a floor of about 4 ms that torch's unbound ranks do not have (tests/bench/smoke_bench.sh).
+JobOptions probe_rank_options();
+
 struct SmokeRequest {
-  JobOptions launch;                  // its command is set to the probe rank
+  JobOptions launch = probe_rank_options();  // its command is set to the probe rank
   SmokeSettings settings;
   std::string backend = "auto";       // auto, nccl, gloo
   double collective_timeout_s = 60;   // one collective, or the rendezvous

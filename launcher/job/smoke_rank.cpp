@@ -97,9 +97,14 @@ void run(const Environment& env, const std::function<void(const std::string&)>& 
   for (int r = 0; r < world; ++r) {
     try {
       node_of_rank.push_back(std::stoi(store.get(fmt::format("node/{}", r), timeout)));
-    } catch (const Error&) {
+    } catch (const RendezvousTimedOut&) {
       throw Error(ErrorKind::Runtime, fmt::format("rank {} never reached the rendezvous within {} ms",
                                                   r, timeout.count()));
+    } catch (const Error& e) {
+      // Rank 0 ended (it serves the store), often for a reason of its own that it reports:
+      // waiting on rank r is not the cause, and saying so would blame the wrong rank.
+      throw Error(ErrorKind::Runtime, fmt::format("lost the rendezvous on rank 0 ({}:{}) while "
+                                                  "waiting for rank {}: {}", master, port, r, e.what()));
     }
   }
   const bool has_nvidia = !hello.at("gpu").is_null() &&

@@ -29,15 +29,18 @@ class RecordingCollective : public Collective {
   void upload(float* b, const std::vector<float>& h) override { std::memcpy(b, h.data(), h.size() * 4); }
   std::vector<float> download(const float* b, size_t n) override { return {b, b + n}; }
 
-  void run(CollectiveOp op, const float*, float* recv, size_t count) override {
+  void run(CollectiveOp op, const float* send, float* recv, size_t count) override {
     log_->push_back(fmt::format("{} {} {}", name_, op_name(op), count));
+    in_place_calls += op != CollectiveOp::Barrier && send == recv;
     const int n = size_;
     auto value = [](int r, size_t i) { return float(r + 1) + float(i % 13); };
-    // What n ranks holding value(r, i) add up to, added rank by rank: independent of the
-    // closed form the sweep checks against.
+    // This rank's element i of its send buffer added to what the other n-1 ranks, holding
+    // value(r, i), contribute, rank by rank: independent of the closed form the sweep checks
+    // against, and wrong when the sweep sends something other than its input (a buffer
+    // still holding an earlier in-place result).
     auto sum = [&](size_t i) {
       float total = 0;
-      for (int r = 0; r < n; ++r) total += value(r, i);
+      for (int r = 0; r < n; ++r) total += r == rank_ ? send[i] : value(r, i);
       return total;
     };
     switch (op) {
@@ -51,7 +54,7 @@ class RecordingCollective : public Collective {
         for (size_t i = 0; i < count; ++i) recv[i] = sum(size_t(rank_) * count + i);
         break;
     }
-    if (corrupt_next && recv && op != CollectiveOp::Barrier) {
+    if ((corrupt_next || corrupt_every) && recv && op != CollectiveOp::Barrier) {
       recv[0] += 1;
       corrupt_next = false;
     }
@@ -65,7 +68,9 @@ class RecordingCollective : public Collective {
     return nullptr;
   }
 
-  bool corrupt_next = false;
+  bool corrupt_next = false;   // one element of the next result is off by one
+  bool corrupt_every = false;  // ... of every result until cleared
+  int in_place_calls = 0;      // collectives whose send buffer was their receive buffer
 
  private:
   int rank_, size_;

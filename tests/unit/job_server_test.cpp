@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cstring>
+#include <memory>
 #include <thread>
 
 #include <gtest/gtest.h>
@@ -81,6 +82,24 @@ TEST(JobServer, AClientWithoutTheSecretIsRefusedAndChangesNothing) {
   EXPECT_THROW(rank.get("gloo/world/rank0", milliseconds(100)), Error);  // nothing was written
   rank.set("gloo/world/rank0", "10.0.0.1:2");
   EXPECT_EQ(rank.get("gloo/world/rank0", milliseconds(100)), "10.0.0.1:2");
+}
+
+// A key that never appears and a store that went away are different causes: a probe rank
+// blames the rank it waited for only for the first.
+TEST(JobServer, AMissingKeyTimesOutButAStoreThatEndedIsABrokenConnection) {
+  const std::string secret = new_job_secret();
+  auto server = std::make_unique<RendezvousServer>("127.0.0.1", 0, secret);
+  RendezvousClient rank("127.0.0.1", server->port(), secret, milliseconds(2000));
+  EXPECT_THROW(rank.get("node/3", milliseconds(100)), RendezvousTimedOut);
+  server.reset();  // rank 0 ended
+  try {
+    rank.get("node/3", milliseconds(100));
+    ADD_FAILURE() << "a get from a store that ended returned";
+  } catch (const RendezvousTimedOut& e) {
+    ADD_FAILURE() << "a store that ended was taken for a timeout: " << e.what();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("connection broke"), std::string::npos) << e.what();
+  }
 }
 
 TEST(JobServer, AHugeLengthPrefixClosesItsConnectionAtOnce) {
