@@ -73,7 +73,8 @@ std::string agree_on_backend(RendezvousClient& store, const std::string& wanted,
   return wanted == "auto" ? (all_nccl ? "nccl" : "gloo") : wanted;
 }
 
-void run(const Environment& env, const std::function<void(const std::string&)>& say_line) {
+void run(const Environment& env, const std::function<void(const std::string&)>& say_line,
+         std::optional<RendezvousServer>& server) {
   auto say = [&](const nlohmann::json& j) { say_line(std::string(kSmokeLinePrefix) + j.dump()); };
   const auto config = nlohmann::json::parse(env.has("MUSTER_SMOKE") ? env.get("MUSTER_SMOKE") : "{}");
   const int rank = env_int(env, "RANK"), world = env_int(env, "WORLD_SIZE");
@@ -89,7 +90,6 @@ void run(const Environment& env, const std::function<void(const std::string&)>& 
 
   // 2. Meet at the rendezvous rank 0 serves; learn every rank's node; agree on a backend.
   const std::string secret = config.at("secret");
-  std::optional<RendezvousServer> server;
   if (rank == 0) server.emplace(master, port, secret);
   RendezvousClient store(master, port, secret, timeout);
   store.set(fmt::format("node/{}", rank), std::to_string(node));
@@ -141,8 +141,12 @@ void run(const Environment& env, const std::function<void(const std::string&)>& 
 }  // namespace
 
 void run_smoke_rank(const Environment& env, const std::function<void(const std::string&)>& say) {
+  // Rank 0's store outlives its failure report: were it gone first, its peers would report
+  // a lost rendezvous, and a teardown for their failure could stop rank 0 before its own
+  // cause was said.
+  std::optional<RendezvousServer> server;
   try {
-    run(env, say);
+    run(env, say, server);
   } catch (const std::exception& e) {
     say(std::string(kSmokeLinePrefix) + nlohmann::json{{"type", "failure"}, {"message", e.what()}}.dump());
     throw;
