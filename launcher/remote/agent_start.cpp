@@ -54,7 +54,7 @@ struct Attempt {
   enum class Outcome { Hello, NoBundle, Failed } outcome = Outcome::Failed;
   StartedAgent agent;
   std::string started_as;  // "bundle DIR" or "installed PATH", as the node said; "" if unknown
-  int exit_status = -1;
+  std::string ending;      // how the start command ended, when it ended before its hello
 };
 
 // The node's stderr without muster's own markers, first lines only.
@@ -114,7 +114,7 @@ Attempt attempt_start(SshConnection& connection, const std::string& host, Shippi
     }
     if (!open) {
       a.started_as = started_as(a.agent.stderr_text);
-      a.exit_status = a.agent.command->exit_status();
+      a.ending = describe_ending(*a.agent.command);
       return a;
     }
     if (Clock::now() > deadline) {
@@ -148,19 +148,16 @@ void ship(SshConnection& connection, const std::string& host, BundleArchive& bun
   while (command->read(out, err, std::chrono::milliseconds(200)))
     if (Clock::now() > deadline)
       throw SshError(SshFailure::Timeout, host, "shipping muster's bundle did not finish within 5 minutes");
-  const int status = command->exit_status();
-  if (status == 0 && out.find(kShipped) != std::string::npos) return;
+  if (command->exit_status() == 0 && out.find(kShipped) != std::string::npos) return;
   throw SshError(SshFailure::RemoteCommand, host,
-                 fmt::format("could not ship muster's bundle to the node (exit status {}): {}; the "
+                 fmt::format("could not ship muster's bundle to the node ({}): {}; the "
                              "node needs a POSIX shell with tar and gzip (busybox's will do) and a "
-                             "writable ~/.cache", status,
+                             "writable ~/.cache", describe_ending(*command),
                              err.empty() ? std::string("no message") : node_words(err)));
 }
 
 // What to tell the user when the agent did not start, by how it was started.
 std::string start_failure(const Attempt& a, Shipping shipping, bool shipped_fresh) {
-  const std::string status = a.exit_status >= 0 ? fmt::format("exit status {}", a.exit_status)
-                                                : std::string("no exit status: the connection dropped");
   const std::string words = node_words(a.agent.stderr_text);
   std::string advice;
   if (a.started_as.rfind("installed ", 0) == 0)
@@ -174,7 +171,7 @@ std::string start_failure(const Attempt& a, Shipping shipping, bool shipped_fres
              "muster ship a fresh one (drop --no-ship)";
   else
     advice = "the node's shell could not run muster's start command";
-  return fmt::format("muster could not start there ({}{}){}; {}", status,
+  return fmt::format("muster could not start there ({}{}){}; {}", a.ending,
                      a.started_as.empty() ? "" : ", started as " + a.started_as,
                      words.empty() ? "" : ": " + words, advice);
 }

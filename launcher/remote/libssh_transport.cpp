@@ -49,7 +49,18 @@ int refuse_prompt(const char*, char*, size_t, int, int, void*) { return -1; }
 class LibsshCommand : public RemoteCommand {
  public:
   LibsshCommand(ssh_session session, ssh_channel channel, std::string host)
-      : session_(session), channel_(channel), host_(std::move(host)) {}
+      : session_(session), channel_(channel), host_(std::move(host)) {
+    // sshd reports a command killed by a signal with an exit-signal message and no status;
+    // libssh keeps only the status, so the signal is caught here.
+    callbacks_.userdata = this;
+    callbacks_.channel_exit_signal_function = [](ssh_session, ssh_channel, const char* signal, int core,
+                                                 const char*, const char*, void* self) {
+      static_cast<LibsshCommand*>(self)->exit_signal_ =
+          std::string(signal ? signal : "?") + (core ? ", core dumped" : "");
+    };
+    ssh_callbacks_init(&callbacks_);
+    ssh_set_channel_callbacks(channel_, &callbacks_);
+  }
   ~LibsshCommand() override {
     ssh_channel_close(channel_);
     ssh_channel_free(channel_);
@@ -89,7 +100,7 @@ class LibsshCommand : public RemoteCommand {
     // Wait briefly for the exit-status message, which may follow the end of output.
     for (int i = 0; i < 50; ++i) {
       int status = ssh_channel_get_exit_status(channel_);
-      if (status != -1) return status;
+      if (status != -1 || !exit_signal_.empty()) return status;
       if (ssh_channel_is_closed(channel_)) break;
       char ignored[256];
       ssh_channel_read_timeout(channel_, ignored, sizeof ignored, 0, 20);
@@ -97,10 +108,14 @@ class LibsshCommand : public RemoteCommand {
     return ssh_channel_get_exit_status(channel_);
   }
 
+  std::string exit_signal() override { return exit_signal_; }
+
  private:
   ssh_session session_;
   ssh_channel channel_;
   std::string host_;
+  ssh_channel_callbacks_struct callbacks_{};
+  std::string exit_signal_;
 };
 
 class LibsshConnection : public SshConnection {
@@ -115,13 +130,17 @@ class LibsshConnection : public SshConnection {
 
   std::unique_ptr<RemoteCommand> start(const std::string& command_line) override {
     ssh_channel channel = ssh_channel_new(session_);
-    if (!channel || ssh_channel_open_session(channel) != SSH_OK ||
-        ssh_channel_request_exec(channel, command_line.c_str()) != SSH_OK) {
+    if (!channel || ssh_channel_open_session(channel) != SSH_OK) {
       std::string why = ssh_get_error(session_);
       if (channel) ssh_channel_free(channel);
       throw SshError(SshFailure::RemoteCommand, host_, "cannot start a command: " + why);
     }
-    return std::make_unique<LibsshCommand>(session_, channel, host_);
+    // Made before the command runs, so that its callbacks see even one that ends at once.
+    auto command = std::make_unique<LibsshCommand>(session_, channel, host_);
+    if (ssh_channel_request_exec(channel, command_line.c_str()) != SSH_OK)
+      throw SshError(SshFailure::RemoteCommand, host_,
+                     std::string("cannot start a command: ") + ssh_get_error(session_));
+    return command;
   }
 
  private:
@@ -342,6 +361,13 @@ std::unique_ptr<SshTransport> make_libssh_transport() {
   return std::make_unique<LibsshTransport>();
 }
 
+std::string describe_ending(RemoteCommand& command) {
+  const int status = command.exit_status();
+  if (status >= 0) return fmt::format("exit status {}", status);
+  const std::string signal = command.exit_signal();
+  return signal.empty() ? "no exit status: the connection dropped" : "killed by signal " + signal;
+}
+
 std::string run_remote(SshConnection& connection, const std::string& host,
                        const std::string& command_line, const std::string& input,
                        std::chrono::seconds limit) {
@@ -353,11 +379,9 @@ std::string run_remote(SshConnection& connection, const std::string& host,
   while (command->read(out, err, std::chrono::milliseconds(200)))
     if (std::chrono::steady_clock::now() > deadline)
       throw SshError(SshFailure::Timeout, host, "a setup command did not finish in time");
-  int status = command->exit_status();
-  if (status != 0)
+  if (command->exit_status() != 0)
     throw SshError(SshFailure::RemoteCommand, host,
-                   fmt::format("exit status {}{}", status,
-                               err.empty() ? std::string() : ": " + err.substr(0, 500)));
+                   describe_ending(*command) + (err.empty() ? std::string() : ": " + err.substr(0, 500)));
   return out;
 }
 

@@ -78,6 +78,7 @@ class SocketChannel : public RemoteCommand {
     return false;
   }
   int exit_status() override { return -1; }
+  std::string exit_signal() override { return ""; }  // srun's words tell how an agent ended
   int wait_fd() const override { return fd_; }
 
  private:

@@ -34,6 +34,7 @@ int main(int argc, char** argv) {
   for (int n : sizes) {
     TestCluster cluster(n);
     const std::string file = cluster.write_cluster_file();
+    if (getenv("HOLD")) { std::printf("%s\n", file.c_str()); std::fflush(stdout); char b[8]; (void)!fgets(b, 8, stdin); return 0; }
     // Ship muster once, so that every command below finds it cached, as on a second launch.
     cluster.muster({"run", "-f", file, "--", "true"});
     auto connections = [&] {

@@ -138,7 +138,7 @@ TEST_F(Shipping, WithShippingOffAStartFailureIsToldInTheNodesOwnWords) {
   EXPECT_NE(r.err.find("; install muster's libraries there (or a muster built for that node), or "
                        "let muster ship its self-contained bundle (drop --no-ship)"),
             std::string::npos) << r.err;
-  EXPECT_NE(r.err.find("1 of 2 nodes could not be reached; nothing was started"), std::string::npos);
+  EXPECT_NE(r.err.find("1 of 2 nodes could not be reached; nothing was started"), std::string::npos) << r.err;
 
   broken.installed_muster = false;
   cluster_->set_up_host(1, broken);
@@ -148,6 +148,25 @@ TEST_F(Shipping, WithShippingOffAStartFailureIsToldInTheNodesOwnWords) {
                                       "~/.cache/muster, /usr/local/lib/muster or /usr/lib/muster, "
                                       "and no muster on the node's PATH", build_id())),
             std::string::npos) << none.err;
+}
+
+// A muster that a signal kills before its hello (a damaged binary, the kernel's OOM killer):
+// the signal, as sshd reported it, not a dropped connection.
+TEST_F(Shipping, AStartKilledByASignalIsToldWithItsSignal) {
+  HostSetup own;
+  own.own_cache = true;
+  cluster_->set_up_host(1, own);
+  auto first = cluster_->muster({"run", "-f", file_, "--", "true"});
+  ASSERT_EQ(first.exit_code, 0) << first.err;
+  fs::copy_file(CRASH_ON_START_BINARY, bundle(1) + "/muster", fs::copy_options::overwrite_existing);
+  auto r = cluster_->muster({"run", "-f", file_, "--no-ship", "--", "true"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("node2: remote command: muster could not start there (killed by signal SEGV"),
+            std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("the bundle there may be damaged"), std::string::npos) << r.err;
+  // With shipping allowed, the damaged bundle makes way for a fresh one.
+  auto fixed = cluster_->muster({"run", "-f", file_, "--", "true"});
+  EXPECT_EQ(fixed.exit_code, 0) << fixed.err;
 }
 
 }  // namespace

@@ -99,6 +99,15 @@ TEST_F(SshCluster, ExecExitStatusIsTheLargestRemoteOne) {
   EXPECT_EQ(r.exit_code, 4) << r.err;
 }
 
+// sshd reports a command killed by a signal with the signal, not a status: muster gives
+// 128+N, as a shell does (pdsh and clush report 255 or nothing).
+TEST_F(SshCluster, ExecOfACommandKilledByASignalExitsWith128PlusItsNumber) {
+  auto r = cluster_->muster({"exec", "-f", cluster_->write_cluster_file(), "--", "sh", "-c",
+                             "kill -TERM $$"});
+  EXPECT_EQ(r.exit_code, 128 + SIGTERM) << r.err;
+  EXPECT_EQ(r.err.find("without a status"), std::string::npos) << r.err;
+}
+
 TEST_F(SshCluster, ArgumentsArriveVerbatim) {
   const std::vector<std::string> words = {"a b", "it's", "\"dq\"", "$(id -u)", "`id -u`",
                                           "x;y", "line1\nline2", "h\xc3\xa9llo \xe2\x9c\x93", "*", ""};

@@ -71,6 +71,7 @@ class FakeAgentTransport : public SshTransport {
       return true;
     }
     int exit_status() override { return 0; }
+    std::string exit_signal() override { return ""; }
 
    private:
     std::string out_;
@@ -115,6 +116,7 @@ class FakeAgentTransport : public SshTransport {
       return !ended_ || !out.empty();
     }
     int exit_status() override { return ended_ ? 0 : -1; }
+    std::string exit_signal() override { return ""; }
 
    private:
     bool silent() const {

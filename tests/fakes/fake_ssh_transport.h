@@ -17,6 +17,7 @@ struct FakeHost {
   std::optional<SshFailure> refuse;          // connect() fails this way
   std::string stdout_text;                   // what any command prints
   int exit_status = 0;
+  std::string exit_signal;                   // set: the command was killed (exit_status -1)
 };
 
 class FakeSshTransport : public SshTransport {
@@ -55,6 +56,7 @@ class FakeSshTransport : public SshTransport {
       return true;
     }
     int exit_status() override { return host_.exit_status; }
+    std::string exit_signal() override { return host_.exit_signal; }
 
    private:
     const FakeHost& host_;

@@ -70,5 +70,30 @@ TEST(RemoteExec, FailuresAreKeptPerNodeAndTheStatusIsTheLargest) {
   EXPECT_EQ(exec_exit_status(results), 7);
 }
 
+TEST(RemoteExec, ACommandKilledByASignalGets128PlusItsNumberAndADroppedOneNoStatus) {
+  FakeSshTransport transport;
+  ClusterSpec cluster = cluster_of(3, transport, {{}, std::nullopt, "", 0});
+  transport.hosts["n1"].exit_status = -1;
+  transport.hosts["n1"].exit_signal = "KILL";
+  transport.hosts["n2"].exit_status = -1;
+  transport.hosts["n2"].exit_signal = "SEGV, core dumped";
+  transport.hosts["n3"].exit_status = -1;  // no status and no signal: the connection dropped
+  auto results = exec_on_nodes(transport, cluster, {"x"}, 8, nullptr);
+  EXPECT_EQ(results[0].status, 137);
+  EXPECT_FALSE(results[0].failure.has_value());
+  EXPECT_EQ(results[1].status, 139);
+  ASSERT_TRUE(results[2].failure.has_value());
+  EXPECT_EQ(*results[2].failure, "n3: connection: the command ended without a status");
+}
+
+TEST(RemoteExec, SignalNamesAsSshdSendsThem) {
+  EXPECT_EQ(signal_status("TERM"), 143);
+  EXPECT_EQ(signal_status("ABRT, core dumped"), 134);
+  EXPECT_EQ(signal_status("HUP"), 129);
+  EXPECT_EQ(signal_status(""), -1);
+  EXPECT_EQ(signal_status("SIGTERM"), -1);  // sshd names signals without the prefix
+  EXPECT_EQ(signal_status("BOGUS"), -1);
+}
+
 }  // namespace
 }  // namespace muster
