@@ -1,9 +1,11 @@
-// A program that dies by SIGSEGV as soon as it starts, whatever its arguments: what a
-// damaged binary on a node does. The tests put it where a node's muster should be.
-#include <csignal>
+// A program that is killed by SIGKILL as soon as it starts, whatever its arguments: what the
+// kernel's OOM killer does to a muster on a node out of memory. SIGKILL, because no
+// sanitizer's handler can turn it into anything else. The tests put it where a node's
+// muster should be.
+#include <signal.h>
+#include <unistd.h>
 
 int main() {
-  std::signal(SIGSEGV, SIG_DFL);
-  std::raise(SIGSEGV);
+  kill(getpid(), SIGKILL);
   return 0;
 }
