@@ -4,6 +4,7 @@
 // median wall time, the ratio to exec on the same hosts, the head's CPU time and peak memory,
 // and the SSH connections each node accepted per command. Needs root.
 // Run: build/tests/bench/scale_bench [RUNS [HOSTS...]]
+// With MUSTER_BENCH_HOLD=1 it only brings up the first cluster and holds it (see below).
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -34,7 +35,17 @@ int main(int argc, char** argv) {
   for (int n : sizes) {
     TestCluster cluster(n);
     const std::string file = cluster.write_cluster_file();
-    if (getenv("HOLD")) { std::printf("%s\n", file.c_str()); std::fflush(stdout); char b[8]; (void)!fgets(b, 8, stdin); return 0; }
+    if (std::getenv("MUSTER_BENCH_HOLD")) {
+      // For profiling by hand (perf record -a): the cluster stays up until a line or end of
+      // input arrives, and commands reach it from the head's namespace.
+      std::string head;
+      for (const auto& word : cluster.head_argv({})) head += word + " ";
+      std::printf("cluster file %s; run commands as: %sbuild/muster ...\n", file.c_str(), head.c_str());
+      std::fflush(stdout);
+      char line[8];
+      (void)!std::fgets(line, sizeof line, stdin);
+      return 0;
+    }
     // Ship muster once, so that every command below finds it cached, as on a second launch.
     cluster.muster({"run", "-f", file, "--", "true"});
     auto connections = [&] {
