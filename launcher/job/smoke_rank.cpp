@@ -12,6 +12,7 @@
 
 #include "launcher/error.h"
 #include "launcher/job/smoke_protocol.h"
+#include "launcher/local/node_launch.h"
 #include "probes/comm_gloo.h"
 #include "probes/comm_nccl.h"
 #include "probes/interfaces.h"
@@ -34,8 +35,17 @@ int env_int(const Environment& env, const char* name) {
                                             "muster smoke", name, v));
 }
 
+// This rank's GPU: as its node's agent found it, or (started some other way) discovered here.
+std::optional<Gpu> gpu_of_this_rank(const Environment& env, int local_rank) {
+  if (env.has(kRankGpuVariable))
+    if (auto given = rank_gpu_from_json(env.get(kRankGpuVariable))) return *given;
+  Topology topology = HwlocTopologySource().load();
+  if (size_t(local_rank) < topology.gpus.size()) return topology.gpus[size_t(local_rank)];
+  return std::nullopt;
+}
+
 // Who this rank is, where it runs, what it is bound to and which GPU it has.
-nlohmann::json hello_of(const Topology& topology, int rank, int world, int local_rank, int node) {
+nlohmann::json hello_of(const std::optional<Gpu>& g, int rank, int world, int local_rank, int node) {
   cpu_set_t set;
   std::vector<int> cpus;
   if (sched_getaffinity(0, sizeof set, &set) == 0)
@@ -46,11 +56,9 @@ nlohmann::json hello_of(const Topology& topology, int rank, int world, int local
   std::string machine_id;
   std::getline(std::ifstream("/etc/machine-id"), machine_id);
   nlohmann::json gpu = nullptr;
-  if (size_t(local_rank) < topology.gpus.size()) {
-    const Gpu& g = topology.gpus[size_t(local_rank)];
-    gpu = {{"index", g.index}, {"pci_bus_id", g.location.bus_id}, {"model", g.model},
-           {"uuid", g.uuid ? nlohmann::json(*g.uuid) : nlohmann::json(nullptr)}};
-  }
+  if (g)
+    gpu = {{"index", g->index}, {"pci_bus_id", g->location.bus_id}, {"model", g->model},
+           {"uuid", g->uuid ? nlohmann::json(*g->uuid) : nlohmann::json(nullptr)}};
   return {{"type", "hello"}, {"rank", rank}, {"world_size", world}, {"local_rank", local_rank},
           {"node_rank", node}, {"host", host}, {"machine_id", machine_id}, {"gpu", gpu},
           {"cpuset", format_cpu_list(cpus)}, {"pid", getpid()}};
@@ -84,8 +92,8 @@ void run(const Environment& env, const std::function<void(const std::string&)>& 
   const std::chrono::milliseconds timeout(config.at("timeout_ms").get<long>());
 
   // 1. Hello.
-  Topology topology = HwlocTopologySource().load();
-  const nlohmann::json hello = hello_of(topology, rank, world, local_rank, node);
+  const std::optional<Gpu> gpu = gpu_of_this_rank(env, local_rank);
+  const nlohmann::json hello = hello_of(gpu, rank, world, local_rank, node);
   say(hello);
 
   // 2. Meet at the rendezvous rank 0 serves; learn every rank's node; agree on a backend.
@@ -107,8 +115,7 @@ void run(const Environment& env, const std::function<void(const std::string&)>& 
                                                   "waiting for rank {}: {}", master, port, r, e.what()));
     }
   }
-  const bool has_nvidia = !hello.at("gpu").is_null() &&
-                          topology.gpus[size_t(local_rank)].vendor_id == 0x10de;
+  const bool has_nvidia = gpu && gpu->vendor_id == 0x10de;
   const std::string backend = agree_on_backend(store, config.at("backend"), has_nvidia, rank, world, timeout);
   if (rank == 0) say({{"type", "backend"}, {"backend", backend}});
 

@@ -1,11 +1,38 @@
 #include "launcher/local/node_launch.h"
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include "launcher/error.h"
+#include "launcher/json_fields.h"
 #include "launcher/local/self.h"
 
 namespace muster {
+
+std::string rank_gpu_json(const Topology& topology, int local_rank) {
+  if (local_rank < 0 || size_t(local_rank) >= topology.gpus.size()) return "null";
+  const Gpu& g = topology.gpus[size_t(local_rank)];
+  return nlohmann::json{{"index", g.index}, {"pci_bus_id", g.location.bus_id},
+                        {"vendor_id", g.vendor_id}, {"model", g.model},
+                        {"uuid", g.uuid ? nlohmann::json(*g.uuid) : nlohmann::json(nullptr)}}
+      .dump();
+}
+
+std::optional<std::optional<Gpu>> rank_gpu_from_json(const std::string& text) {
+  const nlohmann::json j = parse_untrusted_json_or_discarded(text);
+  if (j.is_null()) return std::optional<Gpu>();
+  try {
+    Gpu g;
+    g.index = j.at("index").get<int>();
+    g.location.bus_id = j.at("pci_bus_id").get<std::string>();
+    g.vendor_id = j.at("vendor_id").get<std::uint16_t>();
+    g.model = j.at("model").get<std::string>();
+    if (!j.at("uuid").is_null()) g.uuid = j.at("uuid").get<std::string>();
+    return std::optional<Gpu>(std::move(g));
+  } catch (const nlohmann::json::exception&) {
+    return std::nullopt;
+  }
+}
 
 std::vector<RankProcess> rank_processes_for_node(const RankPlan& plan, int node_rank,
                                                  const LaunchRequest& request,
@@ -34,6 +61,7 @@ std::vector<RankProcess> rank_processes_for_node(const RankPlan& plan, int node_
       self.argv.insert(self.argv.end(), p.spec.argv.begin() + 1, p.spec.argv.end());
       p.spec.argv = std::move(self.argv);
       for (const auto& [name, value] : self.env) p.spec.env.set(name, value);
+      p.spec.env.set(kRankGpuVariable, rank_gpu_json(topology, plan.ranks[size_t(ranks[i])].local_rank));
     }
     p.spec.workdir = request.workdir;
     p.spec.cpus = bindings[i].cpus;

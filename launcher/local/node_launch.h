@@ -17,6 +17,17 @@ namespace muster {
 // such as smoke's), whatever path it has there.
 inline constexpr const char* kMusterSelf = "muster:self";
 
+// In a probe rank's environment (argv[0] kMusterSelf, never a user's rank): the GPU of its
+// local rank as the node's agent discovered it, as JSON ({"index", "pci_bus_id", "vendor_id",
+// "model", "uuid"}, or null for none). hwloc's discovery reads every PCI device's config
+// space, which costs a rank as much as it cost the agent (14 ms of CPU on the test VM, far
+// more on a node with hundreds of devices); a node's eight probe ranks need not repeat it.
+inline constexpr const char* kRankGpuVariable = "MUSTER_RANK_GPU";
+std::string rank_gpu_json(const Topology& topology, int local_rank);
+// The GPU `rank_gpu_json` wrote, or nullopt inside when it wrote null; nullopt outside when
+// the text is not such JSON.
+std::optional<std::optional<Gpu>> rank_gpu_from_json(const std::string& text);
+
 // What every rank of a job runs, and where.
 struct LaunchRequest {
   std::vector<std::string> argv;      // the command, passed verbatim

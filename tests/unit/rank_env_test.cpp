@@ -1,9 +1,11 @@
 #include "launcher/cluster/rank_env.h"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include "launcher/error.h"
 #include "launcher/cluster/hostfile.h"
+#include "launcher/local/node_launch.h"
 
 namespace muster {
 namespace {
@@ -116,6 +118,60 @@ TEST(Exports, RejectUnsetAndInvalidNames) {
   }
   EXPECT_THROW(resolve_exports({"1X=2"}, Environment()), Error);
   EXPECT_THROW(resolve_exports({"=2"}, Environment()), Error);
+}
+
+// A probe rank is told its GPU as the agent found it, so that it need not walk the PCI tree
+// again; a user's rank never sees the variable.
+TEST(RankEnvironment, AProbeRankIsToldItsGpuAndAUsersRankIsNot) {
+  RankPlan plan = make_rank_plan(parse_host_option("a:3"), std::nullopt, MapBy::Slot);
+  Topology node;
+  node.is_this_machine = true;
+  for (int i = 0; i < 2; ++i) {
+    Gpu g;
+    g.index = i;
+    g.vendor_id = 0x10de;
+    g.model = "NVIDIA H100";
+    g.location.bus_id = fmt::format("0000:{:02x}:00.0", 0x18 + i);
+    if (i == 1) g.uuid = "GPU-1234";
+    node.gpus.push_back(g);
+  }
+  LaunchRequest probe;
+  probe.argv = {kMusterSelf, "smoke-rank"};
+  probe.bind = BindPolicy::None;
+  auto ranks = rank_processes_for_node(plan, 0, probe, Environment({}), node);
+  ASSERT_EQ(ranks.size(), 3u);
+  std::vector<std::optional<Gpu>> told;
+  for (const auto& r : ranks) {
+    ASSERT_TRUE(r.spec.env.has(kRankGpuVariable));
+    auto gpu = rank_gpu_from_json(r.spec.env.get(kRankGpuVariable));
+    ASSERT_TRUE(gpu.has_value()) << r.spec.env.get(kRankGpuVariable);
+    told.push_back(*gpu);
+  }
+  ASSERT_TRUE(told[0] && told[1]);
+  EXPECT_EQ(told[0]->location.bus_id, "0000:18:00.0");
+  EXPECT_EQ(told[0]->uuid, std::nullopt);
+  EXPECT_EQ(told[1]->index, 1);
+  EXPECT_EQ(told[1]->location.bus_id, "0000:19:00.0");
+  EXPECT_EQ(told[1]->vendor_id, 0x10de);
+  EXPECT_EQ(told[1]->model, "NVIDIA H100");
+  EXPECT_EQ(told[1]->uuid, "GPU-1234");
+  EXPECT_FALSE(told[2].has_value());  // a third rank on a node of two GPUs has none
+
+  LaunchRequest user = probe;
+  user.argv = {"python3", "train.py"};
+  for (const auto& r : rank_processes_for_node(plan, 0, user, Environment({}), node))
+    EXPECT_FALSE(r.spec.env.has(kRankGpuVariable));
+}
+
+TEST(RankEnvironment, AGpuDescriptionThatIsNotOursIsNotTaken) {
+  EXPECT_FALSE(rank_gpu_from_json("").has_value());
+  EXPECT_FALSE(rank_gpu_from_json("{}").has_value());
+  EXPECT_FALSE(rank_gpu_from_json("[1]").has_value());
+  EXPECT_FALSE(rank_gpu_from_json(R"({"index":"zero","pci_bus_id":"x","vendor_id":1,"model":"m","uuid":null})")
+                   .has_value());
+  auto none = rank_gpu_from_json("null");
+  ASSERT_TRUE(none.has_value());
+  EXPECT_FALSE(none->has_value());
 }
 
 }  // namespace
