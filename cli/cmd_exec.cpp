@@ -82,7 +82,8 @@ CommandAction setup_exec(CLI::App& app) {
       ->excludes(no_prefix);
   fold->excludes(no_prefix);
   app.add_option("command", options->command, "the command, after --; its words arrive verbatim");
-  app.footer("Exit status: the largest remote one (255 for a node that could not be reached).");
+  app.footer("Exit status: the largest remote one (255 for a node that could not be reached, "
+             "128+N for a command killed by signal N).");
   return [options]() { return run_exec(*options); };
 }
 
