@@ -14,6 +14,12 @@ ExitStatus ExitStatus::from_wait_status(int status) {
   return exited(WEXITSTATUS(status));
 }
 
+int signal_number(std::string_view abbrev) {
+  for (int n = 1; n < NSIG; ++n)
+    if (const char* name = sigabbrev_np(n); name && abbrev == name) return n;
+  return 0;
+}
+
 std::string ExitStatus::describe() const {
   if (kind == Kind::Exited) return fmt::format("exited with status {}", code);
   const char* abbrev = sigabbrev_np(signal);

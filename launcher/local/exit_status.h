@@ -2,6 +2,7 @@
 #pragma once
 
 #include <string>
+#include <string_view>
 
 namespace muster {
 
@@ -24,5 +25,9 @@ struct ExitStatus {
   std::string describe() const;
   bool operator==(const ExitStatus&) const = default;
 };
+
+// The number of the signal sigabbrev_np names `abbrev` ("SEGV" -> 11, as sshd names signals
+// too); 0 for a name that is none.
+int signal_number(std::string_view abbrev);
 
 }  // namespace muster

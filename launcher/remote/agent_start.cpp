@@ -114,7 +114,7 @@ Attempt attempt_start(SshConnection& connection, const std::string& host, Shippi
     }
     if (!open) {
       a.started_as = started_as(a.agent.stderr_text);
-      a.ending = describe_ending(*a.agent.command);
+      a.ending = describe_ending(a.agent.command->exit_status());
       return a;
     }
     if (Clock::now() > deadline) {
@@ -148,11 +148,12 @@ void ship(SshConnection& connection, const std::string& host, BundleArchive& bun
   while (command->read(out, err, std::chrono::milliseconds(200)))
     if (Clock::now() > deadline)
       throw SshError(SshFailure::Timeout, host, "shipping muster's bundle did not finish within 5 minutes");
-  if (command->exit_status() == 0 && out.find(kShipped) != std::string::npos) return;
+  const auto ending = command->exit_status();
+  if (ending && ending->success() && out.find(kShipped) != std::string::npos) return;
   throw SshError(SshFailure::RemoteCommand, host,
                  fmt::format("could not ship muster's bundle to the node ({}): {}; the "
                              "node needs a POSIX shell with tar and gzip (busybox's will do) and a "
-                             "writable ~/.cache", describe_ending(*command),
+                             "writable ~/.cache", describe_ending(ending),
                              err.empty() ? std::string("no message") : node_words(err)));
 }
 

@@ -51,12 +51,11 @@ class LibsshCommand : public RemoteCommand {
   LibsshCommand(ssh_session session, ssh_channel channel, std::string host)
       : session_(session), channel_(channel), host_(std::move(host)) {
     // sshd reports a command killed by a signal with an exit-signal message and no status;
-    // libssh keeps only the status, so the signal is caught here.
+    // libssh keeps only the status, so the signal is caught here (0 for a name it is not).
     callbacks_.userdata = this;
-    callbacks_.channel_exit_signal_function = [](ssh_session, ssh_channel, const char* signal, int core,
+    callbacks_.channel_exit_signal_function = [](ssh_session, ssh_channel, const char* signal, int,
                                                  const char*, const char*, void* self) {
-      static_cast<LibsshCommand*>(self)->exit_signal_ =
-          std::string(signal ? signal : "?") + (core ? ", core dumped" : "");
+      static_cast<LibsshCommand*>(self)->exit_signal_ = signal ? signal_number(signal) : 0;
     };
     ssh_callbacks_init(&callbacks_);
     ssh_set_channel_callbacks(channel_, &callbacks_);
@@ -96,26 +95,28 @@ class LibsshCommand : public RemoteCommand {
 
   int wait_fd() const override { return ssh_get_fd(session_); }
 
-  int exit_status() override {
-    // Wait briefly for the exit-status message, which may follow the end of output.
+  std::optional<ExitStatus> exit_status() override {
+    auto known = [this]() -> std::optional<ExitStatus> {
+      if (int status = ssh_channel_get_exit_status(channel_); status != -1) return ExitStatus::exited(status);
+      if (exit_signal_) return ExitStatus::signaled(exit_signal_);
+      return std::nullopt;
+    };
+    // Wait briefly for the exit-status or exit-signal message, which may follow the output.
     for (int i = 0; i < 50; ++i) {
-      int status = ssh_channel_get_exit_status(channel_);
-      if (status != -1 || !exit_signal_.empty()) return status;
+      if (auto ending = known()) return ending;
       if (ssh_channel_is_closed(channel_)) break;
       char ignored[256];
       ssh_channel_read_timeout(channel_, ignored, sizeof ignored, 0, 20);
     }
-    return ssh_channel_get_exit_status(channel_);
+    return known();
   }
-
-  std::string exit_signal() override { return exit_signal_; }
 
  private:
   ssh_session session_;
   ssh_channel channel_;
   std::string host_;
   ssh_channel_callbacks_struct callbacks_{};
-  std::string exit_signal_;
+  int exit_signal_ = 0;
 };
 
 class LibsshConnection : public SshConnection {
@@ -361,11 +362,10 @@ std::unique_ptr<SshTransport> make_libssh_transport() {
   return std::make_unique<LibsshTransport>();
 }
 
-std::string describe_ending(RemoteCommand& command) {
-  const int status = command.exit_status();
-  if (status >= 0) return fmt::format("exit status {}", status);
-  const std::string signal = command.exit_signal();
-  return signal.empty() ? "no exit status: the connection dropped" : "killed by signal " + signal;
+std::string describe_ending(const std::optional<ExitStatus>& ending) {
+  if (!ending) return "no exit status: the connection dropped";
+  return ending->kind == ExitStatus::Kind::Exited ? fmt::format("exit status {}", ending->code)
+                                                  : ending->describe();
 }
 
 std::string run_remote(SshConnection& connection, const std::string& host,
@@ -379,9 +379,9 @@ std::string run_remote(SshConnection& connection, const std::string& host,
   while (command->read(out, err, std::chrono::milliseconds(200)))
     if (std::chrono::steady_clock::now() > deadline)
       throw SshError(SshFailure::Timeout, host, "a setup command did not finish in time");
-  if (command->exit_status() != 0)
+  if (auto ending = command->exit_status(); !ending || !ending->success())
     throw SshError(SshFailure::RemoteCommand, host,
-                   describe_ending(*command) + (err.empty() ? std::string() : ": " + err.substr(0, 500)));
+                   describe_ending(ending) + (err.empty() ? std::string() : ": " + err.substr(0, 500)));
   return out;
 }
 

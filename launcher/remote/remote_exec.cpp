@@ -1,21 +1,11 @@
 #include "launcher/remote/remote_exec.h"
 
-#include <cstring>
-#include <string>
-
 #include "launcher/remote/fanout.h"
 #include "launcher/local/line_buffer.h"
 #include "launcher/remote/session.h"
 #include "launcher/remote/shell_quote.h"
 
 namespace muster {
-
-int signal_status(const std::string& sshd_signal_name) {
-  const std::string name = sshd_signal_name.substr(0, sshd_signal_name.find(','));
-  for (int n = 1; n < 65; ++n)
-    if (const char* abbrev = sigabbrev_np(n); abbrev && name == abbrev) return 128 + n;
-  return -1;
-}
 
 std::vector<NodeExecResult> exec_on_nodes(SshTransport& transport, const ClusterSpec& cluster,
                                           const std::vector<std::string>& argv, int fanout,
@@ -56,10 +46,9 @@ std::vector<NodeExecResult> exec_on_nodes(SshTransport& transport, const Cluster
           lines[stream].finish([&](std::string_view line) {
             sink(r.host, stream == 0 ? OutputStream::Stdout : OutputStream::Stderr, line);
           });
-      r.status = command->exit_status();
       // Killed by a signal: 128+N, as a shell reports it.
-      if (r.status < 0) r.status = signal_status(command->exit_signal());
-      if (r.status < 0) r.failure = r.host + ": connection: the command ended without a status";
+      if (auto ending = command->exit_status()) r.status = ending->shell_code();
+      else r.failure = r.host + ": connection: the command ended without a status";
     } catch (const std::exception& e) {
       r.failure = e.what();
     }

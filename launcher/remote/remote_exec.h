@@ -33,10 +33,6 @@ std::vector<NodeExecResult> exec_on_nodes(SshTransport& transport, const Cluster
                                           const std::vector<std::string>& argv, int fanout,
                                           const ExecLineSink& sink);
 
-// 128+N for a command killed by signal N, from sshd's name for it ("SEGV", or "SEGV, core
-// dumped" as RemoteCommand::exit_signal gives it); -1 for an empty or unknown name.
-int signal_status(const std::string& sshd_signal_name);
-
 // The exit status of a whole exec (pdsh -S): the largest remote status, an unreachable
 // node counting as ssh's 255.
 int exec_exit_status(const std::vector<NodeExecResult>& results);

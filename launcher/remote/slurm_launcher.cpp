@@ -77,8 +77,8 @@ class SocketChannel : public RemoteCommand {
     err += last_words_();
     return false;
   }
-  int exit_status() override { return -1; }
-  std::string exit_signal() override { return ""; }  // srun's words tell how an agent ended
+  // srun's words tell how an agent ended.
+  std::optional<ExitStatus> exit_status() override { return std::nullopt; }
   int wait_fd() const override { return fd_; }
 
  private:

@@ -10,6 +10,7 @@
 
 #include "launcher/cluster/cluster_spec.h"
 #include "launcher/error.h"
+#include "launcher/local/exit_status.h"
 
 namespace muster {
 
@@ -59,12 +60,9 @@ class RemoteCommand {
   // Waits up to `limit` for output; appends what came. Returns false once both streams
   // have ended.
   virtual bool read(std::string& out, std::string& err, std::chrono::milliseconds limit) = 0;
-  // The exit status once the command has ended (-1 when it was killed by a signal or the
-  // connection dropped first).
-  virtual int exit_status() = 0;
-  // After exit_status(): the signal that killed the command, as sshd names it ("SEGV"),
-  // with ", core dumped" when it did; "" when it exited or the connection dropped.
-  virtual std::string exit_signal() = 0;
+  // How the command ended, once it has: its exit code or the signal that killed it;
+  // nullopt when the connection dropped first.
+  virtual std::optional<ExitStatus> exit_status() = 0;
   // A descriptor that becomes readable when output may have arrived, for a poll(2) that
   // also waits on other things; -1 when there is none (then read() with a short limit).
   virtual int wait_fd() const { return -1; }
@@ -99,9 +97,9 @@ class SshTransport {
 // The real transport: libssh in-process.
 std::unique_ptr<SshTransport> make_libssh_transport();
 
-// How an ended command ended, in words: "exit status 3", "killed by signal SEGV, core
-// dumped", or "no exit status: the connection dropped".
-std::string describe_ending(RemoteCommand& command);
+// How a command ended, in words: "exit status 3", "was killed by SIGKILL (signal 9)", or
+// "no exit status: the connection dropped".
+std::string describe_ending(const std::optional<ExitStatus>& ending);
 
 // Runs `command_line` to completion on `connection`, feeding `input`; returns stdout and
 // the exit status. Throws SshError(RemoteCommand) with stderr when the status is not 0.

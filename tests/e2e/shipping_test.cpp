@@ -161,7 +161,7 @@ TEST_F(Shipping, AStartKilledByASignalIsToldWithItsSignal) {
   fs::copy_file(CRASH_ON_START_BINARY, bundle(1) + "/muster", fs::copy_options::overwrite_existing);
   auto r = cluster_->muster({"run", "-f", file_, "--no-ship", "--", "true"});
   EXPECT_EQ(r.exit_code, 1);
-  EXPECT_NE(r.err.find("node2: remote command: muster could not start there (killed by signal KILL"),
+  EXPECT_NE(r.err.find("node2: remote command: muster could not start there (was killed by SIGKILL (signal 9)"),
             std::string::npos) << r.err;
   EXPECT_NE(r.err.find("the bundle there may be damaged"), std::string::npos) << r.err;
   // With shipping allowed, the damaged bundle makes way for a fresh one.

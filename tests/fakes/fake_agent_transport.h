@@ -70,8 +70,7 @@ class FakeAgentTransport : public SshTransport {
       done_ = true;
       return true;
     }
-    int exit_status() override { return 0; }
-    std::string exit_signal() override { return ""; }
+    std::optional<ExitStatus> exit_status() override { return ExitStatus::exited(0); }
 
    private:
     std::string out_;
@@ -115,8 +114,9 @@ class FakeAgentTransport : public SshTransport {
       out_.clear();
       return !ended_ || !out.empty();
     }
-    int exit_status() override { return ended_ ? 0 : -1; }
-    std::string exit_signal() override { return ""; }
+    std::optional<ExitStatus> exit_status() override {
+      return ended_ ? std::optional(ExitStatus::exited(0)) : std::nullopt;
+    }
 
    private:
     bool silent() const {

@@ -16,8 +16,8 @@ struct FakeHost {
   std::chrono::milliseconds handshake{0};   // how long connect() takes
   std::optional<SshFailure> refuse;          // connect() fails this way
   std::string stdout_text;                   // what any command prints
-  int exit_status = 0;
-  std::string exit_signal;                   // set: the command was killed (exit_status -1)
+  int exit_status = 0;                       // -1: the connection drops before any status
+  int exit_signal = 0;                       // set: the command was killed by this signal
 };
 
 class FakeSshTransport : public SshTransport {
@@ -55,8 +55,11 @@ class FakeSshTransport : public SshTransport {
       done_ = true;
       return true;
     }
-    int exit_status() override { return host_.exit_status; }
-    std::string exit_signal() override { return host_.exit_signal; }
+    std::optional<ExitStatus> exit_status() override {
+      if (host_.exit_signal) return ExitStatus::signaled(host_.exit_signal);
+      if (host_.exit_status < 0) return std::nullopt;
+      return ExitStatus::exited(host_.exit_status);
+    }
 
    private:
     const FakeHost& host_;

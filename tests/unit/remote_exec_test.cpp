@@ -1,10 +1,13 @@
 // Fan-out and exec logic against a recording fake transport.
 #include "launcher/remote/remote_exec.h"
 
+#include <csignal>
+
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include "launcher/cluster/hostfile.h"
+#include "launcher/local/exit_status.h"
 #include "launcher/remote/shell_quote.h"
 #include "tests/fakes/fake_ssh_transport.h"
 
@@ -73,10 +76,8 @@ TEST(RemoteExec, FailuresAreKeptPerNodeAndTheStatusIsTheLargest) {
 TEST(RemoteExec, ACommandKilledByASignalGets128PlusItsNumberAndADroppedOneNoStatus) {
   FakeSshTransport transport;
   ClusterSpec cluster = cluster_of(3, transport, {{}, std::nullopt, "", 0});
-  transport.hosts["n1"].exit_status = -1;
-  transport.hosts["n1"].exit_signal = "KILL";
-  transport.hosts["n2"].exit_status = -1;
-  transport.hosts["n2"].exit_signal = "SEGV, core dumped";
+  transport.hosts["n1"].exit_signal = SIGKILL;
+  transport.hosts["n2"].exit_signal = SIGSEGV;
   transport.hosts["n3"].exit_status = -1;  // no status and no signal: the connection dropped
   auto results = exec_on_nodes(transport, cluster, {"x"}, 8, nullptr);
   EXPECT_EQ(results[0].status, 137);
@@ -87,12 +88,12 @@ TEST(RemoteExec, ACommandKilledByASignalGets128PlusItsNumberAndADroppedOneNoStat
 }
 
 TEST(RemoteExec, SignalNamesAsSshdSendsThem) {
-  EXPECT_EQ(signal_status("TERM"), 143);
-  EXPECT_EQ(signal_status("ABRT, core dumped"), 134);
-  EXPECT_EQ(signal_status("HUP"), 129);
-  EXPECT_EQ(signal_status(""), -1);
-  EXPECT_EQ(signal_status("SIGTERM"), -1);  // sshd names signals without the prefix
-  EXPECT_EQ(signal_status("BOGUS"), -1);
+  EXPECT_EQ(signal_number("TERM"), SIGTERM);
+  EXPECT_EQ(signal_number("ABRT"), SIGABRT);
+  EXPECT_EQ(signal_number("HUP"), SIGHUP);
+  EXPECT_EQ(signal_number(""), 0);
+  EXPECT_EQ(signal_number("SIGTERM"), 0);  // sshd names signals without the prefix
+  EXPECT_EQ(signal_number("BOGUS"), 0);
 }
 
 }  // namespace
