@@ -18,7 +18,6 @@
 #include "probes/interfaces.h"
 #include "probes/rendezvous_store.h"
 #include "topology/cpu_list.h"
-#include "topology/topology_source.h"
 
 namespace muster {
 namespace {
@@ -33,15 +32,6 @@ int env_int(const Environment& env, const char* name) {
   }
   throw Error(ErrorKind::Usage, fmt::format("{} is '{}', not a number: smoke-rank runs under "
                                             "muster smoke", name, v));
-}
-
-// This rank's GPU: as its node's agent found it, or (started some other way) discovered here.
-std::optional<Gpu> gpu_of_this_rank(const Environment& env, int local_rank) {
-  if (env.has(kRankGpuVariable))
-    if (auto given = rank_gpu_from_json(env.get(kRankGpuVariable))) return *given;
-  Topology topology = HwlocTopologySource().load();
-  if (size_t(local_rank) < topology.gpus.size()) return topology.gpus[size_t(local_rank)];
-  return std::nullopt;
 }
 
 // Who this rank is, where it runs, what it is bound to and which GPU it has.
@@ -92,7 +82,8 @@ void run(const Environment& env, const std::function<void(const std::string&)>& 
   const std::chrono::milliseconds timeout(config.at("timeout_ms").get<long>());
 
   // 1. Hello.
-  const std::optional<Gpu> gpu = gpu_of_this_rank(env, local_rank);
+  // The node's agent found this rank's GPU; walking the PCI tree again would repeat it.
+  const std::optional<Gpu> gpu = rank_gpu_from_json(env.get(kRankGpuVariable));
   const nlohmann::json hello = hello_of(gpu, rank, world, local_rank, node);
   say(hello);
 

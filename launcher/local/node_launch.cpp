@@ -18,19 +18,21 @@ std::string rank_gpu_json(const Topology& topology, int local_rank) {
       .dump();
 }
 
-std::optional<std::optional<Gpu>> rank_gpu_from_json(const std::string& text) {
-  const nlohmann::json j = parse_untrusted_json_or_discarded(text);
-  if (j.is_null()) return std::optional<Gpu>();
+std::optional<Gpu> rank_gpu_from_json(const std::string& text) {
   try {
+    const nlohmann::json j = parse_untrusted_json(text);
+    if (j.is_null()) return std::nullopt;
     Gpu g;
     g.index = j.at("index").get<int>();
     g.location.bus_id = j.at("pci_bus_id").get<std::string>();
     g.vendor_id = j.at("vendor_id").get<std::uint16_t>();
     g.model = j.at("model").get<std::string>();
     if (!j.at("uuid").is_null()) g.uuid = j.at("uuid").get<std::string>();
-    return std::optional<Gpu>(std::move(g));
-  } catch (const nlohmann::json::exception&) {
-    return std::nullopt;
+    return g;
+  } catch (const nlohmann::json::exception& e) {
+    throw Error(ErrorKind::Usage, fmt::format("{} is not a GPU as muster's agent describes one ({}): "
+                                              "smoke-rank runs under muster smoke", kRankGpuVariable,
+                                              e.what()));
   }
 }
 

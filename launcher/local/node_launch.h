@@ -24,9 +24,9 @@ inline constexpr const char* kMusterSelf = "muster:self";
 // more on a node with hundreds of devices); a node's eight probe ranks need not repeat it.
 inline constexpr const char* kRankGpuVariable = "MUSTER_RANK_GPU";
 std::string rank_gpu_json(const Topology& topology, int local_rank);
-// The GPU `rank_gpu_json` wrote, or nullopt inside when it wrote null; nullopt outside when
-// the text is not such JSON.
-std::optional<std::optional<Gpu>> rank_gpu_from_json(const std::string& text);
+// The GPU `rank_gpu_json` wrote (nullopt for null). Throws Error(Usage) naming the variable
+// when the text is not such JSON.
+std::optional<Gpu> rank_gpu_from_json(const std::string& text);
 
 // What every rank of a job runs, and where.
 struct LaunchRequest {
