@@ -31,6 +31,15 @@ class Shipping : public ::testing::Test {
   }
   // The bundle of this build in host i's cache.
   std::string bundle(int i) const { return cluster_->muster_cache(i) + "/" + build_id(); }
+  // Gives host i a ~/.cache not shared with the others and ships the bundle there, so that
+  // a test may damage that one copy.
+  void ship_to_a_cache_of_its_own(int i) {
+    HostSetup own;
+    own.own_cache = true;
+    cluster_->set_up_host(i, own);
+    auto first = cluster_->muster({"run", "-f", file_, "--", "true"});
+    ASSERT_EQ(first.exit_code, 0) << first.err;
+  }
   // run, smoke and doctor all pass on the cluster.
   void everything_works() {
     auto run = cluster_->muster({"run", "-f", file_, "--", "sh", "-c", "echo $RANK on $(hostname)"});
@@ -79,11 +88,7 @@ TEST_F(Shipping, AHostThatIsNothingButABusyboxRunsEverything) {
 }
 
 TEST_F(Shipping, ADamagedOrHalfWrittenBundleIsReplacedWithAFreshOne) {
-  HostSetup own;
-  own.own_cache = true;
-  cluster_->set_up_host(1, own);
-  auto first = cluster_->muster({"run", "-f", file_, "--", "true"});
-  ASSERT_EQ(first.exit_code, 0) << first.err;
+  ASSERT_NO_FATAL_FAILURE(ship_to_a_cache_of_its_own(1));
   const std::string libc = bundle(1) + "/lib/libc.so.6";
   const auto good_size = fs::file_size(libc);
 
@@ -153,11 +158,7 @@ TEST_F(Shipping, WithShippingOffAStartFailureIsToldInTheNodesOwnWords) {
 // A muster that a signal kills before its hello (the kernel's OOM killer, a damaged binary):
 // the signal, as sshd reported it, not a dropped connection.
 TEST_F(Shipping, AStartKilledByASignalIsToldWithItsSignal) {
-  HostSetup own;
-  own.own_cache = true;
-  cluster_->set_up_host(1, own);
-  auto first = cluster_->muster({"run", "-f", file_, "--", "true"});
-  ASSERT_EQ(first.exit_code, 0) << first.err;
+  ASSERT_NO_FATAL_FAILURE(ship_to_a_cache_of_its_own(1));
   fs::copy_file(CRASH_ON_START_BINARY, bundle(1) + "/muster", fs::copy_options::overwrite_existing);
   auto r = cluster_->muster({"run", "-f", file_, "--no-ship", "--", "true"});
   EXPECT_EQ(r.exit_code, 1);
