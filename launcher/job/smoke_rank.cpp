@@ -45,10 +45,7 @@ nlohmann::json hello_of(const std::optional<Gpu>& g, int rank, int world, int lo
   gethostname(host, sizeof host - 1);
   std::string machine_id;
   std::getline(std::ifstream("/etc/machine-id"), machine_id);
-  nlohmann::json gpu = nullptr;
-  if (g)
-    gpu = {{"index", g->index}, {"pci_bus_id", g->location.bus_id}, {"model", g->model},
-           {"uuid", g->uuid ? nlohmann::json(*g->uuid) : nlohmann::json(nullptr)}};
+  const nlohmann::json gpu = g ? gpu_json(*g) : nlohmann::json(nullptr);
   return {{"type", "hello"}, {"rank", rank}, {"world_size", world}, {"local_rank", local_rank},
           {"node_rank", node}, {"host", host}, {"machine_id", machine_id}, {"gpu", gpu},
           {"cpuset", format_cpu_list(cpus)}, {"pid", getpid()}};

@@ -1,7 +1,6 @@
 #include "launcher/local/node_launch.h"
 
 #include <fmt/format.h>
-#include <nlohmann/json.hpp>
 
 #include "launcher/error.h"
 #include "launcher/json_fields.h"
@@ -9,13 +8,14 @@
 
 namespace muster {
 
+nlohmann::json gpu_json(const Gpu& g) {
+  return {{"index", g.index}, {"pci_bus_id", g.location.bus_id}, {"vendor_id", g.vendor_id},
+          {"model", g.model}, {"uuid", g.uuid ? nlohmann::json(*g.uuid) : nlohmann::json(nullptr)}};
+}
+
 std::string rank_gpu_json(const Topology& topology, int local_rank) {
   if (local_rank < 0 || size_t(local_rank) >= topology.gpus.size()) return "null";
-  const Gpu& g = topology.gpus[size_t(local_rank)];
-  return nlohmann::json{{"index", g.index}, {"pci_bus_id", g.location.bus_id},
-                        {"vendor_id", g.vendor_id}, {"model", g.model},
-                        {"uuid", g.uuid ? nlohmann::json(*g.uuid) : nlohmann::json(nullptr)}}
-      .dump();
+  return gpu_json(topology.gpus[size_t(local_rank)]).dump();
 }
 
 std::optional<Gpu> rank_gpu_from_json(const std::string& text) {

@@ -5,6 +5,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "launcher/local/local_job.h"
 #include "launcher/cluster/rank_env.h"
 #include "launcher/cluster/rank_plan.h"
@@ -24,6 +26,8 @@ inline constexpr const char* kMusterSelf = "muster:self";
 // more on a node with hundreds of devices); a node's eight probe ranks need not repeat it.
 inline constexpr const char* kRankGpuVariable = "MUSTER_RANK_GPU";
 std::string rank_gpu_json(const Topology& topology, int local_rank);
+// That JSON for one GPU; the probe rank's hello carries it too.
+nlohmann::json gpu_json(const Gpu& gpu);
 // The GPU `rank_gpu_json` wrote (nullopt for null). Throws Error(Usage) naming the variable
 // when the text is not such JSON.
 std::optional<Gpu> rank_gpu_from_json(const std::string& text);
