@@ -54,10 +54,7 @@ class RecordingCollective : public Collective {
         for (size_t i = 0; i < count; ++i) recv[i] = sum(size_t(rank_) * count + i);
         break;
     }
-    if ((corrupt_next || corrupt_every) && recv && op != CollectiveOp::Barrier) {
-      recv[0] += 1;
-      corrupt_next = false;
-    }
+    if (corrupt && recv && op != CollectiveOp::Barrier) recv[0] += 1;
   }
 
   std::unique_ptr<Collective> subgroup(const std::string& name, const std::vector<int>& members) override {
@@ -68,9 +65,8 @@ class RecordingCollective : public Collective {
     return nullptr;
   }
 
-  bool corrupt_next = false;   // one element of the next result is off by one
-  bool corrupt_every = false;  // ... of every result until cleared
-  int in_place_calls = 0;      // collectives whose send buffer was their receive buffer
+  bool corrupt = false;  // while set, one element of every result is off by one
+  int in_place_calls = 0;  // collectives whose send buffer was their receive buffer
 
  private:
   int rank_, size_;

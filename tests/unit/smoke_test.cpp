@@ -129,7 +129,7 @@ TEST(SmokeSweep, AWrongElementIsCounted) {
   std::vector<SmokeEvent> events;
   // Corrupt one element of every all-reduce of the step, the checked one among them.
   run_smoke_sweep(world, s, {0, 1}, [&](const SmokeEvent& e) {
-    if (e.op == CollectiveOp::AllReduce) world.corrupt_every = e.kind == SmokeEvent::Kind::Enter;
+    if (e.op == CollectiveOp::AllReduce) world.corrupt = e.kind == SmokeEvent::Kind::Enter;
     events.push_back(e);
   });
   long wrong = 0;
