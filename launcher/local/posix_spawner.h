@@ -1,4 +1,4 @@
-// The real ProcessSpawner: fork, setsid, exec, kill and /proc on Linux.
+// The real ProcessSpawner: posix_spawn, kill and /proc on Linux.
 #pragma once
 
 #include <set>
