@@ -14,6 +14,7 @@
 #include <csignal>
 #include <cstring>
 #include <fstream>
+#include <set>
 #include <sstream>
 
 #include <fmt/format.h>
@@ -63,6 +64,36 @@ std::vector<pid_t> all_pids() {
   }
   closedir(dir);
   return out;
+}
+
+// The processes below this one, read from each task's list of children. Every process of
+// a rank stays below muster, a child subreaper (an orphan comes to it, not to init), so
+// this finds what a scan of all /proc would, without reading every process of a busy node
+// (with 1000 processes that cost each job's end 30 ms of CPU). Where the kernel keeps no
+// such lists (built without CONFIG_PROC_CHILDREN), every process is a candidate.
+std::vector<pid_t> processes_below_this_one() {
+  const std::string own_list = fmt::format("/proc/self/task/{}/children", gettid());
+  if (access(own_list.c_str(), R_OK) != 0) return all_pids();
+  std::vector<pid_t> below, frontier{getpid()};
+  std::set<pid_t> seen{getpid()};
+  while (!frontier.empty()) {
+    const pid_t parent = frontier.back();
+    frontier.pop_back();
+    DIR* tasks = opendir(fmt::format("/proc/{}/task", parent).c_str());
+    if (!tasks) continue;  // it ended meanwhile
+    while (dirent* task = readdir(tasks)) {
+      if (task->d_name[0] == '.') continue;
+      std::ifstream list(fmt::format("/proc/{}/task/{}/children", parent, task->d_name));
+      pid_t child = 0;
+      while (list >> child)
+        if (seen.insert(child).second) {  // a pid reused meanwhile cannot make a cycle
+          below.push_back(child);
+          frontier.push_back(child);
+        }
+    }
+    closedir(tasks);
+  }
+  return below;
 }
 
 std::vector<char*> c_strings(std::vector<std::string>& strings) {
@@ -254,7 +285,7 @@ std::vector<ProcessExit> PosixSpawner::reap() {
 std::vector<pid_t> PosixSpawner::live_group_members(pid_t pgid) {
   std::vector<pid_t> out;
   if (kill(-pgid, 0) != 0) return out;  // no process at all in the group: the common case
-  for (pid_t pid : all_pids()) {
+  for (pid_t pid : processes_below_this_one()) {
     auto stat = read_proc_stat(pid);
     if (stat && stat->pgrp == pgid && stat->state != 'Z' && stat->state != 'X') out.push_back(pid);
   }
@@ -264,7 +295,7 @@ std::vector<pid_t> PosixSpawner::live_group_members(pid_t pgid) {
 std::vector<pid_t> PosixSpawner::escaped_job_processes(const std::vector<std::string>& markers,
                                                        const std::vector<pid_t>& except_groups) {
   std::vector<pid_t> out;
-  for (pid_t pid : all_pids()) {
+  for (pid_t pid : processes_below_this_one()) {
     if (pid == getpid()) continue;
     auto stat = read_proc_stat(pid);
     if (!stat || stat->state == 'Z' || stat->state == 'X') continue;

@@ -206,6 +206,22 @@ TEST(RunLocal, AProcessThatLeftItsGroupIsFoundByJobId) {
             std::string::npos) << r.err;
 }
 
+// muster finds escaped processes among its descendants (it is a child subreaper), so one
+// that escaped from an escaped process, two sessions away from any rank, is found as well.
+TEST(RunLocal, AProcessThatEscapedFromAnEscapedOneIsFoundToo) {
+  TempDir dir;
+  auto r = run_muster({"run", "-n", "1", "--grace", "1", "--", "sh", "-c",
+                       "setsid sh -c 'setsid sleep 600 & echo $! > " + dir.path() +
+                           "/escaped.1; sleep 600' & echo $! > " + dir.path() + "/escaped.0; sleep 0.3"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  auto pids = pids_in_files(dir, "escaped.", 2);
+  ASSERT_EQ(pids.size(), 2u);
+  for (pid_t pid : pids) EXPECT_FALSE(process_alive(pid)) << "escaped process " << pid << " survived";
+  // The escaped shell, the sleep it waits for, and the sleep that left it.
+  EXPECT_NE(r.err.find("found 3 processes of this job outside its ranks' process groups"),
+            std::string::npos) << r.err;
+}
+
 TEST(RunLocal, TwoHundredMegabytesOfProgressBarsPassThroughInBoundedMemory) {
   // A progress bar redraws itself with '\r' and never ends a line: 2 million redraws of 100
   // bytes. Each one comes through as it is drawn, and muster's memory stays small.
