@@ -17,6 +17,7 @@
 #include "cli/commands.h"
 #include "cli/doctor_progress.h"
 #include "cli/doctor_report.h"
+#include "cli/flag_checks.h"
 #include "cli/remote_options.h"
 #include "cli/terminal_output.h"
 #include "launcher/error.h"
@@ -29,6 +30,8 @@ struct DoctorOptions {
   RemoteFlags remote;
   bool strict = false;
   std::string json_file, junit_file, prometheus_file;
+  CLI::Option* json = nullptr;   // --json and --junit name a file, or standard output
+  CLI::Option* junit = nullptr;  // when given alone or as -
 };
 
 namespace {
@@ -51,17 +54,36 @@ void write_file(const std::string& path, const std::string& text) {
   }
 }
 
+// --json and --junit, like the other commands' --json, print to standard output when given
+// without a file (or with -).
+bool to_standard_output(const CLI::Option* flag, const std::string& file) {
+  return flag->count() > 0 && (file.empty() || file == "-");
+}
+
 int run_doctor_command(DoctorOptions& options) {
+  const bool json_out = to_standard_output(options.json, options.json_file);
+  const bool junit_out = to_standard_output(options.junit, options.junit_file);
+  if (json_out && junit_out)
+    throw Error(ErrorKind::Usage, "--json and --junit cannot both print to standard output; "
+                                  "give one of them a file (--junit report.xml)");
   options.request.remote = options.remote.settings();
   DoctorProgress progress(isatty(STDERR_FILENO) != 0);
   DoctorReport report = run_doctor(options.request, progress);
-  if (!options.json_file.empty()) write_file(options.json_file, doctor_json(report).dump(2) + "\n");
-  if (!options.junit_file.empty()) write_file(options.junit_file, doctor_junit(report));
+  if (options.json->count() && !json_out) write_file(options.json_file, doctor_json(report).dump(2) + "\n");
+  if (options.junit->count() && !junit_out) write_file(options.junit_file, doctor_junit(report));
   if (!options.prometheus_file.empty())
     write_file(options.prometheus_file, doctor_prometheus(report, double(std::time(nullptr))));
+  // A report on standard output is for a program: the table goes to stderr, beside the
+  // progress, where a person still sees it.
+  const bool report_on_stdout = json_out || junit_out;
   const char* no_colour = std::getenv("NO_COLOR");
-  const bool colour = isatty(STDOUT_FILENO) && !(no_colour && *no_colour);
-  print_out(doctor_summary(report, colour));
+  const bool colour = isatty(report_on_stdout ? STDERR_FILENO : STDOUT_FILENO) && !(no_colour && *no_colour);
+  if (report_on_stdout) {
+    print_note_raw(doctor_summary(report, colour));
+    print_out(json_out ? doctor_json(report).dump(2) + "\n" : doctor_junit(report));
+  } else {
+    print_out(doctor_summary(report, colour));
+  }
   if (report.config_error) return kUsageExit;
   CheckStatus overall = report.overall();
   return overall == CheckStatus::Fail || (options.strict && overall == CheckStatus::Warn) ? 1 : 0;
@@ -78,11 +100,23 @@ CommandAction setup_doctor(CLI::App& app) {
       ->delimiter(',');
   app.add_option("--skip", options->request.skip, "skip these stages")->delimiter(',');
   app.add_flag("--strict", options->strict, "warnings fail too (exit 1)");
-  app.add_option("--json", options->json_file, "write the report as JSON (share/doctor.schema.json)");
-  app.add_option("--junit", options->junit_file, "write JUnit XML: one testcase per check and node");
+  options->json = app.add_option("--json", options->json_file,
+                                 "write the report as JSON (share/doctor.schema.json) to FILE, or "
+                                 "print it when given alone or as -")
+                      ->expected(0, 1)
+                      ->type_name("[FILE]")
+                      ->check(file_not_option("report.json", true));
+  options->junit = app.add_option("--junit", options->junit_file,
+                                  "write JUnit XML, one testcase per check and node, to FILE, or "
+                                  "print it when given alone or as -")
+                       ->expected(0, 1)
+                       ->type_name("[FILE]")
+                       ->check(file_not_option("report.xml", true));
   app.add_option("--prometheus", options->prometheus_file,
                  "write the results in Prometheus' text format, atomically, for node_exporter's "
-                 "textfile collector (e.g. /var/lib/prometheus/node-exporter/muster.prom)");
+                 "textfile collector (e.g. /var/lib/prometheus/node-exporter/muster.prom)")
+      ->type_name("FILE")
+      ->check(file_not_option("muster.prom", false));
   app.footer("Without -f, -H or --hostfile: this machine (topology, then a smoke test over its "
              "slots).\nExit status: 0 when every check passed (warnings allowed unless --strict), "
              "1 when one failed, 2 for usage or configuration errors.");

@@ -46,6 +46,18 @@ inline CLI::Validator at_most(double max) {
       fmt::format("NUMBER <= {:.15g}", max));
 }
 
+// The flag's value names a file to write: a word that starts with '-' is an option that
+// landed there (doctor --json -f c.yaml), not a file, unless it is - for standard output.
+inline CLI::Validator file_not_option(const std::string& example, bool dash_is_standard_output) {
+  return CLI::Validator(
+      [example, dash_is_standard_output](std::string& text) -> std::string {
+        if (text.empty() || text[0] != '-' || (dash_is_standard_output && text == "-")) return "";
+        return fmt::format("'{}' is not a file to write to; name one ({}, or ./{}){}", text, example,
+                           text, dash_is_standard_output ? ", or give the flag last or as - to print" : "");
+      },
+      "");
+}
+
 // The flag's value must be a number above zero.
 inline CLI::Validator positive() { return at_least(0, true); }
 

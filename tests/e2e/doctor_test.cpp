@@ -140,6 +140,31 @@ TEST(Doctor, OnlyAndSkipSelectStagesAndUnknownStagesAreUsageErrors) {
   EXPECT_NE(bad.err.find("unknown stage 'smok'"), std::string::npos) << bad.err;
 }
 
+// --json and --junit print when given no file, as every other command's --json does; an
+// option after them is never taken for the file to write.
+TEST(Doctor, ReportsPrintWithoutAFileAndAnOptionIsNeverTakenForOne) {
+  TempDir dir;
+  dir.write("c.yaml", "nodes:\n  - host: localhost\n");
+  auto json = run_muster({"doctor", "--json", "-f", dir.file("c.yaml"), "--only", "cluster"});
+  EXPECT_EQ(json.exit_code, 0) << json.err;
+  auto report = nlohmann::json::parse(json.out);  // stdout is the report alone
+  EXPECT_EQ(report["checks"][0]["reason"], dir.file("c.yaml") + ": 1 node") << json.out;
+  EXPECT_NE(json.err.find("PASS in"), std::string::npos) << json.err;  // the table, on stderr
+
+  auto junit = run_muster({"doctor", "--only", "cluster", "--junit", "-"});
+  EXPECT_EQ(junit.exit_code, 0) << junit.err;
+  EXPECT_EQ(junit.out.rfind("<?xml", 0), 0u) << junit.out;
+
+  auto prom = run_muster({"doctor", "--prometheus", "-f", dir.file("c.yaml")});
+  EXPECT_EQ(prom.exit_code, 2);
+  EXPECT_NE(prom.err.find("--prometheus: '-f' is not a file to write to"), std::string::npos) << prom.err;
+  EXPECT_FALSE(std::filesystem::exists("-f"));  // relative to the directory muster ran in
+
+  auto both = run_muster({"doctor", "--json", "--junit", "--only", "cluster"});
+  EXPECT_EQ(both.exit_code, 2);
+  EXPECT_NE(both.err.find("cannot both print to standard output"), std::string::npos) << both.err;
+}
+
 TEST(Doctor, AnInvalidClusterFileIsAConfigurationError) {
   TempDir dir;
   dir.write("c.yaml", "nodes:\n  - hots: a\n");
