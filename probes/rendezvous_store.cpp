@@ -129,6 +129,7 @@ RendezvousClient::RendezvousClient(const std::string& host, int port, const std:
                                    std::chrono::milliseconds limit) {
   auto deadline = std::chrono::steady_clock::now() + limit;
   std::string why = "no answer";
+  std::chrono::milliseconds retry_after(5);
   while (std::chrono::steady_clock::now() < deadline) {
     addrinfo hints{}, *found = nullptr;
     hints.ai_family = AF_INET;
@@ -152,7 +153,9 @@ RendezvousClient::RendezvousClient(const std::string& host, int port, const std:
     } else {
       why = "cannot resolve " + host;
     }
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    // Ranks start together and rank 0 is often still loading: try again soon at first.
+    std::this_thread::sleep_for(retry_after);
+    retry_after = std::min(retry_after * 2, std::chrono::milliseconds(50));
   }
   throw Error(ErrorKind::Runtime, fmt::format("cannot reach the rendezvous at {}:{} ({}); is "
                                               "MASTER_ADDR reachable from this node?", host, port, why));

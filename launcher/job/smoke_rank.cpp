@@ -51,10 +51,9 @@ nlohmann::json hello_of(const std::optional<Gpu>& g, int rank, int world, int lo
           {"cpuset", format_cpu_list(cpus)}, {"pid", getpid()}};
 }
 
-// NCCL when asked for, or (auto) when every rank has an NVIDIA GPU and NCCL loads there;
-// otherwise Gloo. Every rank says what it can do at the rendezvous and reads the others'.
-std::string agree_on_backend(RendezvousClient& store, const std::string& wanted, bool has_nvidia,
-                             int rank, int world, std::chrono::milliseconds timeout) {
+// Whether NCCL can run this rank: it has an NVIDIA GPU and NCCL loads here. A rank asked
+// for NCCL that cannot use it fails, naming itself and the reason.
+bool nccl_usable(const std::string& wanted, bool has_nvidia, int rank) {
   std::optional<std::string> nccl_missing =
       has_nvidia ? nccl_unavailable_reason() : std::optional<std::string>("no NVIDIA GPU for this rank");
   if (wanted == "nccl" && nccl_missing) {
@@ -62,10 +61,7 @@ std::string agree_on_backend(RendezvousClient& store, const std::string& wanted,
     gethostname(host, sizeof host - 1);
     throw Error(ErrorKind::Runtime, fmt::format("rank {} on {} cannot use NCCL: {}", rank, host, *nccl_missing));
   }
-  store.set(fmt::format("nccl-ok/{}", rank), nccl_missing ? "0" : "1");
-  bool all_nccl = true;
-  for (int r = 0; r < world; ++r) all_nccl &= store.get(fmt::format("nccl-ok/{}", r), timeout) == "1";
-  return wanted == "auto" ? (all_nccl ? "nccl" : "gloo") : wanted;
+  return !nccl_missing;
 }
 
 void run(const Environment& env, const std::function<void(const std::string&)>& say_line,
@@ -84,15 +80,22 @@ void run(const Environment& env, const std::function<void(const std::string&)>& 
   const nlohmann::json hello = hello_of(gpu, rank, world, local_rank, node);
   say(hello);
 
-  // 2. Meet at the rendezvous rank 0 serves; learn every rank's node; agree on a backend.
+  // 2. Meet at the rendezvous rank 0 serves: every rank says, in one key, its node and
+  //    whether NCCL can run it, and reads the others'. The backend is NCCL when asked for,
+  //    or (auto) when every rank can use it; otherwise Gloo.
   const std::string secret = config.at("secret");
   if (rank == 0) server.emplace(master, port, secret);
+  const std::string wanted = config.at("backend");
+  const bool has_nvidia = gpu && gpu->vendor_id == 0x10de;
+  const bool nccl_here = nccl_usable(wanted, has_nvidia, rank);
   RendezvousClient store(master, port, secret, timeout);
-  store.set(fmt::format("node/{}", rank), std::to_string(node));
+  store.set(fmt::format("rank/{}", rank), fmt::format("{} {}", node, nccl_here ? 1 : 0));
   std::vector<int> node_of_rank;
+  bool nccl_everywhere = true;
   for (int r = 0; r < world; ++r) {
+    std::string said;
     try {
-      node_of_rank.push_back(std::stoi(store.get(fmt::format("node/{}", r), timeout)));
+      said = store.get(fmt::format("rank/{}", r), timeout);
     } catch (const RendezvousTimedOut&) {
       throw Error(ErrorKind::Runtime, fmt::format("rank {} never reached the rendezvous within {} ms",
                                                   r, timeout.count()));
@@ -102,9 +105,11 @@ void run(const Environment& env, const std::function<void(const std::string&)>& 
       throw Error(ErrorKind::Runtime, fmt::format("lost the rendezvous on rank 0 ({}:{}) while "
                                                   "waiting for rank {}: {}", master, port, r, e.what()));
     }
+    const auto space = said.find(' ');
+    node_of_rank.push_back(std::stoi(said.substr(0, space)));
+    nccl_everywhere &= said.substr(space + 1) == "1";
   }
-  const bool has_nvidia = gpu && gpu->vendor_id == 0x10de;
-  const std::string backend = agree_on_backend(store, config.at("backend"), has_nvidia, rank, world, timeout);
+  const std::string backend = wanted == "auto" ? (nccl_everywhere ? "nccl" : "gloo") : wanted;
   if (rank == 0) say({{"type", "backend"}, {"backend", backend}});
 
   std::unique_ptr<Collective> collective;
