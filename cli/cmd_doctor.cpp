@@ -54,6 +54,16 @@ void write_file(const std::string& path, const std::string& text) {
   }
 }
 
+// --json and --junit take a FILE, or print the report when given alone or as -, as the
+// other commands' --json does.
+CLI::Option* add_report_flag(CLI::App& app, const std::string& flag, std::string& file,
+                             const std::string& what, const std::string& example) {
+  return app.add_option(flag, file, what + " to FILE, or print it when given alone or as -")
+      ->expected(0, 1)
+      ->type_name("[FILE]")
+      ->check(file_not_option(example, true));
+}
+
 // --json and --junit, like the other commands' --json, print to standard output when given
 // without a file (or with -).
 bool to_standard_output(const CLI::Option* flag, const std::string& file) {
@@ -100,18 +110,10 @@ CommandAction setup_doctor(CLI::App& app) {
       ->delimiter(',');
   app.add_option("--skip", options->request.skip, "skip these stages")->delimiter(',');
   app.add_flag("--strict", options->strict, "warnings fail too (exit 1)");
-  options->json = app.add_option("--json", options->json_file,
-                                 "write the report as JSON (share/doctor.schema.json) to FILE, or "
-                                 "print it when given alone or as -")
-                      ->expected(0, 1)
-                      ->type_name("[FILE]")
-                      ->check(file_not_option("report.json", true));
-  options->junit = app.add_option("--junit", options->junit_file,
-                                  "write JUnit XML, one testcase per check and node, to FILE, or "
-                                  "print it when given alone or as -")
-                       ->expected(0, 1)
-                       ->type_name("[FILE]")
-                       ->check(file_not_option("report.xml", true));
+  options->json = add_report_flag(app, "--json", options->json_file,
+                                  "write the report as JSON (share/doctor.schema.json)", "report.json");
+  options->junit = add_report_flag(app, "--junit", options->junit_file,
+                                   "write JUnit XML, one testcase per check and node,", "report.xml");
   app.add_option("--prometheus", options->prometheus_file,
                  "write the results in Prometheus' text format, atomically, for node_exporter's "
                  "textfile collector (e.g. /var/lib/prometheus/node-exporter/muster.prom)")
