@@ -30,8 +30,8 @@ struct DoctorOptions {
   RemoteFlags remote;
   bool strict = false;
   std::string json_file, junit_file, prometheus_file;
-  CLI::Option* json = nullptr;   // --json and --junit name a file, or standard output
-  CLI::Option* junit = nullptr;  // when given alone or as -
+  CLI::Option* json = nullptr;  // whether --json and --junit were given, with or without a file
+  CLI::Option* junit = nullptr;
 };
 
 namespace {
@@ -64,33 +64,41 @@ CLI::Option* add_report_flag(CLI::App& app, const std::string& flag, std::string
       ->check(file_not_option(example, true));
 }
 
-// --json and --junit, like the other commands' --json, print to standard output when given
-// without a file (or with -).
-bool to_standard_output(const CLI::Option* flag, const std::string& file) {
-  return flag->count() > 0 && (file.empty() || file == "-");
+// Where --json or --junit sends its report: a file, or standard output when given alone or
+// as -, as the other commands' --json does.
+enum class ReportTo { Nowhere, File, StandardOutput };
+
+ReportTo report_to(const CLI::Option* flag, const std::string& file) {
+  if (flag->count() == 0) return ReportTo::Nowhere;
+  return file.empty() || file == "-" ? ReportTo::StandardOutput : ReportTo::File;
 }
 
 int run_doctor_command(DoctorOptions& options) {
-  const bool json_out = to_standard_output(options.json, options.json_file);
-  const bool junit_out = to_standard_output(options.junit, options.junit_file);
-  if (json_out && junit_out)
+  const ReportTo json_to = report_to(options.json, options.json_file);
+  const ReportTo junit_to = report_to(options.junit, options.junit_file);
+  if (json_to == ReportTo::StandardOutput && junit_to == ReportTo::StandardOutput)
     throw Error(ErrorKind::Usage, "--json and --junit cannot both print to standard output; "
                                   "give one of them a file (--junit report.xml)");
   options.request.remote = options.remote.settings();
   DoctorProgress progress(isatty(STDERR_FILENO) != 0);
   DoctorReport report = run_doctor(options.request, progress);
-  if (options.json->count() && !json_out) write_file(options.json_file, doctor_json(report).dump(2) + "\n");
-  if (options.junit->count() && !junit_out) write_file(options.junit_file, doctor_junit(report));
+  std::string printed_report;  // the one report for standard output, if any
+  auto deliver = [&](ReportTo to, const std::string& file, const std::string& text) {
+    if (to == ReportTo::File) write_file(file, text);
+    if (to == ReportTo::StandardOutput) printed_report = text;
+  };
+  if (json_to != ReportTo::Nowhere) deliver(json_to, options.json_file, doctor_json(report).dump(2) + "\n");
+  if (junit_to != ReportTo::Nowhere) deliver(junit_to, options.junit_file, doctor_junit(report));
   if (!options.prometheus_file.empty())
     write_file(options.prometheus_file, doctor_prometheus(report, double(std::time(nullptr))));
   // A report on standard output is for a program: the table goes to stderr, beside the
   // progress, where a person still sees it.
-  const bool report_on_stdout = json_out || junit_out;
+  const bool table_on_stderr = !printed_report.empty();
   const char* no_colour = std::getenv("NO_COLOR");
-  const bool colour = isatty(report_on_stdout ? STDERR_FILENO : STDOUT_FILENO) && !(no_colour && *no_colour);
-  if (report_on_stdout) {
+  const bool colour = isatty(table_on_stderr ? STDERR_FILENO : STDOUT_FILENO) && !(no_colour && *no_colour);
+  if (table_on_stderr) {
     print_note_raw(doctor_summary(report, colour));
-    print_out(json_out ? doctor_json(report).dump(2) + "\n" : doctor_junit(report));
+    print_out(printed_report);
   } else {
     print_out(doctor_summary(report, colour));
   }
