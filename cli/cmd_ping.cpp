@@ -168,7 +168,7 @@ CommandAction setup_ping(CLI::App& app) {
     PingOptions ping;
     ping.round_trips = options->count;
     ping.bandwidth = options->bandwidth;
-    PingReport report = ping_cluster(context.session(Reach::BestEffort, true), context.cluster(),
+    PingReport report = ping_cluster(context.session(Reach::BestEffort), context.cluster(),
                                      ping, context.interrupt_fds());
     print_out(options->json ? report_json(report).dump(2) + "\n" : report_text(report));
     return report.failed() ? 1 : 0;

@@ -23,8 +23,7 @@ ClusterContext::ClusterContext(ClusterSpec cluster, RemoteSettings remote,
     : interrupt_fds_{signals_.fd()}, cluster_(std::move(cluster)), remote_(remote),
       is_local_(only_this_machine(cluster_)), transport_(std::move(transport)) {}
 
-ClusterSession& ClusterContext::session(Reach reach, bool time_command,
-                                        std::function<void()> on_node_done) {
+ClusterSession& ClusterContext::session(Reach reach, std::function<void()> on_node_done) {
   if (session_) return *session_;
   std::shared_ptr<AgentLauncher> launcher;
   if (cluster_.launcher == Launcher::Slurm) {
@@ -37,7 +36,6 @@ ClusterSession& ClusterContext::session(Reach reach, bool time_command,
   options.fanout = remote_.fanout;
   options.shipping = remote_.shipping;
   options.reach = reach;
-  options.time_command = time_command;
   options.heartbeat_timeout = remote_.heartbeat_timeout;
   options.on_node_done = std::move(on_node_done);
   session_ = ClusterSession::open(launcher, cluster_, options, interrupt_fds_);

@@ -40,8 +40,7 @@ class ClusterContext {
   // The session over every node, opened on first use. With Reach::BestEffort the nodes
   // that cannot be reached are left out (and named in it); else they fail the opening.
   // Throws Interrupted on Ctrl-C.
-  ClusterSession& session(Reach reach = Reach::AllOrNothing, bool time_command = false,
-                          std::function<void()> on_node_done = {});
+  ClusterSession& session(Reach reach = Reach::AllOrNothing, std::function<void()> on_node_done = {});
   bool has_session() const { return session_ != nullptr; }
 
   // The network pass a launch chooses its rendezvous and interfaces from: the one a step

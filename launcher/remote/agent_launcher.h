@@ -20,14 +20,12 @@ struct NodeAgent {
   std::unique_ptr<SshConnection> connection;  // SSH only: what the agent's channel runs over
   StartedAgent agent;
   ConnectTimings timings;
-  double command_rtt_ms = 0;  // with time_command, over SSH
 };
 
 // What every launcher is told about the start.
 struct AgentStartOptions {
   std::string agent_args;  // after "muster"
   Shipping shipping = Shipping::Allowed;
-  bool time_command = false;  // also time a trivial remote command's round trip
   std::chrono::milliseconds hello_timeout{30000};
 };
 

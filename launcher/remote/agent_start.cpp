@@ -15,8 +15,8 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// What the start command prints when the node has no bundle of this build (stdout), and how
-// it started the agent (stderr, before exec).
+// The start command's first line on stdout: the node has no bundle of this build, or how it
+// started the agent (said before exec, so that the head learns it even when the start fails).
 constexpr std::string_view kNoBundle = "MUSTER-NO-BUNDLE";
 constexpr std::string_view kStartedAs = "MUSTER-START ";
 constexpr std::string_view kShipped = "MUSTER-SHIPPED";
@@ -57,51 +57,78 @@ struct Attempt {
   std::string ending;      // how the start command ended, when it ended before its hello
 };
 
-// The node's stderr without muster's own markers, first lines only.
+// The node's stderr, first lines only.
 std::string node_words(const std::string& stderr_text) {
   std::istringstream in(stderr_text);
   std::string line, words;
   int kept = 0;
   while (std::getline(in, line) && kept < 4) {
-    if (line.rfind(kStartedAs, 0) == 0 || line.empty()) continue;
+    if (line.empty()) continue;
     words += (words.empty() ? "" : " / ") + line;
     ++kept;
   }
   return words;
 }
 
-std::string started_as(const std::string& stderr_text) {
-  auto at = stderr_text.find(kStartedAs);
-  if (at == std::string::npos) return "";
-  auto end = stderr_text.find('\n', at);
-  return stderr_text.substr(at + kStartedAs.size(),
-                            end == std::string::npos ? std::string::npos : end - at - kStartedAs.size());
-}
+// The start command's first line on stdout says what it found: a bundle or an installed
+// muster it is about to exec (the agent's frames follow), or nothing to start. Anything
+// else is taken for frames, which the frame reader then rejects in its own words.
+class StartOutput {
+ public:
+  enum class Seen { Nothing, Marker, NoBundle, Frames };
+  // Takes more of stdout; frames go to `reader`. Returns what the start command said so far.
+  Seen take(std::string_view out, bool open, FrameReader& reader, std::string& started_as) {
+    if (seen_ == Seen::Frames) {
+      reader.feed(out);
+      return seen_;
+    }
+    head_ += out;
+    const auto newline = head_.find('\n');
+    if (newline == std::string::npos) {
+      const size_t n = std::min(head_.size(), kMarker.size());
+      if (head_.compare(0, n, kMarker, 0, n) == 0 && open) return seen_;  // a marker, unfinished
+    } else if (std::string_view line(head_.data(), newline); line == kNoBundle) {
+      return seen_ = Seen::NoBundle;
+    } else if (line.rfind(kStartedAs, 0) == 0) {
+      started_as = line.substr(kStartedAs.size());
+      head_.erase(0, newline + 1);
+      seen_ = Seen::Marker;
+      if (head_.empty()) return seen_;
+    }
+    seen_ = Seen::Frames;
+    reader.feed(head_);
+    head_.clear();
+    return seen_;
+  }
+
+ private:
+  static constexpr std::string_view kMarker = "MUSTER-";
+  Seen seen_ = Seen::Nothing;
+  std::string head_;  // stdout until its first line is known
+};
 
 Attempt attempt_start(SshConnection& connection, const std::string& host, Shipping shipping,
                       const std::string& agent_args, std::chrono::milliseconds limit,
                       const std::atomic<bool>& cancelled) {
   Attempt a;
+  const auto started = Clock::now();
   a.agent.command = connection.start(agent_start_command(shipping, agent_args));
-  const auto deadline = Clock::now() + limit;
-  std::string head;  // stdout until it is known to be frames, not the no-bundle line
-  bool frames = false;
+  const auto deadline = started + limit;
+  StartOutput start_output;
+  StartOutput::Seen seen = StartOutput::Seen::Nothing;
   for (;;) {
     if (cancelled.load()) throw SshError(SshFailure::Connection, host, "called off");
     std::string out;
     const bool open = a.agent.command->read(out, a.agent.stderr_text, std::chrono::milliseconds(100));
-    if (frames) {
-      a.agent.reader.feed(out);
-    } else {
-      head += out;
-      const size_t n = std::min(head.size(), kNoBundle.size());
-      if (head.compare(0, n, kNoBundle, 0, n) != 0 || (head.size() >= kNoBundle.size() && head[0] != 'M')) {
-        frames = true;
-        a.agent.reader.feed(head);
-      } else if (head.size() >= kNoBundle.size() && (head.find('\n') != std::string::npos || !open)) {
-        a.outcome = Attempt::Outcome::NoBundle;
-        return a;
-      }
+    const StartOutput::Seen before = seen;
+    seen = start_output.take(out, open, a.agent.reader, a.started_as);
+    // The first line is the node's shell answering a command: a remote command's round
+    // trip (channel, login shell, the start script), timed without running another.
+    if (before == StartOutput::Seen::Nothing && seen != before)
+      a.agent.command_rtt_ms = std::chrono::duration<double, std::milli>(Clock::now() - started).count();
+    if (seen == StartOutput::Seen::NoBundle) {
+      a.outcome = Attempt::Outcome::NoBundle;
+      return a;
     }
     while (auto frame = a.agent.reader.next()) {
       if (frame->kind == FrameKind::Hello) {
@@ -113,15 +140,14 @@ Attempt attempt_start(SshConnection& connection, const std::string& host, Shippi
         throw SshError(SshFailure::RemoteCommand, host, "the agent failed: " + frame->payload);
     }
     if (!open) {
-      a.started_as = started_as(a.agent.stderr_text);
       a.ending = describe_ending(a.agent.command->exit_status());
       return a;
     }
     if (Clock::now() > deadline) {
       const double seconds = std::chrono::duration<double>(limit).count();
-      // The start command says something at once (a marker on stderr before exec, or the
-      // no-bundle line): silence means the node's shell never got to it.
-      if (!frames && head.empty() && a.agent.stderr_text.empty())
+      // The start command says something at once (its first line, before exec): silence
+      // means the node's shell never got to it.
+      if (seen == StartOutput::Seen::Nothing && a.agent.stderr_text.empty())
         throw SshError(SshFailure::Timeout, host,
                        fmt::format("the node's shell did not run muster's start command within {} s: "
                                    "a login script (~/.bashrc) that waits or hangs, or a node too loaded "
@@ -194,12 +220,12 @@ const std::string& BundleArchive::get() {
 std::string agent_start_command(Shipping shipping, const std::string& agent_args) {
   std::string script =
       "id=" + shell_quote(muster_build_id()) + "; for d in " + kBundleDirs + "; do b=\"$d/$id\"; "
-      "if [ -f \"$b/complete\" ]; then echo \"" + std::string(kStartedAs) + "bundle $b\" >&2; "
+      "if [ -f \"$b/complete\" ]; then echo \"" + std::string(kStartedAs) + "bundle $b\"; "
       "export " + kBundleVariable + "=\"$b\"; "
       "exec \"$b/ld.so\" --library-path \"$b/lib\" --argv0 muster \"$b/muster\" " + agent_args + "; fi; done; ";
   if (shipping == Shipping::Forbidden)
     script += "if m=$(command -v muster 2>/dev/null); then echo \"" + std::string(kStartedAs) +
-              "installed $m\" >&2; exec \"$m\" " + agent_args + "; fi; ";
+              "installed $m\"; exec \"$m\" " + agent_args + "; fi; ";
   script += "echo " + std::string(kNoBundle) + "; exit 3";
   return "sh -c " + shell_quote(script);
 }

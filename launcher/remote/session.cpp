@@ -211,7 +211,7 @@ void open_node(Opening& o, size_t i) {
     NodeAgent started = o.launcher->start(i, o.start, o.cancelled);
     link.connection = std::move(started.connection);
     reach.timings = started.timings;
-    reach.command_rtt_ms = started.command_rtt_ms;
+    reach.command_rtt_ms = started.agent.command_rtt_ms;
     link.agent = std::move(started.agent.command);
     link.reader = std::move(started.agent.reader);
     link.agent_stderr = std::move(started.agent.stderr_text);
@@ -238,11 +238,6 @@ class SshAgentLauncher : public AgentLauncher {
     NodeAgent out;
     out.connection = transport_->connect(ssh_target_of(spec));
     out.timings = out.connection->timings();
-    if (options.time_command) {
-      auto start = Clock::now();
-      run_remote(*out.connection, spec.host, "true");
-      out.command_rtt_ms = std::chrono::duration<double, std::milli>(Clock::now() - start).count();
-    }
     if (cancelled) throw SshError(SshFailure::Connection, spec.host, "called off");
     out.agent = start_agent(*out.connection, spec.host, options.shipping, bundle_, options.agent_args,
                             options.hello_timeout, cancelled);
@@ -281,7 +276,6 @@ std::unique_ptr<ClusterSession> ClusterSession::open(std::shared_ptr<AgentLaunch
   opening->start.agent_args = fmt::format(
       "agent --heartbeat-timeout {:g}", std::chrono::duration<double>(options.heartbeat_timeout).count());
   opening->start.shipping = options.shipping;
-  opening->start.time_command = options.time_command;
   opening->start.hello_timeout = options.hello_timeout;
   const size_t n = cluster.nodes.size();
   opening->hellos.resize(n);

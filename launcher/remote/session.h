@@ -29,7 +29,6 @@ struct SessionOptions {
   int fanout = kDefaultFanout;  // at most this many SSH handshakes at once
   Shipping shipping = Shipping::Allowed;
   Reach reach = Reach::AllOrNothing;
-  bool time_command = false;    // also time a trivial remote command's round trip
   // Silence from a node (or, on the node, from the head) for this long means it is lost.
   std::chrono::milliseconds heartbeat_timeout = kDefaultHeartbeatTimeout;
   // How long an agent may take from its start to its hello (it discovers the node first).
@@ -42,7 +41,7 @@ struct NodeReach {
   bool ok = false;
   std::string failure;          // "HOST: cause: detail" when not ok
   ConnectTimings timings;       // the steps that completed
-  double command_rtt_ms = 0;    // with SessionOptions::time_command
+  double command_rtt_ms = 0;    // a remote command's round trip (SSH only): the agent's start command answering
 };
 
 // The SSH target for a node of the cluster.

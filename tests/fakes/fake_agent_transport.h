@@ -99,10 +99,10 @@ class FakeAgentTransport : public SshTransport {
       ready_.notify_all();
     }
     void close_stdin() override {}
-    bool read(std::string& out, std::string& err, std::chrono::milliseconds limit) override {
+    bool read(std::string& out, std::string&, std::chrono::milliseconds limit) override {
       std::unique_lock lock(mutex_);
       // As the real start command does, before it execs the agent.
-      if (!node_.shell_hangs && !started_as_said_) err += "MUSTER-START bundle /root/.cache/muster/fake\n";
+      if (!node_.shell_hangs && !started_as_said_) out += "MUSTER-START bundle /root/.cache/muster/fake\n";
       started_as_said_ = true;
       ready_.wait_for(lock, limit, [&] { return !out_.empty() || ended_; });
       if (!silent() && !ended_ && std::chrono::steady_clock::now() - last_beat_ > std::chrono::milliseconds(200)) {

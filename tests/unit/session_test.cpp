@@ -71,6 +71,17 @@ TEST_F(SessionTest, EveryStepUsesTheOneConnectionAndAgentOfEachNode) {
   EXPECT_EQ(transport_->agents_started(), 3);
 }
 
+// How long a remote command takes is timed on the agent's own start command (until its first
+// line), so that reaching a node runs one command, not a `true` before it.
+TEST_F(SessionTest, TheCommandRoundTripIsTimedOnTheStartCommandItself) {
+  ClusterSpec c = cluster(2);
+  auto session = open(c);
+  for (size_t i = 0; i < 2; ++i) EXPECT_GT(session->reach()[i].command_rtt_ms, 0) << i;
+  auto commands = transport_->commands();
+  ASSERT_EQ(commands.size(), 2u);
+  for (const auto& command : commands) EXPECT_NE(command.find(" agent "), std::string::npos) << command;
+}
+
 TEST_F(SessionTest, ANodeThatNeverSaysHelloIsNamedAndLeftOut) {
   ClusterSpec c = cluster(3);
   node(2).never_says_hello = true;
