@@ -116,18 +116,23 @@ class Sweeper {
     };
     try {
       c.upload(send, input);
-      for (int i = 0; i < settings_.warmup; ++i) c.run(op, send, recv, count);
+      // In place, every run adds into the last one's sums: only the first starts from the
+      // input, so it is the checked run, and the first warm-up too. Out of place, the last
+      // timed run is checked.
+      int warmups_left = settings_.warmup;
+      if (in_place) {
+        c.run(op, send, recv, count);
+        e.wrong = count_wrong(op, c.download(recv, recv_elems), n, c.rank(), count);
+        warmups_left = std::max(0, warmups_left - 1);
+      }
+      for (int i = 0; i < warmups_left; ++i) c.run(op, send, recv, count);
       c.run(CollectiveOp::Barrier, nullptr, nullptr, 0);  // start the timed loop together
       auto start = std::chrono::steady_clock::now();
       for (int i = 0; i < settings_.iters; ++i) c.run(op, send, recv, count);
       double total_us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count();
-      if (in_place) {  // sums of sums by now: the checked run starts again from the input
-        c.upload(send, input);
-        c.run(op, send, recv, count);
-      }
+      if (!in_place) e.wrong = count_wrong(op, c.download(recv, recv_elems), n, c.rank(), count);
       e.kind = SmokeEvent::Kind::Result;
       e.time_us = total_us / std::max(1, settings_.iters);
-      e.wrong = count_wrong(op, c.download(recv, recv_elems), n, c.rank(), count);
       emit_(e);
     } catch (const std::exception& ex) {
       // Said before the buffers go back: releasing them aborts a failed NCCL communicator,

@@ -96,30 +96,33 @@ TEST(SmokeSweep, RunsEveryOpAtEverySizeAndChecksEveryElement) {
     }
   EXPECT_EQ(results, 1 + 4 * 2);  // the opening barrier, then 4 ops x 2 sizes
   // Per size: warmup + a barrier to start together + the timed iterations; all-reduce runs
-  // in place, so once more from its input for the check.
-  EXPECT_EQ(std::count(log->begin(), log->end(), "world all_reduce 256"), 4);
+  // in place, and its first run, from the input, is both the checked run and the warm-up.
+  EXPECT_EQ(std::count(log->begin(), log->end(), "world all_reduce 256"), 3);
   EXPECT_EQ(std::count(log->begin(), log->end(), "world all_gather 256"), 3);  // 4096 B / 4 ranks / 4 B
 }
 
 // torch.distributed and DDP all-reduce in place; out of place Gloo first copies the input
 // into the output, a cost a training job does not pay. Each in-place run adds into the
-// last one's result, so the checked run must start again from the input.
-TEST(SmokeSweep, AllReduceIsTimedInPlaceAndCheckedFromItsInput) {
-  auto log = std::make_shared<std::vector<std::string>>();
-  RecordingCollective world(1, 3, log);
-  SmokeSettings s = one_checked_all_reduce();
-  s.warmup = 2;
-  s.iters = 5;
-  std::vector<SmokeEvent> events;
-  run_smoke_sweep(world, s, {0, 1, 2}, [&](const SmokeEvent& e) { events.push_back(e); });
-  EXPECT_EQ(world.in_place_calls, 2 + 5 + 1);
-  long results = 0;
-  for (const auto& e : events)
-    if (e.kind == SmokeEvent::Kind::Result && e.op == CollectiveOp::AllReduce) {
-      ++results;
-      EXPECT_EQ(e.wrong, 0);
-    }
-  EXPECT_EQ(results, 1);
+// last one's result, so the checked run is the first, from the input: it is also the
+// first warm-up, and an extra untimed run when there is none.
+TEST(SmokeSweep, AllReduceIsTimedInPlaceAndCheckedOnItsFirstRunFromTheInput) {
+  for (int warmup : {0, 2}) {
+    auto log = std::make_shared<std::vector<std::string>>();
+    RecordingCollective world(1, 3, log);
+    SmokeSettings s = one_checked_all_reduce();
+    s.warmup = warmup;
+    s.iters = 5;
+    std::vector<SmokeEvent> events;
+    run_smoke_sweep(world, s, {0, 1, 2}, [&](const SmokeEvent& e) { events.push_back(e); });
+    EXPECT_EQ(world.in_place_calls, std::max(warmup, 1) + 5) << warmup;
+    long results = 0;
+    for (const auto& e : events)
+      if (e.kind == SmokeEvent::Kind::Result && e.op == CollectiveOp::AllReduce) {
+        ++results;
+        EXPECT_EQ(e.wrong, 0) << warmup;
+      }
+    EXPECT_EQ(results, 1) << warmup;
+  }
 }
 
 TEST(SmokeSweep, AWrongElementIsCounted) {
