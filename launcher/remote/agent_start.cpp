@@ -83,6 +83,7 @@ class StartOutput {
       return seen_;
     }
     head_ += out;
+    if (head_.empty()) return seen_;  // nothing said yet: a channel that closed silently answered nothing
     const auto newline = head_.find('\n');
     if (newline == std::string::npos) {
       const size_t n = std::min(head_.size(), kMarker.size());
