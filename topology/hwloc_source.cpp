@@ -19,6 +19,7 @@
 
 #include "launcher/error.h"
 #include "topology/nvml.h"
+#include "topology/sysfs_pci.h"
 #include "topology/topology_source.h"
 
 namespace muster {
@@ -83,14 +84,7 @@ PciLocation location_of(hwloc_topology_t topo, hwloc_obj_t pci) {
 
 const char* gpu_vendor(hwloc_obj_t pci) {
   const auto& a = pci->attr->pcidev;
-  const unsigned cls = a.class_id;
-  const bool display = cls == 0x0300 || cls == 0x0302 || cls == 0x0380;
-  if (!display) return nullptr;  // NVSwitches (0680) and the like are not GPUs
-  if (a.vendor_id == 0x10de) return "NVIDIA";
-  if (a.vendor_id == 0x1002) return "AMD";
-  // Intel's integrated graphics sit on bus 0; its discrete parts sit behind a bridge.
-  if (a.vendor_id == 0x8086 && a.bus != 0) return "Intel";
-  return nullptr;  // a BMC's VGA (Matrox, ASPEED) or an emulated display
+  return gpu_vendor_of(a.class_id, a.vendor_id, a.bus);
 }
 
 std::string info_of(hwloc_obj_t obj, const char* name) {
@@ -184,11 +178,44 @@ void keep_plugins_loaded() {
   }, nullptr);
 }
 
-TopologyHandle open_topology(const std::optional<std::string>& xml_path) {
+// A device sysfs gives no NUMA node (-1: the firmware said none) is placed by hwloc under
+// the smallest object holding its local CPUs: its NUMA node is the one those CPUs are in.
+void place_like_hwloc(PciLocation& loc, const Topology& t) {
+  if (loc.numa) return;
+  if (loc.cpus.empty()) loc.cpus = t.all_cpus();
+  std::optional<int> only;
+  for (const auto& numa : t.numa_nodes) {
+    const bool holds = std::any_of(loc.cpus.begin(), loc.cpus.end(), [&](int cpu) {
+      return std::find(numa.cpus.begin(), numa.cpus.end(), cpu) != numa.cpus.end();
+    });
+    if (!holds) continue;
+    if (only) return;  // CPUs on several NUMA nodes: none is the device's own
+    only = numa.index;
+  }
+  loc.numa = only;
+}
+
+// hwloc discovers something other than this machine's own files: an export, a synthetic
+// machine, another root, or components of the user's choice. Then hwloc alone decides.
+bool hwloc_redirected() {
+  for (const char* name : {"HWLOC_XMLFILE", "HWLOC_SYNTHETIC", "HWLOC_FSROOT", "HWLOC_COMPONENTS"})
+    if (std::getenv(name)) return true;
+  return false;
+}
+
+// Whether this discovery can leave hwloc's PCI walk out: asked to, of this machine, and
+// sysfs lists every PCI device and none is a GPU.
+bool without_pci_walk(PciWalk walk, const std::optional<std::string>& xml_path) {
+  if (walk != PciWalk::OnlyWithGpus || xml_path || hwloc_redirected()) return false;
+  auto devices = sysfs_pci_devices();
+  return devices && !any_gpu(*devices);
+}
+
+TopologyHandle open_topology(const std::optional<std::string>& xml_path, bool pci_walk) {
   hwloc_topology_t raw = nullptr;
   if (hwloc_topology_init(&raw) != 0) throw Error(ErrorKind::Runtime, "hwloc failed to start");
   TopologyHandle topo(raw, &hwloc_topology_destroy);
-  hwloc_topology_set_io_types_filter(raw, HWLOC_TYPE_FILTER_KEEP_ALL);
+  hwloc_topology_set_io_types_filter(raw, pci_walk ? HWLOC_TYPE_FILTER_KEEP_ALL : HWLOC_TYPE_FILTER_KEEP_NONE);
   if (xml_path) {
     int fd = open(xml_path->c_str(), O_RDONLY);
     if (fd < 0)
@@ -215,9 +242,11 @@ TopologyHandle open_topology(const std::optional<std::string>& xml_path) {
 }  // namespace
 
 Topology HwlocTopologySource::load() {
-  TopologyHandle handle = open_topology(xml_path_);
+  const bool pci_walk = !without_pci_walk(pci_walk_, xml_path_);
+  TopologyHandle handle = open_topology(xml_path_, pci_walk);
   hwloc_topology_t topo = handle.get();
   Topology t;
+  t.pci_walked = pci_walk;
   t.source = xml_path_ ? *xml_path_ : "this machine";
   t.is_this_machine = !xml_path_ && hwloc_topology_is_thissystem(topo);
   if (!xml_path_ && !t.is_this_machine) {  // hwloc honours HWLOC_XMLFILE and friends
@@ -260,6 +289,10 @@ Topology HwlocTopologySource::load() {
   for (auto& [gp, nic] : nic_of_pci) {
     if (nic.name.empty() && !nic.interfaces.empty()) nic.name = nic.interfaces.front();
     t.nics.push_back(std::move(nic));
+  }
+  if (!pci_walk) {
+    t.nics = sysfs_nics();
+    for (Nic& nic : t.nics) place_like_hwloc(nic.location, t);
   }
   std::sort(t.nics.begin(), t.nics.end(),
             [](const Nic& a, const Nic& b) { return a.location.bus_id < b.location.bus_id; });
@@ -317,7 +350,7 @@ Topology HwlocTopologySource::load() {
 
 std::vector<std::string> hwloc_plugin_files() {
   std::vector<std::string> files;
-  TopologyHandle handle = open_topology(std::nullopt);  // the plugins are loaded meanwhile
+  TopologyHandle handle = open_topology(std::nullopt, true);  // the plugins are loaded meanwhile
   dl_iterate_phdr([](dl_phdr_info* info, size_t, void* out) {
     const std::string name = info->dlpi_name ? info->dlpi_name : "";
     const auto slash = name.rfind('/');

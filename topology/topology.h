@@ -80,6 +80,7 @@ struct Topology {
   std::vector<std::vector<int>> core_cpus;  // each core's PU os indexes, in logical order
   std::vector<Gpu> gpus;         // by index
   std::vector<Nic> nics;         // in bus id order
+  bool pci_walked = true;        // false: no GPU, NICs from sysfs without their PCI paths
   // NVLink counts between GPUs [i][j], when known (NVML at run time, or an XML export's
   // NVLinkBandwidth matrix); unset means NVLink is unknown.
   std::optional<std::vector<std::vector<int>>> nvlinks;

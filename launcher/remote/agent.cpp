@@ -354,7 +354,7 @@ int run_agent(int in_fd, int out_fd, const AgentSettings& settings) {
   FrameWriter writer(out_fd);
   try {
     // 1. Say what this node is, so the head can plan (GPU counts) and check identity.
-    Topology topology = HwlocTopologySource().load();
+    Topology topology = HwlocTopologySource(std::nullopt, PciWalk::OnlyWithGpus).load();
     ShutdownSignals signals;   // SIGHUP from sshd, SIGTERM from an admin: stop the ranks too
     PosixSpawner spawner;
     // Other nodes measure their way here while the head asks; only they know the secret,

@@ -1,0 +1,155 @@
+// A node's PCI devices and NICs as sysfs tells them, on made-up sysfs trees (files and
+// symlinks laid out as the kernel does) and on this machine against hwloc's PCI walk.
+#include <stdlib.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include <gtest/gtest.h>
+
+#include "topology/sysfs_pci.h"
+#include "topology/topology_source.h"
+
+namespace muster {
+namespace {
+
+namespace fs = std::filesystem;
+
+class FakeSysfs {
+ public:
+  FakeSysfs() {
+    char pattern[] = "/tmp/muster-sysfs-XXXXXX";
+    root_ = mkdtemp(pattern);
+  }
+  ~FakeSysfs() { fs::remove_all(root_); }
+  const std::string& root() const { return root_; }
+
+  // A PCI function under devices/pci0000:00, listed in bus/pci/devices as the kernel does.
+  fs::path device(const std::string& bus_id, const std::string& cls, const std::string& vendor,
+                  const std::string& numa = "0", const std::string& cpus = "0-3") {
+    const fs::path dir = fs::path(root_) / "devices/pci0000:00" / bus_id;
+    fs::create_directories(dir);
+    write(dir / "class", cls);
+    write(dir / "vendor", vendor);
+    write(dir / "device", "0x1234");
+    write(dir / "numa_node", numa);
+    write(dir / "local_cpulist", cpus);
+    fs::create_directories(fs::path(root_) / "bus/pci/devices");
+    fs::create_symlink(dir, fs::path(root_) / "bus/pci/devices" / bus_id);
+    return dir;
+  }
+  // class/CLS/NAME, whose device link leads to `device` (absent: a virtual interface).
+  void class_entry(const std::string& cls, const std::string& name, std::optional<fs::path> device) {
+    const fs::path dir = fs::path(root_) / "class" / cls / name;
+    fs::create_directories(dir);
+    if (device) fs::create_symlink(*device, dir / "device");
+  }
+
+ private:
+  static void write(const fs::path& path, const std::string& text) { std::ofstream(path) << text << "\n"; }
+  std::string root_;
+};
+
+TEST(SysfsPci, TellsGpusByClassVendorAndBusAsForHwlocsObjects) {
+  // Display controllers of the GPU vendors; Intel's only off bus 0 (bus 0: integrated).
+  EXPECT_STREQ(gpu_vendor_of(0x0302, 0x10de, 0x17), "NVIDIA");
+  EXPECT_STREQ(gpu_vendor_of(0x0380, 0x1002, 0x83), "AMD");
+  EXPECT_STREQ(gpu_vendor_of(0x0300, 0x8086, 0x03), "Intel");
+  EXPECT_EQ(gpu_vendor_of(0x0300, 0x8086, 0x00), nullptr);
+  EXPECT_EQ(gpu_vendor_of(0x0680, 0x10de, 0x05), nullptr);  // an NVSwitch
+  EXPECT_EQ(gpu_vendor_of(0x0300, 0x1a03, 0x02), nullptr);  // a BMC's ASPEED VGA
+
+  FakeSysfs sys;
+  sys.device("0000:00:00.0", "0x060000", "0x8086");
+  sys.device("0000:00:02.0", "0x030000", "0x8086");   // integrated graphics
+  sys.device("0000:02:00.0", "0x030000", "0x1a03");   // the BMC's display
+  sys.device("0000:3b:00.0", "0x020000", "0x15b3");
+  auto devices = sysfs_pci_devices(sys.root());
+  ASSERT_TRUE(devices);
+  ASSERT_EQ(devices->size(), 4u);
+  EXPECT_EQ((*devices)[1].bus_id, "0000:00:02.0");
+  EXPECT_EQ((*devices)[1].class_id, 0x0300u);  // without the programming interface
+  EXPECT_EQ((*devices)[3].vendor_id, 0x15b3);
+  EXPECT_FALSE(any_gpu(*devices));
+
+  sys.device("0000:17:00.0", "0x030200", "0x10de");
+  devices = sysfs_pci_devices(sys.root());
+  ASSERT_TRUE(devices);
+  EXPECT_TRUE(any_gpu(*devices));
+}
+
+TEST(SysfsPci, SaysNothingWhenTheDevicesCannotAllBeRead) {
+  FakeSysfs sys;
+  EXPECT_FALSE(sysfs_pci_devices(sys.root()));  // no bus/pci/devices: a container without sysfs
+  sys.device("0000:00:03.0", "0x020000", "0x1af4");
+  fs::remove(fs::path(sys.root()) / "devices/pci0000:00/0000:00:03.0/class");
+  EXPECT_FALSE(sysfs_pci_devices(sys.root()));  // a device that might be anything
+}
+
+TEST(SysfsPci, GroupsInterfacesByTheirPciDeviceAsHwlocDoes) {
+  FakeSysfs sys;
+  const fs::path dual = sys.device("0000:81:00.0", "0x020000", "0x8086", "1", "8-15");
+  const fs::path hca = sys.device("0000:3b:00.0", "0x020700", "0x15b3", "-1", "");
+  const fs::path virtio = sys.device("0000:00:03.0", "0x020000", "0x1af4");
+  fs::create_directories(virtio / "virtio2");
+  sys.class_entry("net", "eth1", dual);
+  sys.class_entry("net", "eth0", dual);
+  sys.class_entry("net", "ib0", hca);
+  sys.class_entry("infiniband", "mlx5_0", hca);
+  sys.class_entry("net", "ens3", virtio / "virtio2");  // a virtio NIC: the device is below it
+  sys.class_entry("net", "lo", std::nullopt);
+  sys.class_entry("net", "veth0", std::nullopt);
+
+  std::vector<Nic> nics = sysfs_nics(sys.root());
+  ASSERT_EQ(nics.size(), 3u);
+  EXPECT_EQ(nics[0].name, "ens3");
+  EXPECT_EQ(nics[0].location.bus_id, "0000:00:03.0");
+  EXPECT_EQ(nics[0].vendor_id, 0x1af4);
+  EXPECT_EQ(nics[1].name, "mlx5_0");  // the OpenFabrics name, as hwloc's NICs
+  EXPECT_EQ(nics[1].interfaces, std::vector<std::string>{"ib0"});
+  EXPECT_FALSE(nics[1].location.numa);
+  EXPECT_TRUE(nics[1].location.cpus.empty());
+  EXPECT_EQ(nics[2].name, "eth0");
+  EXPECT_EQ(nics[2].interfaces, (std::vector<std::string>{"eth0", "eth1"}));
+  EXPECT_EQ(nics[2].location.numa, 1);
+  EXPECT_EQ(nics[2].location.cpus, (std::vector<int>{8, 9, 10, 11, 12, 13, 14, 15}));
+  EXPECT_EQ(nics[2].device_id, 0x1234);
+}
+
+// On this machine: without a GPU the agent's discovery leaves the PCI walk out and finds
+// the same NICs the walk finds; with one (a GPU host) it walks as always.
+TEST(SysfsPci, AnAgentOnThisMachineFindsWhatTheWalkFinds) {
+  Topology walked = HwlocTopologySource(std::nullopt, PciWalk::Always).load();
+  Topology agent = HwlocTopologySource(std::nullopt, PciWalk::OnlyWithGpus).load();
+  EXPECT_TRUE(walked.pci_walked);
+  auto devices = sysfs_pci_devices();
+  ASSERT_TRUE(devices) << "this machine's sysfs lists its PCI devices";
+  EXPECT_EQ(agent.pci_walked, any_gpu(*devices));
+  EXPECT_EQ(agent.gpus.size(), walked.gpus.size());
+  EXPECT_EQ(agent.pus, walked.pus);
+  EXPECT_EQ(agent.core_cpus, walked.core_cpus);
+  ASSERT_EQ(agent.nics.size(), walked.nics.size());
+  for (size_t i = 0; i < agent.nics.size(); ++i) {
+    EXPECT_EQ(agent.nics[i].name, walked.nics[i].name);
+    EXPECT_EQ(agent.nics[i].interfaces, walked.nics[i].interfaces);
+    EXPECT_EQ(agent.nics[i].location.bus_id, walked.nics[i].location.bus_id);
+    EXPECT_EQ(agent.nics[i].vendor_id, walked.nics[i].vendor_id);
+    EXPECT_EQ(agent.nics[i].device_id, walked.nics[i].device_id);
+    EXPECT_EQ(agent.nics[i].location.numa, walked.nics[i].location.numa);
+    EXPECT_EQ(agent.nics[i].location.cpus, walked.nics[i].location.cpus);
+  }
+}
+
+// An export named in hwloc's own variable is what the user asked hwloc for: its GPUs count,
+// whatever this machine's sysfs lists.
+TEST(SysfsPci, AnExportNamedToHwlocIsWalkedWhateverThisMachineHas) {
+  setenv("HWLOC_XMLFILE", MUSTER_SOURCE_DIR "/tests/fixtures/hwloc/2socket-gpus-ib-eth.xml", 1);
+  Topology t = HwlocTopologySource(std::nullopt, PciWalk::OnlyWithGpus).load();
+  unsetenv("HWLOC_XMLFILE");
+  EXPECT_TRUE(t.pci_walked);
+  EXPECT_EQ(t.gpus.size(), 4u);
+  EXPECT_EQ(t.nics.size(), 3u);
+}
+
+}  // namespace
+}  // namespace muster
