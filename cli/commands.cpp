@@ -18,10 +18,13 @@ const std::vector<Command>& all_commands() {
        setup_hostlist},
       {"bundle", "write the self-contained bundle muster ships to nodes, to pre-install it",
        setup_bundle},
-      {"agent", "the per-node agent that muster starts over SSH", setup_agent, true},
-      {"smoke-rank", "one probe rank of muster smoke", setup_smoke_rank, true},
   };
-  return commands;
+  static const std::vector<Command> all = [] {
+    std::vector<Command> out = commands;
+    for (const auto& c : node_commands()) out.push_back(c);
+    return out;
+  }();
+  return all;
 }
 
 }  // namespace muster::cli

@@ -24,6 +24,10 @@ struct Command {
 // Every subcommand, in the order `muster --help` lists them.
 const std::vector<Command>& all_commands();
 
+// What runs on the nodes, and all that muster-node (the node binary the bundle ships)
+// has: the agent and the probe ranks. all_commands() ends with them.
+const std::vector<Command>& node_commands();
+
 CommandAction setup_agent(CLI::App& app);
 CommandAction setup_bundle(CLI::App& app);
 CommandAction setup_doctor(CLI::App& app);

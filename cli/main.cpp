@@ -35,13 +35,20 @@ int main(int argc, char** argv) {
 
   cli::CommandAction action;
   std::vector<std::string> listed;
-  for (const auto& command : cli::all_commands()) {
+#ifdef MUSTER_NODE_BINARY
+  const auto& commands = cli::node_commands();
+#else
+  const auto& commands = cli::all_commands();
+#endif
+  for (const auto& command : commands) {
     CLI::App* sub = app.add_subcommand(command.name, command.summary);
     if (command.internal) sub->group("");  // hidden from --help
     else listed.push_back(command.name);
     auto set_up = command.setup(*sub);
     sub->callback([&action, set_up] { action = set_up; });
   }
+  if (listed.empty())  // muster-node: muster starts it, and only for these
+    for (const auto& command : commands) listed.push_back(command.name);
 
   // The command comes first: muster's flags belong to its subcommands.
   const std::string first = argc > 1 ? argv[1] : "";

@@ -25,8 +25,8 @@ constexpr std::string_view kShipped = "MUSTER-SHIPPED";
 constexpr const char* kBundleDirs = "\"$HOME/.cache/muster\" /usr/local/lib/muster /usr/lib/muster";
 
 // Unpacks the archive from stdin into a fresh directory, runs the muster in it once (which
-// proves the loader, the libraries and the binary all work on this node, and that it is
-// this build), then makes it visible under the build id with an atomic symlink. Another
+// proves the loader, the libraries and the binary all work on this node), checks that the
+// bundle says it is this build (its muster is muster-node, whose own build id differs), then makes it visible under the build id with an atomic symlink. Another
 // head shipping at the same time loses the race harmlessly: its copy is the same bytes.
 std::string ship_command(bool replace) {
   const std::string id = shell_quote(muster_build_id());
@@ -36,8 +36,9 @@ std::string ship_command(bool replace) {
       "tar -xzf - -C \"$t\"; "
       "if ! v=$(\"$t/ld.so\" --library-path \"$t/lib\" \"$t/muster\" --version 2>&1); then "
       "echo \"the shipped bundle does not run on this node: $v\" >&2; rm -rf \"$t\"; exit 4; fi; "
-      "case \"$v\" in *\"$id\"*) ;; *) echo \"the shipped bundle says it is another build: $v\" >&2; "
-      "rm -rf \"$t\"; exit 4;; esac; "
+      "read -r b < \"$t/build-id\" || b=; "
+      "if [ \"$b\" != \"$id\" ]; then echo \"the shipped bundle says it is another build: $b\" >&2; "
+      "rm -rf \"$t\"; exit 4; fi; "
       ": > \"$t/complete\"; ";
   // A bundle that failed to start, or a directory left without its completion mark, makes
   // way; the symlink then points at the fresh copy.

@@ -4,6 +4,7 @@
 #include <elf.h>
 #include <link.h>
 #include <sys/stat.h>
+#include <unistd.h>
 #include <zlib.h>
 
 #include <cerrno>
@@ -119,6 +120,22 @@ class GzipWriter {
   std::string out_;
 };
 
+// What the bundle's muster is: muster-node, the node side alone, beside this muster (the
+// build tree) or in ../libexec/muster (installed); a muster run from a bundle ships the
+// bundle's own. Without muster-node, muster ships itself, which does the same job with
+// libssh, Kerberos and yaml-cpp in tow.
+std::string node_program() {
+  if (muster_bundle_dir()) return *muster_bundle_dir() + "/muster";
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const fs::path self = fs::read_symlink("/proc/self/exe", ec);
+  if (!ec)
+    for (const fs::path& candidate : {self.parent_path() / "muster-node",
+                                      self.parent_path().parent_path() / "libexec/muster/muster-node"})
+      if (access(candidate.c_str(), X_OK) == 0) return candidate.string();
+  return "/proc/self/exe";
+}
+
 }  // namespace
 
 std::vector<std::string> needed_libraries(const std::string& elf) {
@@ -171,8 +188,7 @@ std::vector<BundleFile> bundle_files() {
   std::map<std::string, std::string> loaded = loaded_objects();
 
   std::vector<BundleFile> files;
-  const std::string program = muster_bundle_dir() ? *muster_bundle_dir() + "/muster" : "/proc/self/exe";
-  files.push_back({"muster", program});
+  files.push_back({"muster", node_program()});
   for (const auto& plugin : plugins) files.push_back({"hwloc/" + base_name(plugin), plugin});
 
   // Everything the program and the plugins need, and what that needs in turn. The loader

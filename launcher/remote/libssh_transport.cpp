@@ -22,19 +22,6 @@
 
 namespace muster {
 
-const char* describe(SshFailure failure) {
-  switch (failure) {
-    case SshFailure::NameResolution: return "name resolution";
-    case SshFailure::ConnectionRefused: return "connection refused";
-    case SshFailure::Timeout: return "timeout";
-    case SshFailure::Authentication: return "authentication";
-    case SshFailure::HostKey: return "host key";
-    case SshFailure::RemoteCommand: return "remote command";
-    case SshFailure::Connection: return "connection";
-  }
-  return "ssh";
-}
-
 namespace {
 
 std::string expand_home(const std::string& path) {

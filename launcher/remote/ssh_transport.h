@@ -26,7 +26,20 @@ enum class SshFailure {
 };
 
 // "name resolution", "connection refused", ...
-const char* describe(SshFailure failure);
+// Here rather than beside libssh, so that the node binary, which reports SSH failures but
+// never makes a connection, does not load libssh.
+inline const char* describe(SshFailure failure) {
+  switch (failure) {
+    case SshFailure::NameResolution: return "name resolution";
+    case SshFailure::ConnectionRefused: return "connection refused";
+    case SshFailure::Timeout: return "timeout";
+    case SshFailure::Authentication: return "authentication";
+    case SshFailure::HostKey: return "host key";
+    case SshFailure::RemoteCommand: return "remote command";
+    case SshFailure::Connection: return "connection";
+  }
+  return "ssh";
+}
 
 // An SSH failure of one node; what() is "HOST: cause: detail[, fix]".
 class SshError : public Error {

@@ -330,7 +330,7 @@ TEST_F(SshCluster, MusterIsShippedToNodesThatLackItAndRefusedWithNoShip) {
   auto shipped = cluster_->muster({"run", "-f", cluster_->write_cluster_file(), "--", "true"});
   EXPECT_EQ(shipped.exit_code, 0) << shipped.err;
   ASSERT_TRUE(std::filesystem::exists(cached + "/complete"));
-  EXPECT_EQ(sha256_file(cached + "/muster"), sha256_file(MUSTER_BINARY));
+  EXPECT_EQ(sha256_file(cached + "/muster"), sha256_file(MUSTER_NODE_PROGRAM));
   // With the bundle there, --no-ship starts it: nothing more is copied.
   auto cached_run = cluster_->muster({"run", "-f", cluster_->write_cluster_file(), "--no-ship", "--",
                                       "true"});
