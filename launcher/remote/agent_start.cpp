@@ -24,31 +24,6 @@ constexpr std::string_view kShipped = "MUSTER-SHIPPED";
 // Where bundles are looked for on a node, the first writable one being where muster ships.
 constexpr const char* kBundleDirs = "\"$HOME/.cache/muster\" /usr/local/lib/muster /usr/lib/muster";
 
-// Unpacks the archive from stdin into a fresh directory, runs the muster in it once (which
-// proves the loader, the libraries and the binary all work on this node), checks that the
-// bundle says it is this build (its muster is muster-node, whose own build id differs), then makes it visible under the build id with an atomic symlink. Another
-// head shipping at the same time loses the race harmlessly: its copy is the same bytes.
-std::string ship_command(bool replace) {
-  const std::string id = shell_quote(muster_build_id());
-  std::string script =
-      "set -e; umask 022; id=" + id + "; c=\"$HOME/.cache/muster\"; t=\"$c/.$id.$$\"; "
-      "mkdir -p \"$c\"; rm -rf \"$t\"; mkdir \"$t\"; "
-      "tar -xzf - -C \"$t\"; "
-      "if ! v=$(\"$t/ld.so\" --library-path \"$t/lib\" \"$t/muster\" --version 2>&1); then "
-      "echo \"the shipped bundle does not run on this node: $v\" >&2; rm -rf \"$t\"; exit 4; fi; "
-      "read -r b < \"$t/build-id\" || b=; "
-      "if [ \"$b\" != \"$id\" ]; then echo \"the shipped bundle says it is another build: $b\" >&2; "
-      "rm -rf \"$t\"; exit 4; fi; "
-      ": > \"$t/complete\"; ";
-  // A bundle that failed to start, or a directory left without its completion mark, makes
-  // way; the symlink then points at the fresh copy.
-  script += replace ? "if true; then "
-                    : "if { [ -e \"$c/$id\" ] || [ -L \"$c/$id\" ]; } && [ ! -f \"$c/$id/complete\" ]; then ";
-  script += "mv \"$c/$id\" \"$c/.$id.old.$$\" 2>/dev/null && rm -rf \"$c/.$id.old.$$\" || true; fi; "
-            "ln -sn \".$id.$$\" \"$c/$id\" 2>/dev/null || rm -rf \"$t\"; "
-            "echo " + std::string(kShipped);
-  return "sh -c " + shell_quote(script);
-}
 
 // How an attempt to start the agent ended.
 struct Attempt {
@@ -217,6 +192,32 @@ const std::string& BundleArchive::get() {
   });
   if (!error_.empty()) throw Error(ErrorKind::Runtime, error_);
   return archive_;
+}
+
+// Unpacks the archive from stdin into a fresh directory, runs the muster in it once (which
+// proves the loader, the libraries and the binary all work on this node), checks that the
+// bundle says it is this build (its muster is muster-node, whose own build id differs), then makes it visible under the build id with an atomic symlink. Another
+// head shipping at the same time loses the race harmlessly: its copy is the same bytes.
+std::string ship_command(bool replace) {
+  const std::string id = shell_quote(muster_build_id());
+  std::string script =
+      "set -e; umask 022; id=" + id + "; c=\"$HOME/.cache/muster\"; t=\"$c/.$id.$$\"; "
+      "mkdir -p \"$c\"; rm -rf \"$t\"; mkdir \"$t\"; "
+      "tar -xzf - -C \"$t\"; "
+      "if ! v=$(\"$t/ld.so\" --library-path \"$t/lib\" \"$t/muster\" --version 2>&1); then "
+      "echo \"the shipped bundle does not run on this node: $v\" >&2; rm -rf \"$t\"; exit 4; fi; "
+      "read -r b < \"$t/build-id\" || b=; "
+      "if [ \"$b\" != \"$id\" ]; then echo \"the shipped bundle says it is another build: $b\" >&2; "
+      "rm -rf \"$t\"; exit 4; fi; "
+      ": > \"$t/complete\"; ";
+  // A bundle that failed to start, or a directory left without its completion mark, makes
+  // way; the symlink then points at the fresh copy.
+  script += replace ? "if true; then "
+                    : "if { [ -e \"$c/$id\" ] || [ -L \"$c/$id\" ]; } && [ ! -f \"$c/$id/complete\" ]; then ";
+  script += "mv \"$c/$id\" \"$c/.$id.old.$$\" 2>/dev/null && rm -rf \"$c/.$id.old.$$\" || true; fi; "
+            "ln -sn \".$id.$$\" \"$c/$id\" 2>/dev/null || rm -rf \"$t\"; "
+            "echo " + std::string(kShipped);
+  return "sh -c " + shell_quote(script);
 }
 
 std::string agent_start_command(Shipping shipping, const std::string& agent_args) {

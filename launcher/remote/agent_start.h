@@ -54,4 +54,8 @@ StartedAgent start_agent(SshConnection& connection, const std::string& host, Shi
 // The shell command that starts the agent: exported for the tests of its quoting.
 std::string agent_start_command(Shipping shipping, const std::string& agent_args);
 
+// The shell command that unpacks a shipped bundle from its stdin, checks it and publishes it
+// in ~/.cache/muster (`replace`: over a bundle already there): exported for its tests.
+std::string ship_command(bool replace);
+
 }  // namespace muster

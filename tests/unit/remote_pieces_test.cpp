@@ -1,7 +1,16 @@
 // Pure pieces of remote launch: quoting, checksums, and the agent's wire format.
+#include <stdlib.h>
+#include <sys/wait.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
 #include <gtest/gtest.h>
 
+#include "launcher/local/self.h"
 #include "launcher/remote/agent_protocol.h"
+#include "launcher/remote/agent_start.h"
 #include "launcher/error.h"
 #include "launcher/remote/launch_spec.h"
 #include "probes/digest.h"
@@ -9,6 +18,62 @@
 
 namespace muster {
 namespace {
+
+// The ship command as a node's shell runs it, on a bundle made here: the system's loader as
+// ld.so, /bin/true as its muster (it starts, whatever its --version), and a build-id file.
+class ShipCommand : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char pattern[] = "/tmp/muster-ship-XXXXXX";
+    home_ = mkdtemp(pattern);
+    std::filesystem::create_directories(home_ + "/staged/lib");
+    std::filesystem::copy_file("/lib64/ld-linux-x86-64.so.2", home_ + "/staged/ld.so");
+    std::filesystem::copy_file("/bin/true", home_ + "/staged/muster");
+  }
+  void TearDown() override { std::filesystem::remove_all(home_); }
+
+  struct Shipped {
+    int exit_code = -1;
+    std::string out, err;
+  };
+  Shipped ship(const std::string& build_id) {
+    std::ofstream(home_ + "/staged/build-id") << build_id << "\n";
+    const std::string archive = home_ + "/bundle.tar.gz";
+    EXPECT_EQ(std::system(("tar -czf " + shell_quote(archive) + " -C " + shell_quote(home_ + "/staged") + " .").c_str()), 0);
+    const std::string run = "HOME=" + shell_quote(home_) + " " + ship_command(false) + " < " +
+                            shell_quote(archive) + " > " + shell_quote(home_ + "/out") + " 2> " +
+                            shell_quote(home_ + "/err");
+    Shipped s;
+    const int status = std::system(run.c_str());
+    s.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    s.out = slurp(home_ + "/out");
+    s.err = slurp(home_ + "/err");
+    return s;
+  }
+  static std::string slurp(const std::string& path) {
+    std::ifstream in(path);
+    std::stringstream text;
+    text << in.rdbuf();
+    return text.str();
+  }
+  std::string cache() const { return home_ + "/.cache/muster"; }
+  std::string home_;
+};
+
+TEST_F(ShipCommand, ABundleOfThisBuildIsPublishedUnderItsBuildId) {
+  Shipped s = ship(muster_build_id());
+  EXPECT_EQ(s.exit_code, 0) << s.err;
+  EXPECT_NE(s.out.find("MUSTER-SHIPPED"), std::string::npos) << s.out;
+  EXPECT_TRUE(std::filesystem::exists(cache() + "/" + muster_build_id() + "/complete"));
+}
+
+TEST_F(ShipCommand, ABundleThatSaysItIsAnotherBuildIsRefusedAndLeavesNothing) {
+  Shipped s = ship("0123456789abcdef");
+  EXPECT_EQ(s.exit_code, 4);
+  EXPECT_NE(s.err.find("the shipped bundle says it is another build: 0123456789abcdef"),
+            std::string::npos) << s.err;
+  EXPECT_TRUE(std::filesystem::is_empty(cache())) << "the unpacked copy is removed";
+}
 
 TEST(ShellQuote, EveryArgumentIsOneInertWord) {
   EXPECT_EQ(shell_quote("plain"), "'plain'");
