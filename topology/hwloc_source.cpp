@@ -178,7 +178,7 @@ void keep_plugins_loaded() {
   }, nullptr);
 }
 
-// A device sysfs gives no NUMA node (-1: the firmware said none) is placed by hwloc under
+// hwloc places a device for which sysfs has no NUMA node (-1: the firmware gave none) under
 // the smallest object holding its local CPUs: its NUMA node is the one those CPUs are in.
 void place_like_hwloc(PciLocation& loc, const Topology& t) {
   if (loc.numa) return;
@@ -350,7 +350,7 @@ Topology HwlocTopologySource::load() {
 
 std::vector<std::string> hwloc_plugin_files() {
   std::vector<std::string> files;
-  TopologyHandle handle = open_topology(std::nullopt, true);  // the plugins are loaded meanwhile
+  TopologyHandle handle = open_topology(std::nullopt, /*pci_walk=*/true);  // loads the plugins
   dl_iterate_phdr([](dl_phdr_info* info, size_t, void* out) {
     const std::string name = info->dlpi_name ? info->dlpi_name : "";
     const auto slash = name.rfind('/');
