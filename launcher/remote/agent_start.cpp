@@ -196,7 +196,8 @@ const std::string& BundleArchive::get() {
 
 // Unpacks the archive from stdin into a fresh directory, runs the muster in it once (which
 // proves the loader, the libraries and the binary all work on this node), checks that the
-// bundle says it is this build (its muster is muster-node, whose own build id differs), then makes it visible under the build id with an atomic symlink. Another
+// archive's last member says it is this build (its muster is muster-node, whose own build
+// id differs: muster's covers it, since muster carries it), then makes it visible under the build id with an atomic symlink. Another
 // head shipping at the same time loses the race harmlessly: its copy is the same bytes.
 std::string ship_command(bool replace) {
   const std::string id = shell_quote(muster_build_id());

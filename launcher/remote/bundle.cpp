@@ -4,7 +4,6 @@
 #include <elf.h>
 #include <link.h>
 #include <sys/stat.h>
-#include <unistd.h>
 #include <zlib.h>
 
 #include <cerrno>
@@ -21,6 +20,13 @@
 #include "launcher/error.h"
 #include "launcher/local/self.h"
 #include "topology/topology_source.h"
+
+// muster-node's bytes, which cli/node_image.S puts inside muster; weak, so that the programs
+// without them (the tests that link this library) still link.
+extern "C" {
+__attribute__((weak)) extern const char muster_node_image[];
+__attribute__((weak)) extern const char muster_node_image_end[];
+}
 
 namespace muster {
 namespace {
@@ -120,20 +126,22 @@ class GzipWriter {
   std::string out_;
 };
 
-// What the bundle's muster is: muster-node, the node side alone, beside this muster (the
-// build tree) or in ../libexec/muster (installed); a muster run from a bundle ships the
-// bundle's own. Without muster-node, muster ships itself, which does the same job with
-// libssh, Kerberos and yaml-cpp in tow.
-std::string node_program() {
-  if (muster_bundle_dir()) return *muster_bundle_dir() + "/muster";
-  namespace fs = std::filesystem;
-  std::error_code ec;
-  const fs::path self = fs::read_symlink("/proc/self/exe", ec);
-  if (!ec)
-    for (const fs::path& candidate : {self.parent_path() / "muster-node",
-                                      self.parent_path().parent_path() / "libexec/muster/muster-node"})
-      if (access(candidate.c_str(), X_OK) == 0) return candidate.string();
-  return "/proc/self/exe";
+std::string contents(const BundleFile& f) {
+  return f.bytes.empty() ? read_whole_file(f.source) : std::string(f.bytes);
+}
+
+// What the bundle's muster is: muster-node, the node side alone, carried inside muster; a
+// muster run from a bundle ships the bundle's own. A program without the image (the tests
+// that link this library) ships itself, which does the same job with libssh, Kerberos and
+// yaml-cpp in tow.
+BundleFile bundle_muster() {
+  if (muster_bundle_dir()) return {"muster", *muster_bundle_dir() + "/muster", {}};
+  const char* begin = muster_node_image;
+  const char* end = muster_node_image_end;
+  if (begin && end > begin)
+    return {"muster", "muster-node inside this muster",
+            std::string_view(begin, size_t(end - begin))};
+  return {"muster", "/proc/self/exe", {}};
 }
 
 }  // namespace
@@ -188,22 +196,22 @@ std::vector<BundleFile> bundle_files() {
   std::map<std::string, std::string> loaded = loaded_objects();
 
   std::vector<BundleFile> files;
-  files.push_back({"muster", node_program()});
-  for (const auto& plugin : plugins) files.push_back({"hwloc/" + base_name(plugin), plugin});
+  files.push_back(bundle_muster());
+  for (const auto& plugin : plugins) files.push_back({"hwloc/" + base_name(plugin), plugin, {}});
 
   // Everything the program and the plugins need, and what that needs in turn. The loader
   // goes in as ld.so: it is what starts muster on the node.
   std::set<std::string> seen;
   std::deque<std::string> todo;
   for (const auto& f : files)
-    for (auto& name : needed_libraries(read_whole_file(f.source))) todo.push_back(name);
+    for (auto& name : needed_libraries(contents(f))) todo.push_back(name);
   while (!todo.empty()) {
     std::string soname = todo.front();
     todo.pop_front();
     if (!seen.insert(soname).second) continue;
     const std::string path = path_of(soname, loaded);
     const bool loader = soname.rfind("ld-linux", 0) == 0;
-    files.push_back({loader ? "ld.so" : "lib/" + soname, path});
+    files.push_back({loader ? "ld.so" : "lib/" + soname, path, {}});
     for (auto& name : needed_libraries(read_whole_file(path))) todo.push_back(name);
   }
   return files;
@@ -222,7 +230,7 @@ std::string bundle_archive(const std::vector<BundleFile>& files) {
     gzip.add(content);
     gzip.add(std::string((512 - content.size() % 512) % 512, '\0'));
   };
-  for (const auto& f : files) add_file(f.name, read_whole_file(f.source), 0755);
+  for (const auto& f : files) add_file(f.name, contents(f), 0755);
   add_file("build-id", muster_build_id() + "\n", 0644);
   gzip.add(std::string(1024, '\0'));  // two empty blocks end the archive
   return gzip.finish();
@@ -247,7 +255,7 @@ std::string write_bundle(const std::string& dir) {
                           fs::perms::others_read | fs::perms::others_exec;
   const auto readable = fs::perms::owner_read | fs::perms::owner_write | fs::perms::group_read |
                         fs::perms::others_read;
-  for (const auto& f : bundle_files()) write(target / f.name, read_whole_file(f.source), executable);
+  for (const auto& f : bundle_files()) write(target / f.name, contents(f), executable);
   write(target / "build-id", muster_build_id() + "\n", readable);
   write(target / "complete", "", readable);
   return target.string();

@@ -6,14 +6,16 @@
 //
 // Layout, in a directory named by the build id:
 //   ld.so            glibc's dynamic loader
-//   muster           this build (stripped)
+//   muster           muster-node, the node side of this build (stripped), which muster
+//                    carries inside itself (cli/node_image.S), so its build id covers it
 //   lib/SONAME       every library muster loads, under the name the loader asks for
 //   hwloc/*.so       hwloc's PCI plugin (HWLOC_PLUGINS_PATH points here)
-//   build-id         the build id, for a person looking at the directory
+//   build-id         muster's build id, the archive's last member: checked when shipped
 //   complete         written last, once the bundle was verified on the node
 #pragma once
 
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace muster {
@@ -21,6 +23,7 @@ namespace muster {
 struct BundleFile {
   std::string name;    // path inside the bundle: "ld.so", "lib/libc.so.6", ...
   std::string source;  // where this process loaded it from
+  std::string_view bytes;  // the content itself, when it is in this process's memory
 };
 
 // What the bundle of this muster holds, from the running process. Throws Error(Runtime)

@@ -14,21 +14,20 @@ cmake --install "$build" --prefix "$work/prefix" >/dev/null
 while read -r path; do
   [[ $path == "$work/prefix/"* ]] || fail "cmake --install wrote outside the prefix: $path"
 done <"$build/install_manifest.txt"
-for f in bin/muster libexec/muster/muster-node share/man/man1/muster.1 share/muster/doctor.schema.json \
+for f in bin/muster share/man/man1/muster.1 share/muster/doctor.schema.json \
          share/muster/topology.schema.json share/muster/cluster.example.yaml \
          share/muster/ci/github-actions.yml share/muster/monitoring/muster-doctor.timer \
          share/bash-completion/completions/muster share/zsh/site-functions/_muster; do
   [[ -e $work/prefix/$f ]] || fail "cmake --install did not install $f"
 done
 "$work/prefix/bin/muster" --version | grep -q "^build " || fail "the installed muster does not run"
-# The bundle an installed muster writes carries the installed node binary, which loads
-# neither libssh nor yaml-cpp.
+# The bundle an installed muster writes carries the node binary muster holds inside itself,
+# which loads neither libssh, Kerberos nor yaml-cpp.
 bundle=$("$work/prefix/bin/muster" bundle "$work/bundle" 2>&1 | grep -o "$work/bundle/[0-9a-f]*" | head -1)
 [[ -n $bundle ]] || fail "the installed muster did not write a bundle"
-cmp -s "$bundle/muster" "$work/prefix/libexec/muster/muster-node" ||
-  fail "the bundle's muster is not the installed muster-node"
-for lib in libssh.so.4 libyaml-cpp.so.0.7; do
-  [[ ! -e $bundle/lib/$lib ]] || fail "the bundle carries $lib, which the node binary does not need"
+cmp -s "$bundle/muster" "$build/muster-node" || fail "the bundle's muster is not muster-node"
+for lib in "$bundle"/lib/libssh.so* "$bundle"/lib/libyaml-cpp.so* "$bundle"/lib/libkrb5* "$bundle"/lib/libgssapi*; do
+  [[ ! -e $lib ]] || fail "the bundle carries $lib, which the node binary does not need"
 done
 
 echo "== cpack -G DEB"
@@ -52,7 +51,7 @@ touch "$root/var/lib/dpkg/status"
 # The fresh root has none of the libraries: the binary runs with this machine's.
 dpkg --root="$root" --force-depends --force-not-root --force-script-chrootless \
   --log=/dev/null -i "$deb" >"$work/dpkg.log" 2>&1 || { cat "$work/dpkg.log"; fail "dpkg -i failed"; }
-for f in usr/bin/muster usr/libexec/muster/muster-node usr/share/man/man1/muster.1 usr/share/muster/doctor.schema.json \
+for f in usr/bin/muster usr/share/man/man1/muster.1 usr/share/muster/doctor.schema.json \
          usr/share/bash-completion/completions/muster usr/share/zsh/vendor-completions/_muster; do
   [[ -e $root/$f ]] || fail "the package did not install /$f"
 done
