@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <iterator>
 #include <map>
 #include <memory>
 #include <tuple>
@@ -181,8 +182,13 @@ void keep_plugins_loaded() {
 // hwloc places a device for which sysfs has no NUMA node (-1: the firmware gave none) under
 // the smallest object holding its local CPUs: its NUMA node is the one those CPUs are in.
 void place_like_hwloc(PciLocation& loc, const Topology& t) {
+  // hwloc's CPU sets hold only the CPUs this process may use (a cgroup, a Slurm step).
+  const std::vector<int> usable = t.all_cpus();
+  std::vector<int> local;
+  std::set_intersection(loc.cpus.begin(), loc.cpus.end(), usable.begin(), usable.end(),
+                        std::back_inserter(local));
+  loc.cpus = local.empty() ? usable : local;
   if (loc.numa) return;
-  if (loc.cpus.empty()) loc.cpus = t.all_cpus();
   std::optional<int> only;
   for (const auto& numa : t.numa_nodes) {
     const bool holds = std::any_of(loc.cpus.begin(), loc.cpus.end(), [&](int cpu) {
@@ -208,7 +214,7 @@ bool hwloc_redirected() {
 bool without_pci_walk(PciWalk walk, const std::optional<std::string>& xml_path) {
   if (walk != PciWalk::OnlyWithGpus || xml_path || hwloc_redirected()) return false;
   auto devices = sysfs_pci_devices();
-  return devices && !any_gpu(*devices);
+  return devices && !any_gpu(*devices) && !has_fabric_classes_beyond_net();
 }
 
 TopologyHandle open_topology(const std::optional<std::string>& xml_path, bool pci_walk) {
@@ -287,6 +293,7 @@ Topology HwlocTopologySource::load() {
     else nic.interfaces.push_back(os->name);
   }
   for (auto& [gp, nic] : nic_of_pci) {
+    std::sort(nic.interfaces.begin(), nic.interfaces.end());  // not sysfs's hash order
     if (nic.name.empty() && !nic.interfaces.empty()) nic.name = nic.interfaces.front();
     t.nics.push_back(std::move(nic));
   }

@@ -1,6 +1,7 @@
 #include "topology/sysfs_pci.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -35,12 +36,17 @@ std::optional<unsigned long> hex_file(const fs::path& path) {
   }
 }
 
-// "0000:03:00.0": domain, bus, device and function.
+// "0000:03:00.0": domain (4 hex digits or more: Intel's VMD domains have 5), bus, device
+// and function.
 bool is_bus_id(const std::string& name) {
-  unsigned domain, bus, device, function;
-  int used = -1;
-  return std::sscanf(name.c_str(), "%4x:%2x:%2x.%1x%n", &domain, &bus, &device, &function, &used) == 4 &&
-         size_t(used) == name.size() && name.size() == 12;
+  const size_t colon = name.find(':');
+  if (colon == std::string::npos || colon < 4 || name.size() != colon + 8) return false;
+  for (size_t i = 0; i < name.size(); ++i) {
+    const bool separator = i == colon || i == colon + 3 || i == colon + 6;
+    const char expected = i == colon + 6 ? '.' : ':';
+    if (separator ? name[i] != expected : !std::isxdigit(static_cast<unsigned char>(name[i]))) return false;
+  }
+  return true;
 }
 
 unsigned bus_of(const std::string& bus_id) {
@@ -78,7 +84,9 @@ std::optional<std::vector<SysfsPciDevice>> sysfs_pci_devices(const std::string& 
   fs::directory_iterator it(fs::path(sys) / "bus/pci/devices", ec);
   if (ec) return std::nullopt;
   std::vector<SysfsPciDevice> out;
-  for (const auto& entry : it) {
+  for (; it != fs::directory_iterator(); it.increment(ec)) {
+    if (ec) return std::nullopt;  // a listing cut short tells nothing either way
+    const fs::directory_entry& entry = *it;
     SysfsPciDevice d;
     d.bus_id = entry.path().filename().string();
     auto cls = hex_file(entry.path() / "class");
@@ -102,11 +110,21 @@ bool any_gpu(const std::vector<SysfsPciDevice>& devices) {
   });
 }
 
+bool has_fabric_classes_beyond_net(const std::string& sys) {
+  for (const char* cls : {"bxi", "cxi"}) {
+    std::error_code ec;
+    if (!fs::is_empty(fs::path(sys) / "class" / cls, ec) && !ec) return true;
+  }
+  return false;
+}
+
 std::vector<Nic> sysfs_nics(const std::string& sys) {
   std::map<std::string, Nic> nic_of_device;
   auto scan = [&](const char* cls, bool openfabrics) {
     std::error_code ec;
-    for (const auto& entry : fs::directory_iterator(fs::path(sys) / "class" / cls, ec)) {
+    for (fs::directory_iterator it(fs::path(sys) / "class" / cls, ec);
+         !ec && it != fs::directory_iterator(); it.increment(ec)) {
+      const fs::directory_entry& entry = *it;
       const std::string bus_id = pci_device_of(entry.path());
       if (bus_id.empty()) continue;
       Nic& nic = nic_of_device[bus_id];

@@ -29,6 +29,10 @@ std::optional<std::vector<SysfsPciDevice>> sysfs_pci_devices(const std::string& 
 
 bool any_gpu(const std::vector<SysfsPciDevice>& devices);
 
+// Whether SYS/class has network devices that hwloc finds but sysfs_nics does not name the
+// way hwloc does (BXI and Slingshot's CXI): then only hwloc's walk tells the NICs.
+bool has_fabric_classes_beyond_net(const std::string& sys = "/sys");
+
 // The PCI devices behind SYS/class/net and SYS/class/infiniband, one Nic per device (a
 // two-port card is one NIC with two interfaces), as hwloc would group them: virtual
 // interfaces (lo, veth, bridges) have no device and are not NICs. Sorted by bus id; the
