@@ -1,6 +1,6 @@
 #include "launcher/cluster/environment.h"
 
-extern char** environ;
+#include <unistd.h>  // environ
 
 namespace muster {
 

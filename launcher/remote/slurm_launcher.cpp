@@ -31,8 +31,6 @@
 #include "probes/job_server.h"
 #include "probes/socket_io.h"
 
-extern char** environ;
-
 namespace muster {
 namespace {
 
