@@ -2,8 +2,8 @@
 
 namespace muster::cli {
 
-const std::vector<Command>& all_commands() {
-  static const std::vector<Command> commands = {
+const std::vector<Command>& commands() {
+  static const std::vector<Command> head = {
       {"doctor", "every check in order (cluster, SSH, topology, network, launch, smoke) for CI",
        setup_doctor},
       {"run", "start a job's ranks with their environment, output and teardown", setup_run},
@@ -20,7 +20,7 @@ const std::vector<Command>& all_commands() {
        setup_bundle},
   };
   static const std::vector<Command> all = [] {
-    std::vector<Command> out = commands;
+    std::vector<Command> out = head;
     for (const auto& c : node_commands()) out.push_back(c);
     return out;
   }();

@@ -35,11 +35,7 @@ int main(int argc, char** argv) {
 
   cli::CommandAction action;
   std::vector<std::string> listed;
-#ifdef MUSTER_NODE_BINARY
-  const auto& commands = cli::node_commands();
-#else
-  const auto& commands = cli::all_commands();
-#endif
+  const auto& commands = cli::commands();
   for (const auto& command : commands) {
     CLI::App* sub = app.add_subcommand(command.name, command.summary);
     if (command.internal) sub->group("");  // hidden from --help
@@ -47,7 +43,7 @@ int main(int argc, char** argv) {
     auto set_up = command.setup(*sub);
     sub->callback([&action, set_up] { action = set_up; });
   }
-  if (listed.empty())  // muster-node: muster starts it, and only for these
+  if (listed.empty())  // muster-node's are all internal: name them rather than none
     for (const auto& command : commands) listed.push_back(command.name);
 
   // The command comes first: muster's flags belong to its subcommands.

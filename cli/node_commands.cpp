@@ -2,12 +2,7 @@
 
 namespace muster::cli {
 
-const std::vector<Command>& node_commands() {
-  static const std::vector<Command> commands = {
-      {"agent", "the per-node agent that muster starts over SSH", setup_agent, true},
-      {"smoke-rank", "one probe rank of muster smoke", setup_smoke_rank, true},
-  };
-  return commands;
-}
+// muster-node's: the node's commands and nothing else.
+const std::vector<Command>& commands() { return node_commands(); }
 
 }  // namespace muster::cli

@@ -11,20 +11,21 @@
 #include "topology/cpu_list.h"
 
 namespace muster {
-namespace {
 
-namespace fs = std::filesystem;
-
-std::string first_line(const fs::path& path) {
+std::string first_line_of(const std::string& path) {
   std::ifstream in(path);
   std::string line;
   std::getline(in, line);
   return line;
 }
 
+namespace {
+
+namespace fs = std::filesystem;
+
 // A sysfs number such as "0x10de" or "0x030000"; nullopt when the file is missing or odd.
 std::optional<unsigned long> hex_file(const fs::path& path) {
-  const std::string text = first_line(path);
+  const std::string text = first_line_of(path);
   if (text.empty()) return std::nullopt;
   try {
     size_t used = 0;
@@ -144,7 +145,7 @@ std::vector<Nic> sysfs_nics(const std::string& sys) {
     nic.vendor_id = std::uint16_t(hex_file(dir / "vendor").value_or(0));
     nic.device_id = std::uint16_t(hex_file(dir / "device").value_or(0));
     nic.location.bus_id = bus_id;
-    const std::string numa = first_line(dir / "numa_node");
+    const std::string numa = first_line_of(dir / "numa_node");
     if (!numa.empty() && numa != "-1") {
       try {
         nic.location.numa = std::stoi(numa);
@@ -152,7 +153,7 @@ std::vector<Nic> sysfs_nics(const std::string& sys) {
       }
     }
     try {
-      nic.location.cpus = parse_cpu_list(first_line(dir / "local_cpulist"));
+      nic.location.cpus = parse_cpu_list(first_line_of(dir / "local_cpulist"));
     } catch (const Error&) {
       // Left empty: unknown locality, as for a device hwloc could not place.
     }

@@ -12,6 +12,10 @@
 
 namespace muster {
 
+// The first line of a small file the kernel or the system keeps (a sysfs attribute,
+// /etc/machine-id), without its newline; empty when it cannot be read.
+std::string first_line_of(const std::string& path);
+
 // The vendor name when a PCI device of this class (class and subclass, as 0x0302) and
 // vendor is a GPU muster places ranks on, else nullptr. `bus` tells Intel's integrated
 // graphics (bus 0) from its discrete parts. The one rule, for hwloc's objects and sysfs alike.

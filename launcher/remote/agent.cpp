@@ -29,6 +29,7 @@
 #include "probes/interfaces.h"
 #include "probes/job_server.h"
 #include "probes/tcp_probe.h"
+#include "topology/sysfs_pci.h"
 #include "topology/topology_source.h"
 
 namespace muster {
@@ -87,13 +88,6 @@ class AgentOutput : public JobOutput {
   FrameWriter& writer_;
   std::string pending_;
 };
-
-std::string first_line_of(const std::string& path) {
-  std::ifstream in(path);
-  std::string line;
-  std::getline(in, line);
-  return line;
-}
 
 // Two TCP ports free on this node right now: rank 0's rendezvous (torch, JAX) listens on
 // them when this node holds rank 0.
