@@ -1,6 +1,7 @@
 // Benchmark (not a test): how muster's head grows with the cluster. On 4, 8 and 16 test hosts
 // (or the counts given), in one run: `exec -- true` (the SSH floor: one connection and one
-// command per node), `run -f -- true` (one rank per node), `ping -f` and `doctor -f`. Prints
+// command per node), `run -f -- true` (one rank per node), `ping -f` and `doctor -f`, and the
+// first `run`, which ships the bundle to every node. Prints
 // median wall time, the ratio to exec on the same hosts, the head's CPU time and peak memory,
 // and the SSH connections each node accepted per command. Needs root.
 // Run: build/tests/bench/scale_bench [RUNS [HOSTS...]]
@@ -16,7 +17,9 @@
 #include "tests/support/test_cluster.h"
 
 using muster::bench::Measurement;
+using muster::bench::measure;
 using muster::bench::median;
+using muster::testing::HostSetup;
 using muster::testing::TestCluster;
 
 int main(int argc, char** argv) {
@@ -46,8 +49,13 @@ int main(int argc, char** argv) {
       (void)!std::fgets(line, sizeof line, stdin);
       return 0;
     }
-    // Ship muster once, so that every command below finds it cached, as on a second launch.
-    cluster.muster({"run", "-f", file, "--", "true"});
+    // Every node gets a home of its own, empty as a fresh node's, so the first run ships
+    // muster's bundle to each of them; every command below finds it cached, as on a second
+    // launch.
+    HostSetup fresh;
+    fresh.own_cache = true;
+    for (int i = 0; i < n; ++i) cluster.set_up_host(i, fresh);
+    const Measurement first_ship = measure(cluster.muster_argv({"run", "-f", file, "--", "true"}));
     auto connections = [&] {
       int total = 0;
       for (int i = 0; i < n; ++i) total += cluster.accepted_connections(i);
@@ -74,6 +82,10 @@ int main(int argc, char** argv) {
                   m.machine_cpu_seconds,
                   m.status ? fmt::format("  (exit {})", m.status).c_str() : "");
     }
+    std::printf("%-6d %-8s %9.3f %9.2f %9.3f %11.1f %10s %12.3f  (the first run, which ships; once)%s\n", n,
+                "ship", first_ship.seconds, first_ship.seconds / exec_s, first_ship.cpu_seconds,
+                double(first_ship.peak_kib) / 1024, "", first_ship.machine_cpu_seconds,
+                first_ship.status ? fmt::format("  (exit {})", first_ship.status).c_str() : "");
   }
   std::printf("median of %d runs each; cpu and peak memory are the head's (muster on the "
               "head, not the agents);\nmachine cpu is every process's busy time on this machine during the "
