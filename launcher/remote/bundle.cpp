@@ -3,7 +3,10 @@
 #include <dlfcn.h>
 #include <elf.h>
 #include <link.h>
+#include <fcntl.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
+#include <unistd.h>
 #include <zlib.h>
 
 #include <cerrno>
@@ -13,7 +16,6 @@
 #include <fstream>
 #include <map>
 #include <set>
-#include <sstream>
 
 #include <fmt/format.h>
 
@@ -31,15 +33,40 @@ __attribute__((weak)) extern const char muster_node_image_end[];
 namespace muster {
 namespace {
 
-std::string read_whole_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in)
-    throw Error(ErrorKind::Runtime, fmt::format("cannot read {} for the bundle: {}", path,
-                                                std::strerror(errno)));
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
+// A file of the bundle, mapped rather than read: the libraries are megabytes each, and
+// reading them whole into the heap made the first ship's head twice its usual size. Only
+// the pages looked at (the ELF headers and names, or everything while it is compressed)
+// become resident, and only while mapped.
+class MappedFile {
+ public:
+  explicit MappedFile(const std::string& path) {
+    const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    struct stat st {};
+    if (fd < 0 || fstat(fd, &st) != 0) {
+      const int error = errno;
+      if (fd >= 0) close(fd);
+      throw Error(ErrorKind::Runtime, fmt::format("cannot read {} for the bundle: {}", path,
+                                                  std::strerror(error)));
+    }
+    size_ = size_t(st.st_size);
+    if (size_ > 0) map_ = mmap(nullptr, size_, PROT_READ, MAP_PRIVATE, fd, 0);
+    const int error = errno;
+    close(fd);
+    if (map_ == MAP_FAILED)
+      throw Error(ErrorKind::Runtime, fmt::format("cannot map {} for the bundle: {}", path,
+                                                  std::strerror(error)));
+  }
+  ~MappedFile() {
+    if (size_ > 0) munmap(map_, size_);
+  }
+  MappedFile(const MappedFile&) = delete;
+  MappedFile& operator=(const MappedFile&) = delete;
+  std::string_view bytes() const { return {static_cast<const char*>(map_), size_}; }
+
+ private:
+  void* map_ = nullptr;
+  size_t size_ = 0;
+};
 
 std::string base_name(const std::string& path) { return path.substr(path.rfind('/') + 1); }
 
@@ -103,6 +130,10 @@ class GzipWriter {
       throw Error(ErrorKind::Runtime, "zlib could not start compressing the bundle");
   }
   ~GzipWriter() { deflateEnd(&z_); }
+  // Room for the compressed form of `input` bytes, taken at once: growing the string by
+  // doubling would copy the archive several times, with two copies resident at each step.
+  // Pages reserved but never written are not resident.
+  void reserve(size_t input) { out_.reserve(deflateBound(&z_, uLong(input))); }
   void add(std::string_view bytes) { run(bytes, Z_NO_FLUSH); }
   std::string finish() {
     run({}, Z_FINISH);
@@ -126,8 +157,12 @@ class GzipWriter {
   std::string out_;
 };
 
-std::string contents(const BundleFile& f) {
-  return f.bytes.empty() ? read_whole_file(f.source) : std::string(f.bytes);
+// Calls `use` with a bundle file's bytes: in this process's memory already, or mapped.
+template <typename Use>
+void with_contents(const BundleFile& f, Use&& use) {
+  if (!f.bytes.empty()) return use(f.bytes);
+  MappedFile file(f.source);
+  use(file.bytes());
 }
 
 // What the bundle's muster is: muster-node, the node side alone, carried inside muster; a
@@ -146,7 +181,7 @@ BundleFile bundle_muster() {
 
 }  // namespace
 
-std::vector<std::string> needed_libraries(const std::string& elf) {
+std::vector<std::string> needed_libraries(std::string_view elf) {
   std::vector<std::string> needed;
   if (elf.size() < sizeof(ElfW(Ehdr)) || std::memcmp(elf.data(), ELFMAG, SELFMAG) != 0) return needed;
   ElfW(Ehdr) eh;
@@ -183,7 +218,7 @@ std::vector<std::string> needed_libraries(const std::string& elf) {
     for (size_t offset : name_offsets) {
       size_t start = *strtab + offset;
       if (start >= elf.size()) continue;
-      needed.emplace_back(elf.c_str() + start, strnlen(elf.c_str() + start, elf.size() - start));
+      needed.emplace_back(elf.data() + start, strnlen(elf.data() + start, elf.size() - start));
     }
   }
   return needed;
@@ -204,7 +239,9 @@ std::vector<BundleFile> bundle_files() {
   std::set<std::string> seen;
   std::deque<std::string> todo;
   for (const auto& f : files)
-    for (auto& name : needed_libraries(contents(f))) todo.push_back(name);
+    with_contents(f, [&](std::string_view elf) {
+      for (auto& name : needed_libraries(elf)) todo.push_back(name);
+    });
   while (!todo.empty()) {
     std::string soname = todo.front();
     todo.pop_front();
@@ -212,25 +249,32 @@ std::vector<BundleFile> bundle_files() {
     const std::string path = path_of(soname, loaded);
     const bool loader = soname.rfind("ld-linux", 0) == 0;
     files.push_back({loader ? "ld.so" : "lib/" + soname, path, {}});
-    for (auto& name : needed_libraries(read_whole_file(path))) todo.push_back(name);
+    for (auto& name : needed_libraries(MappedFile(path).bytes())) todo.push_back(name);
   }
   return files;
 }
 
 std::string bundle_archive(const std::vector<BundleFile>& files) {
   GzipWriter gzip;
+  size_t input = 0;
+  for (const auto& f : files) {
+    std::error_code ec;
+    const auto size = f.bytes.empty() ? std::filesystem::file_size(f.source, ec) : f.bytes.size();
+    if (!ec) input += size + 1024;  // its tar header and padding
+  }
+  gzip.reserve(input);
   std::set<std::string> dirs;
   for (const auto& f : files) {
     auto slash = f.name.find('/');
     if (slash != std::string::npos && dirs.insert(f.name.substr(0, slash)).second)
       gzip.add(tar_header(f.name.substr(0, slash) + "/", '5', 0, 0755));
   }
-  auto add_file = [&](const std::string& name, const std::string& content, unsigned mode) {
+  auto add_file = [&](const std::string& name, std::string_view content, unsigned mode) {
     gzip.add(tar_header(name, '0', content.size(), mode));
     gzip.add(content);
     gzip.add(std::string((512 - content.size() % 512) % 512, '\0'));
   };
-  for (const auto& f : files) add_file(f.name, contents(f), 0755);
+  for (const auto& f : files) with_contents(f, [&](std::string_view bytes) { add_file(f.name, bytes, 0755); });
   add_file("build-id", muster_build_id() + "\n", 0644);
   gzip.add(std::string(1024, '\0'));  // two empty blocks end the archive
   return gzip.finish();
@@ -244,9 +288,9 @@ std::string write_bundle(const std::string& dir) {
   fs::create_directories(target / "hwloc", ec);
   if (ec)
     throw Error(ErrorKind::Runtime, fmt::format("cannot create {}: {}", target.string(), ec.message()));
-  auto write = [&](const fs::path& path, const std::string& content, fs::perms perms) {
+  auto write = [&](const fs::path& path, std::string_view content, fs::perms perms) {
     std::ofstream out(path, std::ios::binary | std::ios::trunc);
-    if (!(out << content) || !(out.flush()))
+    if (!out.write(content.data(), std::streamsize(content.size())) || !out.flush())
       throw Error(ErrorKind::Runtime, fmt::format("cannot write {}: {}", path.string(), std::strerror(errno)));
     out.close();
     fs::permissions(path, perms, ec);
@@ -255,7 +299,8 @@ std::string write_bundle(const std::string& dir) {
                           fs::perms::others_read | fs::perms::others_exec;
   const auto readable = fs::perms::owner_read | fs::perms::owner_write | fs::perms::group_read |
                         fs::perms::others_read;
-  for (const auto& f : bundle_files()) write(target / f.name, contents(f), executable);
+  for (const auto& f : bundle_files())
+    with_contents(f, [&](std::string_view bytes) { write(target / f.name, bytes, executable); });
   write(target / "build-id", muster_build_id() + "\n", readable);
   write(target / "complete", "", readable);
   return target.string();

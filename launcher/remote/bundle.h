@@ -38,6 +38,6 @@ std::string bundle_archive(const std::vector<BundleFile>& files);
 std::string write_bundle(const std::string& dir);
 
 // The DT_NEEDED entries of an ELF shared object or executable held in `elf`.
-std::vector<std::string> needed_libraries(const std::string& elf);
+std::vector<std::string> needed_libraries(std::string_view elf);
 
 }  // namespace muster
