@@ -86,7 +86,6 @@ std::optional<std::vector<SysfsPciDevice>> sysfs_pci_devices(const std::string& 
   if (ec) return std::nullopt;
   std::vector<SysfsPciDevice> out;
   for (; it != fs::directory_iterator(); it.increment(ec)) {
-    if (ec) return std::nullopt;  // a listing cut short tells nothing either way
     const fs::directory_entry& entry = *it;
     SysfsPciDevice d;
     d.bus_id = entry.path().filename().string();
@@ -100,6 +99,9 @@ std::optional<std::vector<SysfsPciDevice>> sysfs_pci_devices(const std::string& 
     d.device_id = std::uint16_t(device.value_or(0));
     out.push_back(std::move(d));
   }
+  // A failed increment leaves the iterator at the end, so a listing cut short is told by
+  // `ec` only here; it tells nothing either way (a GPU may be among the devices not seen).
+  if (ec) return std::nullopt;
   std::sort(out.begin(), out.end(),
             [](const SysfsPciDevice& a, const SysfsPciDevice& b) { return a.bus_id < b.bus_id; });
   return out;
