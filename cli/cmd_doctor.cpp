@@ -2,12 +2,6 @@
 // shown live on a terminal, then as a table, and written as JSON and JUnit on request.
 #include <unistd.h>
 
-#include <cerrno>
-#include <cstdlib>
-#include <cstdio>
-#include <cstring>
-#include <ctime>
-#include <fstream>
 #include <memory>
 
 #include <CLI/CLI.hpp>
@@ -16,11 +10,8 @@
 #include "cli/cluster_input.h"
 #include "cli/commands.h"
 #include "cli/doctor_progress.h"
-#include "cli/doctor_report.h"
-#include "cli/flag_checks.h"
 #include "cli/remote_options.h"
-#include "cli/terminal_output.h"
-#include "launcher/error.h"
+#include "cli/report_flags.h"
 #include "launcher/job/doctor.h"
 
 namespace muster::cli {
@@ -28,109 +19,27 @@ namespace muster::cli {
 struct DoctorOptions {
   DoctorRequest request;
   RemoteFlags remote;
-  bool strict = false;
-  std::string json_file, junit_file, prometheus_file;
-  CLI::Option* json = nullptr;  // whether --json and --junit were given, with or without a file
-  CLI::Option* junit = nullptr;
+  ReportFlags reports;
 };
-
-namespace {
-
-// Written beside its final name, then renamed over it: a reader (node_exporter's textfile
-// collector, a CI step) sees the old report or the new one, never half of one.
-void write_file(const std::string& path, const std::string& text) {
-  const std::string temporary = fmt::format("{}.{}.tmp", path, getpid());
-  std::ofstream out(temporary);
-  if (!(out << text) || !(out.flush())) {
-    const int error = errno;
-    std::remove(temporary.c_str());
-    throw Error(ErrorKind::Runtime, fmt::format("cannot write {}: {}", path, std::strerror(error)));
-  }
-  out.close();
-  if (std::rename(temporary.c_str(), path.c_str()) != 0) {
-    const int error = errno;
-    std::remove(temporary.c_str());
-    throw Error(ErrorKind::Runtime, fmt::format("cannot write {}: {}", path, std::strerror(error)));
-  }
-}
-
-// --json and --junit take a FILE, or print the report when given alone or as -, as the
-// other commands' --json does.
-CLI::Option* add_report_flag(CLI::App& app, const std::string& flag, std::string& file,
-                             const std::string& what, const std::string& example) {
-  return app.add_option(flag, file, what + " to FILE, or print it when given alone or as -")
-      ->expected(0, 1)
-      ->type_name("[FILE]")
-      ->check(file_not_option(example, true));
-}
-
-// Where --json or --junit sends its report: a file, or standard output when given alone or
-// as -, as the other commands' --json does.
-enum class ReportTo { Nowhere, File, StandardOutput };
-
-ReportTo report_to(const CLI::Option* flag, const std::string& file) {
-  if (flag->count() == 0) return ReportTo::Nowhere;
-  return file.empty() || file == "-" ? ReportTo::StandardOutput : ReportTo::File;
-}
-
-int run_doctor_command(DoctorOptions& options) {
-  const ReportTo json_to = report_to(options.json, options.json_file);
-  const ReportTo junit_to = report_to(options.junit, options.junit_file);
-  if (json_to == ReportTo::StandardOutput && junit_to == ReportTo::StandardOutput)
-    throw Error(ErrorKind::Usage, "--json and --junit cannot both print to standard output; "
-                                  "give one of them a file (--junit report.xml)");
-  options.request.remote = options.remote.settings();
-  DoctorProgress progress(isatty(STDERR_FILENO) != 0);
-  DoctorReport report = run_doctor(options.request, progress);
-  std::string printed_report;  // the one report for standard output, if any
-  auto deliver = [&](ReportTo to, const std::string& file, const std::string& text) {
-    if (to == ReportTo::File) write_file(file, text);
-    if (to == ReportTo::StandardOutput) printed_report = text;
-  };
-  if (json_to != ReportTo::Nowhere) deliver(json_to, options.json_file, doctor_json(report).dump(2) + "\n");
-  if (junit_to != ReportTo::Nowhere) deliver(junit_to, options.junit_file, doctor_junit(report));
-  if (!options.prometheus_file.empty())
-    write_file(options.prometheus_file, doctor_prometheus(report, double(std::time(nullptr))));
-  // A report on standard output is for a program: the table goes to stderr, beside the
-  // progress, where a person still sees it.
-  const bool table_on_stderr = !printed_report.empty();
-  const char* no_colour = std::getenv("NO_COLOR");
-  const bool colour = isatty(table_on_stderr ? STDERR_FILENO : STDOUT_FILENO) && !(no_colour && *no_colour);
-  if (table_on_stderr) {
-    print_note_raw(doctor_summary(report, colour));
-    print_out(printed_report);
-  } else {
-    print_out(doctor_summary(report, colour));
-  }
-  if (report.config_error) return kUsageExit;
-  CheckStatus overall = report.overall();
-  return overall == CheckStatus::Fail || (options.strict && overall == CheckStatus::Warn) ? 1 : 0;
-}
-
-}  // namespace
 
 CommandAction setup_doctor(CLI::App& app) {
   auto options = std::make_shared<DoctorOptions>();
   add_cluster_input_options(app, options->request.cluster);
   add_remote_flags(app, options->remote, RemoteUse::Agents);
   app.add_option("--only", options->request.only,
-                 "run only these stages (cluster,ssh,topology,network,launch,smoke)")
+                 "run only these stages (cluster,ssh,topology,health,network,launch,smoke)")
       ->delimiter(',');
   app.add_option("--skip", options->request.skip, "skip these stages")->delimiter(',');
-  app.add_flag("--strict", options->strict, "warnings fail too (exit 1)");
-  options->json = add_report_flag(app, "--json", options->json_file,
-                                  "write the report as JSON (share/doctor.schema.json)", "report.json");
-  options->junit = add_report_flag(app, "--junit", options->junit_file,
-                                   "write JUnit XML, one testcase per check and node,", "report.xml");
-  app.add_option("--prometheus", options->prometheus_file,
-                 "write the results in Prometheus' text format, atomically, for node_exporter's "
-                 "textfile collector (e.g. /var/lib/prometheus/node-exporter/muster.prom)")
-      ->type_name("FILE")
-      ->check(file_not_option("muster.prom", false));
-  app.footer("Without -f, -H or --hostfile: this machine (topology, then a smoke test over its "
-             "slots).\nExit status: 0 when every check passed (warnings allowed unless --strict), "
+  add_report_flags(app, options->reports);
+  app.footer("Without -f, -H or --hostfile: this machine (topology, health, then a smoke test over "
+             "its slots).\nExit status: 0 when every check passed (warnings allowed unless --strict), "
              "1 when one failed, 2 for usage or configuration errors.");
-  return [options]() { return run_doctor_command(*options); };
+  return [options]() {
+    check_report_flags(options->reports);
+    options->request.remote = options->remote.settings();
+    DoctorProgress progress(isatty(STDERR_FILENO) != 0);
+    return deliver_report(run_doctor(options->request, progress), options->reports);
+  };
 }
 
 }  // namespace muster::cli

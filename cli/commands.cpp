@@ -4,8 +4,10 @@ namespace muster::cli {
 
 const std::vector<Command>& commands() {
   static const std::vector<Command> head = {
-      {"doctor", "every check in order (cluster, SSH, topology, network, launch, smoke) for CI",
+      {"doctor", "every check in order (cluster, SSH, topology, health, network, launch, smoke) for CI",
        setup_doctor},
+      {"health", "this node's hardware health (PCIe, InfiniBand, GPUs, Xids) for Slurm and cron",
+       setup_health},
       {"run", "start a job's ranks with their environment, output and teardown", setup_run},
       {"smoke", "a hello from every rank, then all-reduce and friends over NCCL or Gloo",
        setup_smoke},

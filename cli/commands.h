@@ -41,6 +41,7 @@ inline const std::vector<Command>& node_commands() {
 CommandAction setup_bundle(CLI::App& app);
 CommandAction setup_doctor(CLI::App& app);
 CommandAction setup_exec(CLI::App& app);
+CommandAction setup_health(CLI::App& app);
 CommandAction setup_hostlist(CLI::App& app);
 CommandAction setup_ping(CLI::App& app);
 CommandAction setup_plan(CLI::App& app);

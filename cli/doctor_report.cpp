@@ -20,6 +20,13 @@ nlohmann::json doctor_json(const DoctorReport& report) {
                       {"node", c.node ? nlohmann::json(*c.node) : nlohmann::json(nullptr)},
                       {"status", status_name(c.status)}, {"reason", c.reason}});
     if (!c.values.empty()) checks.back()["values"] = c.values;
+    if (c.health)
+      checks.back()["finding"] = {{"status", health_status_name(c.health->status)},
+                                  {"device", c.health->device},
+                                  {"observed", c.health->observed},
+                                  {"expected", c.health->expected},
+                                  {"expected_from", c.health->expected_from},
+                                  {"remedy", c.health->remedy}};
     ++counts[status_name(c.status)];
   }
   return {{"schema", "muster-doctor/1"}, {"muster_version", MUSTER_VERSION},
@@ -156,10 +163,22 @@ std::string doctor_prometheus(const DoctorReport& report, double unix_time) {
     // A check made twice for one node (two problems of one kind) keeps its worst status.
     double& kept = families["muster_doctor_check_status"].samples[labels];
     kept = std::max(kept, double(status_value(c.status)));
+    // A health finding is about one device: its series carry the device, so that a degraded
+    // link and a healthy one of the same node are two series, not one.
+    const std::string series = c.health && !c.health->device.empty()
+                                   ? fmt::format("{},device=\"{}\"", labels, label_escape(c.health->device))
+                                   : labels;
+    if (c.health && !c.health->device.empty()) {
+      set("muster_doctor_device_status",
+          "Each health finding of each device: 0 pass, 1 warn (or unknown), 2 fail, 3 skip.", series,
+          status_value(c.status));
+      double& worst = families["muster_doctor_device_status"].samples[series];
+      worst = std::max(worst, double(status_value(c.status)));
+    }
     for (const auto& [key, value] : c.values)
       if (std::isfinite(value))
         set(metric_name(key), fmt::format("What doctor's {} check measured ({}).", c.name, key),
-            labels, value);
+            series, value);
   }
   std::string out;
   for (const auto& [name, f] : families) {

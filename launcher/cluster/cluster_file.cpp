@@ -36,17 +36,18 @@ class ClusterFileReader {
     }
     if (!root.IsMap()) {
       diag_.add(at(root), "a cluster file is a mapping with keys such as 'name', 'ssh', "
-                          "'launch', 'checks' and 'nodes'");
+                          "'launch', 'checks', 'expect' and 'nodes'");
       return spec;
     }
     std::optional<YAML::Node> nodes;
-    for_each_key(root, "cluster file", {"name", "launcher", "ssh", "launch", "checks", "nodes"},
+    for_each_key(root, "cluster file", {"name", "launcher", "ssh", "launch", "checks", "expect", "nodes"},
                  [&](const std::string& key, const YAML::Node& value) {
                    if (key == "name") read_string(value, "name", spec.name);
                    if (key == "launcher") read_launcher(value, spec);
                    if (key == "ssh") spec.ssh = read_ssh(value, "ssh");
                    if (key == "launch") spec.launch = read_launch(value);
                    if (key == "checks") spec.checks = read_checks(value);
+                   if (key == "expect") spec.expect = read_expect(value);
                    if (key == "nodes") nodes = value;
                  });
     if (!nodes) {
@@ -269,6 +270,31 @@ class ClusterFileReader {
                    }
                  });
     return checks;
+  }
+
+  // What the health checks expect of every node; unset keys default to each device's
+  // maximum and the majority of the cluster.
+  HealthExpectations read_expect(const YAML::Node& node) {
+    HealthExpectations expect;
+    if (!expect_map(node, "expect")) return expect;
+    for_each_key(node, "'expect'",
+                 {"gpus_per_node", "gpu_model", "pcie_gen", "pcie_width", "ib_rate_gbps", "ib_ports",
+                  "driver_version"},
+                 [&](const std::string& key, const YAML::Node& value) {
+                   const std::string what = "expect." + key;
+                   auto whole = [&](long low, long high) -> std::optional<int> {
+                     if (auto n = read_int(value, what, low, high)) return int(*n);
+                     return std::nullopt;
+                   };
+                   if (key == "gpus_per_node") expect.gpus_per_node = whole(0, 1024);
+                   if (key == "pcie_gen") expect.pcie_gen = whole(1, 6);
+                   if (key == "pcie_width") expect.pcie_width = whole(1, 32);
+                   if (key == "ib_ports") expect.ib_ports = whole(0, 1024);
+                   if (key == "ib_rate_gbps") expect.ib_rate_gbps = read_number(value, what);
+                   if (key == "gpu_model") read_optional_string(value, what, expect.gpu_model);
+                   if (key == "driver_version") read_optional_string(value, what, expect.driver_version);
+                 });
+    return expect;
   }
 
   // Host names count against the file's one budget; addresses name the same machines.

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "launcher/cluster/diagnostics.h"
+#include "topology/health/health.h"
 
 namespace muster {
 
@@ -78,6 +79,7 @@ struct ClusterSpec {
   SshOptions ssh;
   LaunchOptions launch;
   CheckThresholds checks;
+  HealthExpectations expect;    // the file's `expect:`, for the health checks
   std::vector<NodeSpec> nodes;  // in file order; node rank is the index
   bool is_this_machine = false; // no cluster was given: run on this machine only
   Launcher launcher = Launcher::Ssh;  // the file's `launcher:`; --launcher overrides it

@@ -6,12 +6,15 @@
 #include <memory>
 #include <set>
 
+#include <unistd.h>
+
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
 #include "launcher/cluster/hostfile.h"
 #include "launcher/error.h"
 #include "launcher/job/cluster_ping.h"
+#include "launcher/job/health_check.h"
 #include "launcher/job/launch.h"
 #include "launcher/job/node_facts.h"
 #include "launcher/job/smoke_check.h"
@@ -39,8 +42,8 @@ CheckStatus DoctorReport::overall() const {
 }
 
 const std::vector<std::string>& doctor_stages() {
-  static const std::vector<std::string> stages = {"cluster", "ssh", "topology", "network",
-                                                  "launch", "smoke"};
+  static const std::vector<std::string> stages = {"cluster", "ssh", "topology", "health",
+                                                  "network", "launch", "smoke"};
   return stages;
 }
 
@@ -192,6 +195,38 @@ class Doctor {
           odd.empty() ? describe_node(hellos[k])
                       : fmt::format("differs from most nodes: {}", fmt::join(odd, "; ")));
     }
+  }
+
+  void check_health() {
+    if (!context_->is_local() && !context_->has_session()) {
+      add("health", "node", std::nullopt, CheckStatus::Skip, "needs the ssh stage, which did not run");
+      return;
+    }
+    health_ = check_cluster_health(*context_, kHealthLimit);
+    for (const auto& n : health_->nodes) {
+      if (!n.health) {
+        add("health", "node", host(n.node), CheckStatus::Warn, "unknown: " + n.why_not);
+        continue;
+      }
+      for (const auto& f : n.health->findings) report_.checks.push_back(health_check_of(f, host(n.node)));
+    }
+  }
+
+  // The links' error counters read again once everything else ran: a counter that grew
+  // while doctor's own traffic crossed the link names a link that is failing now.
+  void recheck_link_counters() {
+    if (!health_ || !context_) return;
+    const size_t first = report_.checks.size();
+    for (auto& [node, f] : counters_grown_since(*context_, *health_, kHealthLimit))
+      report_.checks.push_back(health_check_of(f, host(node)));
+    if (report_.checks.size() == first) return;
+    for (auto& stage : report_.stages)
+      if (stage.name == "health")
+        for (size_t i = first; i < report_.checks.size(); ++i)
+          if (report_.checks[i].status > stage.status || stage.status == CheckStatus::Skip) {
+            stage.status = report_.checks[i].status;
+            stage.reason = report_.checks[i].reason;
+          }
   }
 
   void check_network() {
@@ -392,11 +427,56 @@ class Doctor {
   DoctorReport report_;
   std::unique_ptr<ClusterContext> context_;
   std::set<std::string> failed_;
+  std::optional<ClusterHealth> health_;  // the health stage's first read, for the counters' second
+  // A node's checks take well under a second; a hung NVML or file system costs this, no more.
+  static constexpr std::chrono::milliseconds kHealthLimit{20000};
   bool ranks_decided_ = false;
   std::string why_this_many_ranks_;
 };
 
 }  // namespace
+
+Check health_check_of(const HealthFinding& f, std::optional<std::string> node) {
+  CheckStatus status = CheckStatus::Pass;
+  switch (f.status) {
+    case HealthStatus::Pass: status = CheckStatus::Pass; break;
+    case HealthStatus::Warn: status = CheckStatus::Warn; break;
+    case HealthStatus::Fail: status = CheckStatus::Fail; break;
+    case HealthStatus::Unknown: status = CheckStatus::Warn; break;
+    case HealthStatus::Absent: status = CheckStatus::Skip; break;
+  }
+  std::string reason = f.summary();
+  if (f.status == HealthStatus::Unknown) reason = "unknown: " + reason;
+  if (!f.remedy.empty() && f.status != HealthStatus::Pass && f.status != HealthStatus::Absent)
+    reason += "; " + f.remedy;
+  return {"health", f.check, std::move(node), status, reason, f.values, f};
+}
+
+DoctorReport run_node_health(const ClusterInput& cluster, const std::string& root) {
+  auto started = std::chrono::steady_clock::now();
+  DoctorReport report;
+  HealthExpectations expect;
+  if (!cluster.cluster_file.empty()) {
+    // Only the file's `expect:` is used here; its nodes are not reached.
+    ClusterSpec spec = load_cluster(cluster);
+    expect = spec.expect;
+    report.cluster = spec.name.empty() ? spec.source : spec.name;
+  }
+  char name[256] = {};
+  gethostname(name, sizeof name - 1);
+  const std::string node = name;
+  if (report.cluster.empty()) report.cluster = node;
+  for (const auto& f : check_this_node(root, expect).findings) report.checks.push_back(health_check_of(f, node));
+  // The stage is the worst of its checks, its reason the first check of that status.
+  StageResult stage{"health", CheckStatus::Skip, "", 0};
+  for (const auto& c : report.checks)
+    if (c.status != CheckStatus::Skip && (stage.status == CheckStatus::Skip || c.status > stage.status))
+      stage.status = c.status, stage.reason = c.reason;
+  report.seconds = stage.seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  report.stages.push_back(stage);
+  return report;
+}
 
 DoctorReport run_doctor(const DoctorRequest& request, DoctorObserver& observer) {
   for (const auto& list : {request.only, request.skip})
@@ -411,9 +491,11 @@ DoctorReport run_doctor(const DoctorRequest& request, DoctorObserver& observer) 
   doctor.stage("cluster", {}, [&] { doctor.check_cluster_file(); });        // the file is valid
   doctor.stage("ssh", {"cluster"}, [&] { doctor.check_ssh_reach(); });      // every node answers
   doctor.stage("topology", {"ssh"}, [&] { doctor.check_topology(); });      // GPUs as expected
+  doctor.stage("health", {"ssh"}, [&] { doctor.check_health(); });          // no sick hardware
   doctor.stage("network", {"ssh"}, [&] { doctor.check_network(); });        // every pair talks
   doctor.stage("launch", {"ssh"}, [&] { doctor.check_launch(); });          // ranks start and stop
   doctor.stage("smoke", {"launch"}, [&] { doctor.check_smoke(); });         // collectives work
+  doctor.recheck_link_counters();                                           // no link failing now
   return doctor.finish(std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
 }
 

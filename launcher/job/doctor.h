@@ -1,4 +1,4 @@
-// `muster doctor`: every stage in order (cluster, ssh, topology, network, launch, smoke),
+// `muster doctor`: every stage in order (cluster, ssh, topology, health, network, launch, smoke),
 // over one session, each check pass / warn / fail / skip with a one-line reason; a stage in
 // which nothing passed skips only the stages that need it. The CI health check.
 #pragma once
@@ -11,6 +11,7 @@
 
 #include "launcher/cluster/cluster_input.h"
 #include "launcher/job/cluster_context.h"
+#include "topology/health/health.h"
 
 namespace muster {
 
@@ -28,6 +29,8 @@ struct Check {
   // What it measured, in base units named in the key as Prometheus names them
   // ("rtt_median_seconds", "busbw_bytes_per_second"), for monitoring to graph.
   std::map<std::string, double> values;
+  // A health check's finding in full: the device, what was seen and expected, and the remedy.
+  std::optional<HealthFinding> health;
 };
 
 struct StageResult {
@@ -67,6 +70,14 @@ class DoctorObserver {
 
 // The stage names, in order.
 const std::vector<std::string>& doctor_stages();
+
+// A health finding as a check of stage "health": unknown is a warning (what could not be
+// checked is never a pass), absent a skip.
+Check health_check_of(const HealthFinding& finding, std::optional<std::string> node);
+
+// `muster health`: this node's checks alone, reading under `root`, as one "health" stage.
+// `cluster` gives the expectations (its `expect:`); its nodes are not reached.
+DoctorReport run_node_health(const ClusterInput& cluster, const std::string& root);
 
 // Runs every selected stage. Throws Error(Usage) for an unknown stage name in only/skip;
 // everything else, an invalid cluster file included, is reported as checks.

@@ -23,6 +23,7 @@
 #include "launcher/local/self.h"
 #include "launcher/local/shutdown_signals.h"
 #include "launcher/remote/agent_protocol.h"
+#include "launcher/remote/health_report.h"
 #include "launcher/remote/launch_spec.h"
 #include "launcher/thread.h"
 #include "probes/free_port.h"
@@ -140,6 +141,12 @@ std::string answer(const std::string& payload) {
     auto ask = parse_untrusted_json(payload);
     const std::string op = ask.at("op");
     if (op == "probe") return answer_probe(ask);
+    if (op == "health") {
+      auto libraries = node_gpu_libraries();
+      return to_json(check_node_health({health_root_of_this_node(), libraries.get()},
+                                       expectations_from_request(payload)));
+    }
+    if (op == "health_counters") return counters_to_json(read_health_counters(health_root_of_this_node()));
     if (op == "ports") return nlohmann::json{{"ports", two_free_ports()}}.dump();
     if (op == "clock")
       return nlohmann::json{{"unix_ns", std::chrono::duration_cast<std::chrono::nanoseconds>(

@@ -16,7 +16,7 @@ _muster() {
     _init_completion -n =: || return
     local _muster_binary=${words[0]}
 
-    local subcommands="doctor run smoke topo plan ping exec hostlist bundle"
+    local subcommands="doctor health run smoke topo plan ping exec hostlist bundle"
     local sub="" i
     for ((i = 1; i < cword; i++)); do
         case ${words[i]} in
@@ -47,6 +47,7 @@ _muster() {
         ping) flags="$cluster $remote --count --bandwidth --json" ;;
         smoke) flags="$cluster -n --np --map-by $remote -x --export --bind --backend --min-bytes --max-bytes --step-factor --iters --warmup --split --pairs --timeout --json" ;;
         doctor) flags="$cluster -n --np --map-by $remote --only --skip --strict --json --junit --prometheus" ;;
+        health) flags="-f --file --fsroot --strict --json --junit --prometheus" ;;
         hostlist) flags="-e --expand -f --fold -c --count" ;;
         bundle) flags="" ;;
         *) return ;;
@@ -56,7 +57,9 @@ _muster() {
     case $sub:$prev in
         hostlist:-f) ;;  # hostlist's -f is --fold and takes no value
         *:-f | *:--cluster) _filedir '@(yaml|yml)'; return ;;
-        *:--hostfile | topo:--xml | doctor:--json | doctor:--junit | doctor:--prometheus) _filedir; return ;;
+        *:--hostfile | topo:--xml | doctor:--json | doctor:--junit | doctor:--prometheus | \
+            health:--json | health:--junit | health:--prometheus) _filedir; return ;;
+        health:--fsroot) _filedir -d; return ;;
         *:--map-by) COMPREPLY=($(compgen -W "slot node" -- "$cur")); return ;;
         *:--launcher) COMPREPLY=($(compgen -W "auto ssh slurm" -- "$cur")); return ;;
         *:--bind) COMPREPLY=($(compgen -W "core numa none" -- "$cur")); return ;;
@@ -66,7 +69,7 @@ _muster() {
         *:--tag) COMPREPLY=($(compgen -W "rank host host-rank none" -- "$cur")); return ;;
         *:--only | *:--skip)
             # A comma-separated list of stages: complete the last one.
-            local stages="cluster ssh topology network launch smoke"
+            local stages="cluster ssh topology health network launch smoke"
             local head=${cur%"${cur##*,}"}
             COMPREPLY=($(compgen -P "$head" -W "$stages" -- "${cur##*,}"))
             compopt -o nospace
@@ -86,7 +89,7 @@ _muster() {
             *:--iters | *:--warmup)
             return ;;  # a value of the user's own
     esac
-    if [[ $cur == -* || $sub == bundle || $sub == topo || $sub == plan || $sub == ping || $sub == doctor ]]; then
+    if [[ $cur == -* || $sub == bundle || $sub == topo || $sub == plan || $sub == ping || $sub == doctor || $sub == health ]]; then
         COMPREPLY=($(compgen -W "$flags" -- "$cur"))
     fi
     [[ $sub == bundle && $cur != -* ]] && _filedir -d

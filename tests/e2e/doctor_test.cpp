@@ -71,7 +71,7 @@ TEST(Doctor, ThisMachinePassesAndItsReportsFollowTheSchema) {
   EXPECT_EQ(report["status"], "pass");
   std::vector<std::string> stages;
   for (const auto& s : report["stages"]) stages.push_back(s["name"]);
-  EXPECT_EQ(stages, (std::vector<std::string>{"cluster", "ssh", "topology", "network", "launch", "smoke"}));
+  EXPECT_EQ(stages, (std::vector<std::string>{"cluster", "ssh", "topology", "health", "network", "launch", "smoke"}));
   ASSERT_NE(find_check(report, "smoke", "all_reduce"), nullptr);
   EXPECT_EQ((*find_check(report, "smoke", "all_reduce"))["status"], "pass");
   // This machine has no GPU and at least two cores: two CPU ranks, so that a collective

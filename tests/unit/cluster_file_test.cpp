@@ -92,7 +92,7 @@ TEST(ClusterFile, EachProblemIsNamedWithLineAndColumn) {
       {"nodes: [a]\nnodes: [b]\n", "cluster.yaml:2:1: key 'nodes' appears twice in cluster file"},
       {"nodes: [a\n", "cluster.yaml:2:1: not valid YAML: end of sequence flow not found"},
       {"- a\n", "cluster.yaml:1:1: a cluster file is a mapping with keys such as 'name', 'ssh', "
-                "'launch', 'checks' and 'nodes'"},
+                "'launch', 'checks', 'expect' and 'nodes'"},
       {"", "cluster.yaml:1:1: the file is empty; it needs at least a 'nodes:' list"},
       // Numbers beyond what any input can mean are named, never an overflow or a crash.
       {"checks:\n  max_rtt_ms: 1e999\nnodes: [a]\n",
@@ -146,6 +146,35 @@ TEST(ClusterFile, MissingFileIsOneClearLine) {
     EXPECT_EQ(std::string(e.what()),
               "/nonexistent/cluster.yaml: cannot read the cluster file: No such file or directory");
   }
+}
+
+}  // namespace
+}  // namespace muster
+
+namespace muster {
+namespace {
+
+TEST(ClusterFile, ExpectGivesTheHealthChecksTheirExpectations) {
+  ClusterSpec spec = parse_cluster_yaml(
+      "expect:\n  gpus_per_node: 8\n  gpu_model: H100\n  pcie_gen: 5\n  pcie_width: 16\n"
+      "  ib_rate_gbps: 400\n  ib_ports: 8\n  driver_version: 550.54.15\nnodes: [a]\n",
+      "cluster.yaml");
+  EXPECT_EQ(spec.expect.gpus_per_node, 8);
+  EXPECT_EQ(spec.expect.gpu_model, "H100");
+  EXPECT_EQ(spec.expect.pcie_gen, 5);
+  EXPECT_EQ(spec.expect.pcie_width, 16);
+  EXPECT_EQ(spec.expect.ib_rate_gbps, 400.0);
+  EXPECT_EQ(spec.expect.ib_ports, 8);
+  EXPECT_EQ(spec.expect.driver_version, "550.54.15");
+  EXPECT_FALSE(parse_cluster_yaml("nodes: [a]\n", "cluster.yaml").expect.pcie_gen);
+}
+
+TEST(ClusterFile, ExpectsProblemsAreNamedWithLineColumnAndASuggestion) {
+  auto problems = problems_of("expect:\n  pcie_with: 16\n  pcie_gen: 7\n  ib_rate_gbps: fast\nnodes: [a]\n");
+  ASSERT_EQ(problems.size(), 3u);
+  EXPECT_EQ(problems[0], "cluster.yaml:2:3: unknown key 'pcie_with' in 'expect', did you mean 'pcie_width'?");
+  EXPECT_EQ(problems[1], "cluster.yaml:3:13: expect.pcie_gen must be between 1 and 6, not 7");
+  EXPECT_NE(problems[2].find("cluster.yaml:4:17: expect.ib_rate_gbps must be a number"), std::string::npos);
 }
 
 }  // namespace

@@ -4,13 +4,35 @@
 //   nvlink BUS_ID BUS_ID LINKS       NVLinks between two GPUs
 //   nvswitch BUS_ID LINKS            a GPU's NVLinks into NVSwitches
 //   cpu BUS_ID LINKS                 a GPU's NVLinks to its CPU (IBM POWER, Grace)
+// and, for NVML's health readings, lines that tell where a GPU or the driver is not healthy;
+// what no line says is healthy. They follow the `gpu` line of the GPU they name.
+//   driver VERSION CUDA_CODE         the driver and the CUDA it supports (550.54.15 12040)
+//   ecc BUS_ID VOLATILE AGGREGATE [off]
+//                                    uncorrected ECC errors since the driver loaded and over
+//                                    the GPU's life (0 0); "off": ECC mode disabled
+//   remap BUS_ID CORRECTED UNCORRECTED PENDING FAILED
+//                                    rows remapped, and whether a remap waits for a reset or
+//                                    failed (0 or 1) (0 0 0 0)
+//   retired-pending BUS_ID           retired pages wait for a reset (none do)
+//   throttle BUS_ID HEXBITS          the nvmlClocksThrottleReason* bits now (0x1, idle)
+//   nvlink-down BUS_ID LINK          that link index exists but is inactive; its NVLink, if
+//                                    the lines above gave it one, does not count
+//   nvlink-errors BUS_ID LINK REPLAY RECOVERY CRC_FLIT CRC_DATA
+//                                    a link's error counters (0 0 0 0)
+//   temperature BUS_ID CELSIUS SLOWDOWN
+//                                    the GPU's temperature and its slowdown threshold (40 90)
+//   persistence BUS_ID off           persistence mode disabled (it is enabled)
+//   lost BUS_ID                      the GPU fell off the bus: NVML counts it, cannot open it
 // '#' starts a comment. No file (or no GPU in it): a machine without GPUs.
 #pragma once
 
 #include <algorithm>
+#include <array>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <map>
+#include <set>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -25,6 +47,35 @@ struct Link {
 struct Gpu {
   std::string bus_id, uuid, name;
   std::vector<Link> links;  // one entry per NVLink, in link order
+  // What NVML's health readings answer; healthy unless a line says otherwise.
+  bool lost = false;
+  bool persistence = true;
+  bool ecc_enabled = true;
+  unsigned long long ecc_volatile_uncorrected = 0, ecc_aggregate_uncorrected = 0;
+  unsigned remap_corrected = 0, remap_uncorrected = 0;
+  bool remap_pending = false, remap_failed = false;
+  bool retired_pages_pending = false;
+  unsigned long long throttle_reasons = 0x1;  // nvmlClocksThrottleReasonGpuIdle
+  unsigned temperature_c = 40, slowdown_temperature_c = 90;
+  std::set<unsigned> down_links;
+  std::map<unsigned, std::array<unsigned long long, 4>> link_errors;  // replay, recovery, CRC flit, CRC data
+
+  // The link indices NVML says this GPU has: its NVLinks and any link marked down.
+  unsigned link_count() const {
+    const unsigned down = down_links.empty() ? 0 : *down_links.rbegin() + 1;
+    return std::max(unsigned(links.size()), down);
+  }
+  bool link_active(unsigned link) const { return link < links.size() && !down_links.count(link); }
+};
+
+struct Driver {
+  std::string version = "550.54.15";
+  int cuda_version = 12040;  // CUDA 12.4
+};
+
+struct Machine {
+  std::vector<Gpu> gpus;
+  Driver driver;
 };
 
 // "0000:17:00.0", whatever case and domain width it was written with.
@@ -36,8 +87,9 @@ inline std::string canonical_bus_id(const std::string& text) {
   return out;
 }
 
-inline std::vector<Gpu> read_machine(std::istream& in) {
-  std::vector<Gpu> out;
+inline Machine read_description(std::istream& in) {
+  Machine machine;
+  std::vector<Gpu>& out = machine.gpus;
   auto find = [&](const std::string& bus) -> Gpu* {
     for (auto& g : out)
       if (g.bus_id == canonical_bus_id(bus)) return &g;
@@ -69,19 +121,56 @@ inline std::vector<Gpu> read_machine(std::istream& in) {
       if (Gpu* g = find(bus))
         for (int i = 0; i < links; ++i)
           g->links.push_back({kind == "cpu" ? Link::To::Cpu : Link::To::Switch, ""});
+    } else if (kind == "driver") {
+      machine.driver.version = bus;
+      words >> machine.driver.cuda_version;
+    } else if (Gpu* g = find(bus)) {
+      std::string word;
+      if (kind == "ecc") {
+        words >> g->ecc_volatile_uncorrected >> g->ecc_aggregate_uncorrected;
+        if (words >> word) g->ecc_enabled = word != "off";
+      } else if (kind == "remap") {
+        int pending = 0, failed = 0;
+        words >> g->remap_corrected >> g->remap_uncorrected >> pending >> failed;
+        g->remap_pending = pending != 0;
+        g->remap_failed = failed != 0;
+      } else if (kind == "retired-pending") {
+        g->retired_pages_pending = true;
+      } else if (kind == "throttle") {
+        words >> std::hex >> g->throttle_reasons;
+      } else if (kind == "nvlink-down") {
+        unsigned link = 0;
+        if (words >> link) g->down_links.insert(link);
+      } else if (kind == "nvlink-errors") {
+        unsigned link = 0;
+        std::array<unsigned long long, 4> counters{};
+        if (words >> link >> counters[0] >> counters[1] >> counters[2] >> counters[3])
+          g->link_errors[link] = counters;
+      } else if (kind == "temperature") {
+        words >> g->temperature_c >> g->slowdown_temperature_c;
+      } else if (kind == "persistence") {
+        if (words >> word) g->persistence = word != "off";
+      } else if (kind == "lost") {
+        g->lost = true;
+      }
     }
   }
-  return out;
+  return machine;
 }
 
+inline std::vector<Gpu> read_machine(std::istream& in) { return read_description(in).gpus; }
+
 // The machine MUSTER_FAKE_GPU_MACHINE describes, read once.
-inline const std::vector<Gpu>& machine() {
-  static const std::vector<Gpu> gpus = [] {
+inline const Machine& description() {
+  static const Machine described = [] {
     const char* path = std::getenv("MUSTER_FAKE_GPU_MACHINE");
     std::ifstream in(path ? path : "");
-    return read_machine(in);
+    return read_description(in);
   }();
-  return gpus;
+  return described;
 }
+
+inline const std::vector<Gpu>& machine() { return description().gpus; }
+inline const Driver& driver() { return description().driver; }
 
 }  // namespace muster::fake_gpu

@@ -1,0 +1,46 @@
+// The health stage of doctor and `muster health`: every node's local checks (PCIe links,
+// InfiniBand ports, GPUs through NVML, Xids in the kernel log, software), run by each node's
+// agent at once over the session, or here when the cluster is this machine; then what only
+// the head can see, the node whose software or hardware differs from the rest.
+#pragma once
+
+#include <chrono>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "launcher/job/cluster_context.h"
+#include "topology/health/health.h"
+
+namespace muster {
+
+// One node's checks as its agent (or this machine) answered them.
+struct NodeHealthResult {
+  size_t node = 0;                     // node rank
+  std::optional<NodeHealth> health;    // unset: no answer
+  std::string why_not;                 // why not, then
+};
+
+struct ClusterHealth {
+  std::vector<NodeHealthResult> nodes;  // the nodes asked, in node order
+};
+
+// This machine's checks, reading under `root`, with its own GPU libraries.
+NodeHealth check_this_node(const std::string& root, const HealthExpectations& expect);
+
+// Every usable node's checks at once, each answer awaited at most `limit` (a check that
+// hangs, as NVML does on a wedged GPU, then costs that and no more). The differences
+// across nodes are added to each node's findings.
+ClusterHealth check_cluster_health(ClusterContext& context, std::chrono::milliseconds limit);
+
+// The same nodes' error counters read again: what grew since `start`, by node rank.
+std::vector<std::pair<size_t, HealthFinding>> counters_grown_since(ClusterContext& context,
+                                                                   const ClusterHealth& start,
+                                                                   std::chrono::milliseconds limit);
+
+// For each node, findings for the software and hardware facts in which it differs from a
+// strict majority of the nodes (a driver, CUDA, NCCL or kernel of its own; fewer GPUs or IB
+// ports, a slower IB rate).
+std::vector<std::vector<HealthFinding>> differences_across_nodes(const std::vector<NodeSoftware>& nodes);
+
+}  // namespace muster

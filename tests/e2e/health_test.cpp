@@ -1,0 +1,173 @@
+// muster health and doctor's health stage end to end: this machine (no GPU, no HCA: no false
+// FAIL), node snapshots made sick in the kernel's own formats read through --fsroot with the
+// fake NVML answering through the real ABI, and a test cluster on which one host's agent reads
+// a sick snapshot while the others read their own machine.
+#include <chrono>
+#include <fstream>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "tests/support/command_runner.h"
+#include "tests/support/node_tree.h"
+#include "tests/support/test_cluster.h"
+
+namespace muster::testing {
+namespace {
+
+std::string machine_description(const std::string& name) {
+  return std::string(MUSTER_SOURCE_DIR) + "/tests/fakes/gpu/machines/" + name + ".txt";
+}
+
+// The fake libnvidia-ml describing `machine`, found as the node's own NVML would be.
+std::vector<std::string> fake_nvml(const std::string& machine) {
+  return {std::string("LD_LIBRARY_PATH=") + MUSTER_FAKE_GPU_DIR,
+          "MUSTER_FAKE_GPU_MACHINE=" + machine_description(machine)};
+}
+
+// The sick node of the issue: one GPU trained at x8, one IB port Down at a lower rate (and,
+// through the fake NVML's two-gpus-sick machine, one row remap pending).
+void make_sick(NodeTree& tree) {
+  tree.healthy_gpu_node();
+  tree.write("sys/devices/pci0000:00/0000:29:00.0/0000:2a:00.0/current_link_width", "8");
+  tree.ib_port("mlx5_0", "0000:3b:00.0", 2, "1: DOWN", "2: Polling", "100 Gb/sec (4X EDR)");
+}
+
+std::vector<nlohmann::json> failed(const nlohmann::json& report, const std::string& node = "") {
+  std::vector<nlohmann::json> out;
+  for (const auto& c : report["checks"])
+    if (c["stage"] == "health" && c["status"] == "fail" && (node.empty() || c["node"] == node)) out.push_back(c);
+  return out;
+}
+
+const nlohmann::json* failed_check(const std::vector<nlohmann::json>& checks, const std::string& name,
+                                   const std::string& device) {
+  for (const auto& c : checks)
+    if (c["name"] == name && c["finding"]["device"] == device) return &c;
+  return nullptr;
+}
+
+TEST(Health, ThisMachineWithoutGpusOrHcasIsHealthyAndSaysWhatItCouldNotCheck) {
+  const auto started = std::chrono::steady_clock::now();
+  auto r = run_muster({"health", "--json"});
+  const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started).count();
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  auto report = nlohmann::json::parse(r.out);
+  EXPECT_TRUE(failed(report).empty()) << r.out;
+  std::set<std::string> checks;
+  for (const auto& c : report["checks"]) {
+    checks.insert(c["name"].get<std::string>());
+    // Nothing found is said as such: a skip (absent) or a pass with what was read.
+    if (c["finding"]["status"] == "absent") {
+      EXPECT_EQ(c["status"], "skip") << c.dump();
+    }
+  }
+  for (const char* name : {"pcie_link", "ib_port", "gpu", "xid", "software"}) EXPECT_TRUE(checks.count(name)) << name;
+  std::cerr << "muster health on this machine: " << ms << " ms (with the process's start)\n";
+}
+
+TEST(Health, ASickSnapshotFailsNamingEachDeviceAndValue) {
+  NodeTree tree;
+  make_sick(tree);
+  TempDir dir;
+  auto r = run_muster({"health", "--fsroot", tree.root(), "--json", dir.file("report.json"), "--junit",
+                       dir.file("report.xml"), "--prometheus", dir.file("health.prom")},
+                      fake_nvml("two-gpus-sick"));
+  ASSERT_EQ(r.exit_code, 1) << r.out << r.err;
+  std::ifstream in(dir.file("report.json"));
+  auto report = nlohmann::json::parse(in);
+  auto fails = failed(report);
+  const auto* pcie = failed_check(fails, "pcie_link", "GPU1 0000:2a:00.0");
+  ASSERT_TRUE(pcie) << report.dump(2);
+  EXPECT_NE((*pcie)["finding"]["observed"].get<std::string>().find("x8"), std::string::npos);
+  EXPECT_EQ((*pcie)["finding"]["expected"], "x16 at 32.0 GT/s (Gen5)");
+  const auto* ib = failed_check(fails, "ib_port", "mlx5_0 port 2 (0000:3b:00.0)");
+  ASSERT_TRUE(ib) << report.dump(2);
+  EXPECT_NE((*ib)["finding"]["observed"].get<std::string>().find("1: DOWN"), std::string::npos);
+  const auto* remap = failed_check(fails, "gpu_memory", "GPU1 0000:2a:00.0 NVIDIA H100 80GB HBM3");
+  ASSERT_TRUE(remap) << report.dump(2);
+  EXPECT_NE((*remap)["finding"]["observed"].get<std::string>().find("row remap pending"), std::string::npos);
+  EXPECT_EQ(fails.size(), 3u) << report.dump(2);
+  // NHC's convention: the last line says why, naming the first failure.
+  EXPECT_NE(r.err.find("muster: health: FAIL "), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("GPU1 0000:2a:00.0: PCIe link x8"), std::string::npos) << r.err;
+  // The same findings in JUnit and Prometheus.
+  const std::string junit = dir.read("report.xml"), prom = dir.read("health.prom");
+  EXPECT_NE(junit.find("row remap pending"), std::string::npos);
+  EXPECT_NE(junit.find("mlx5_0 port 2"), std::string::npos);
+  EXPECT_NE(prom.find("muster_doctor_device_status{"), std::string::npos);
+  EXPECT_NE(prom.find("device=\"GPU1 0000:2a:00.0\"} 2"), std::string::npos) << prom;
+  EXPECT_NE(prom.find("muster_doctor_pcie_link_width{"), std::string::npos) << prom;
+}
+
+TEST(Health, AHealthySnapshotPassesAndTheClusterFilesExpectationsApply) {
+  NodeTree tree;
+  tree.healthy_gpu_node();
+  auto healthy = run_muster({"health", "--fsroot", tree.root()}, fake_nvml("two-gpus-healthy"));
+  EXPECT_EQ(healthy.exit_code, 0) << healthy.out << healthy.err;
+  EXPECT_EQ(healthy.out.find("FAIL"), std::string::npos) << healthy.out;
+
+  TempDir dir;
+  dir.write("cluster.yaml", "expect:\n  gpus_per_node: 8\n  driver_version: 535.104.05\nnodes: [a]\n");
+  auto r = run_muster({"health", "-f", dir.file("cluster.yaml"), "--fsroot", tree.root(), "--json"},
+                      fake_nvml("two-gpus-healthy"));
+  ASSERT_EQ(r.exit_code, 1) << r.out << r.err;
+  auto fails = failed(nlohmann::json::parse(r.out));
+  ASSERT_EQ(fails.size(), 2u) << r.out;
+  EXPECT_EQ(fails[0]["finding"]["expected_from"], "expect.gpus_per_node");
+  EXPECT_EQ(fails[1]["finding"]["expected_from"], "expect.driver_version");
+}
+
+TEST(Health, BadInputIsAUsageErrorAndStartsNothing) {
+  auto r = run_muster({"health", "--fsroot", "/nonexistent/snapshot"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("--fsroot /nonexistent/snapshot: not a directory"), std::string::npos) << r.err;
+  TempDir dir;
+  dir.write("cluster.yaml", "expect:\n  pcie_gen: 9\nnodes: [a]\n");
+  auto bad = run_muster({"health", "-f", dir.file("cluster.yaml")});
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_NE(bad.err.find("expect.pcie_gen must be between 1 and 6"), std::string::npos) << bad.err;
+}
+
+class HealthOnTheTestCluster : public ::testing::Test {
+ protected:
+  void SetUp() override { MUSTER_REQUIRE_TEST_CLUSTER(); }
+};
+
+TEST_F(HealthOnTheTestCluster, DoctorFailsTheSickHostByNameAndPassesTheHealthyOnes) {
+  NodeTree sick;
+  make_sick(sick);
+  TestCluster cluster(3);
+  HostSetup sick_host;
+  sick_host.environment = fake_nvml("two-gpus-sick");
+  sick_host.environment.push_back("MUSTER_HEALTH_FSROOT=" + sick.root());
+  // Under CI's AddressSanitizer build the bundle's loader with LD_LIBRARY_PATH makes
+  // LeakSanitizer report the loader's own allocations (see gpu_paths_test.cpp).
+  sick_host.environment.push_back("ASAN_OPTIONS=detect_leaks=0");
+  cluster.set_up_host(1, sick_host);
+  const std::string file = cluster.write_cluster_file();
+  TempDir dir;
+  auto r = cluster.muster({"doctor", "-f", file, "--json", dir.file("report.json"), "--junit",
+                           dir.file("report.xml"), "--prometheus", dir.file("muster.prom")});
+  EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+  std::ifstream in(dir.file("report.json"));
+  auto report = nlohmann::json::parse(in);
+  const std::string sick_name = cluster.host(1);
+  auto fails = failed(report, sick_name);
+  EXPECT_TRUE(failed_check(fails, "pcie_link", "GPU1 0000:2a:00.0")) << report.dump(2);
+  EXPECT_TRUE(failed_check(fails, "ib_port", "mlx5_0 port 2 (0000:3b:00.0)")) << report.dump(2);
+  EXPECT_TRUE(failed_check(fails, "gpu_memory", "GPU1 0000:2a:00.0 NVIDIA H100 80GB HBM3")) << report.dump(2);
+  for (int healthy : {0, 2}) EXPECT_TRUE(failed(report, cluster.host(healthy)).empty()) << report.dump(2);
+  // Every other stage ran on all three and passed: the sick host is named, not the cluster's reach.
+  for (const auto& stage : report["stages"])
+    if (stage["name"] != "health") {
+      EXPECT_NE(stage["status"], "fail") << stage.dump();
+    }
+  const std::string junit = dir.read("report.xml"), prom = dir.read("muster.prom");
+  EXPECT_NE(junit.find("gpu_memory [" + sick_name + "]"), std::string::npos) << junit;
+  EXPECT_NE(prom.find("node=\"" + sick_name + "\",device=\"mlx5_0 port 2 (0000:3b:00.0)\"} 2"), std::string::npos)
+      << prom;
+}
+
+}  // namespace
+}  // namespace muster::testing

@@ -1,0 +1,116 @@
+// Node health, as DCGM, LBNL NHC and Azure's health checks judge it: each check a small
+// function from what it read (files under a root directory in the kernel's own formats,
+// NVML's answers) to findings that name the device, what was seen, what was expected and
+// where that expectation came from, and what to do. What could not be read is a finding too
+// (unknown), never a pass. Nothing here prints or touches the network.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "topology/health/gpu_management.h"
+
+namespace muster {
+
+// Pass: checked and healthy. Warn: worth a look, not a reason to drain the node. Fail: sick.
+// Unknown: could not be checked (a file missing or unreadable, a library that did not
+// answer). Absent: nothing of the kind on this node (no GPU, no HCA).
+enum class HealthStatus { Pass, Warn, Fail, Unknown, Absent };
+
+const char* health_status_name(HealthStatus s);  // "pass", "warn", "fail", "unknown", "absent"
+
+struct HealthFinding {
+  std::string check;          // "pcie_link", "ib_port", "gpu_ecc", "xid", "software", ...
+  HealthStatus status = HealthStatus::Pass;
+  std::string device;         // "GPU1 0000:2a:00.0 NVIDIA H100", "mlx5_0 port 1"; "" for the node
+  std::string observed;       // "x8 at 32.0 GT/s"
+  std::string expected;       // "x16 at 32.0 GT/s"; "" when nothing was compared
+  std::string expected_from;  // "the link's maximum", "expect.pcie_width", "most nodes"
+  std::string remedy;         // one line of what to do; "" for a pass
+  std::map<std::string, double> values;  // what was measured, in base units, for monitoring
+
+  // One line: "GPU1 0000:2a:00.0: PCIe link x8 at 32.0 GT/s, expected x16 at 32.0 GT/s (the
+  // link's maximum)".
+  std::string summary() const;
+};
+
+// What the cluster file's `expect:` says a node should have; unset: the device's own
+// maximum, or what most nodes have.
+struct HealthExpectations {
+  std::optional<int> gpus_per_node;
+  std::optional<std::string> gpu_model;       // a substring of every GPU's name
+  std::optional<int> pcie_gen;                // 1-6
+  std::optional<int> pcie_width;              // 1-32 lanes
+  std::optional<double> ib_rate_gbps;         // every active IB/RoCE port's rate
+  std::optional<int> ib_ports;                // ports per node
+  std::optional<std::string> driver_version;  // NVIDIA's, exactly
+};
+
+// One counter of a port or interface that only ever grows, read at the start and end of a
+// run so that growth during it is named.
+struct HealthCounter {
+  std::string device;  // "mlx5_0 port 1", "eth0"
+  std::string name;    // "symbol_error", "carrier_changes"
+  std::uint64_t value = 0;
+};
+
+// The facts compared across nodes (the odd node is named beside the majority's value).
+struct NodeSoftware {
+  std::string nvidia_driver;    // "" without NVML
+  std::string cuda_driver;      // "12.4"
+  std::string nccl;             // "2.21.5", or "" when NCCL does not load
+  std::string nccl_net_plugin;  // "yes" / "no" ("" without NCCL)
+  std::string kernel;
+  std::string rdma_providers;   // "mlx5" (from /etc/libibverbs.d), "" without
+  int nvidia_gpus = 0;          // on the PCI bus
+  std::string gpu_model;        // "NVIDIA H100 80GB HBM3" (the first GPU's), "" without
+  int ib_ports = 0;             // InfiniBand/RoCE ports
+  std::string ib_rates;         // "4 x 400 Gb/sec", "" without
+};
+
+struct NodeHealth {
+  std::vector<HealthFinding> findings;
+  std::vector<HealthCounter> counters;
+  NodeSoftware software;
+};
+
+// Where the checks read: every file under `root` ("/" on a live node; a snapshot of a sick
+// node elsewhere), the GPU libraries through `gpus` (nullptr: GPU libraries not asked).
+struct HealthSources {
+  std::string root = "/";
+  GpuLibraries* gpus = nullptr;
+};
+
+// Every local check of this node.
+NodeHealth check_node_health(const HealthSources& sources, const HealthExpectations& expect);
+
+// The error counters only (a cheap second read at the end of a run).
+std::vector<HealthCounter> read_health_counters(const std::string& root);
+
+// Counters that grew between two reads of one node, as findings.
+std::vector<HealthFinding> counter_growth(const std::vector<HealthCounter>& before,
+                                          const std::vector<HealthCounter>& after);
+
+// --- The checks, one function each over what was read (exposed for their unit tests) ---
+
+// "16.0 GT/s PCIe" -> 16.0; "2.5 GT/s" -> 2.5; nullopt for "Unknown" or garbage.
+std::optional<double> parse_link_speed(const std::string& text);
+// 2.5 -> 1, 5 -> 2, 8 -> 3, 16 -> 4, 32 -> 5, 64 -> 6.
+int pcie_generation(double gts);
+// "200 Gb/sec (4X HDR)" -> 200.
+std::optional<double> parse_ib_rate(const std::string& text);
+
+// NVIDIA Xid records in kernel log text (/dev/kmsg records or dmesg lines).
+struct XidEvent {
+  std::string bus_id;  // "0000:18:00.0"
+  int xid = 0;
+  std::string text;    // the record's message
+};
+std::vector<XidEvent> find_xids(const std::string& log);
+// Whether an Xid means the GPU is dead or unusable until reset or replaced.
+bool xid_is_fatal(int xid, const std::string& text);
+
+}  // namespace muster
