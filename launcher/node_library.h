@@ -22,4 +22,27 @@ inline void* open_node_library(const char* name, int flags) {
   return dlopen(name, flags);
 }
 
+// A library of the node's opened at run time (open_node_library) and closed with this
+// object, its entry points bound by name. Whether it loaded: loaded().
+class NodeLibrary {
+ public:
+  NodeLibrary(const char* name, int flags) : handle_(open_node_library(name, flags)) {}
+  ~NodeLibrary() {
+    if (handle_) dlclose(handle_);
+  }
+  NodeLibrary(const NodeLibrary&) = delete;
+  NodeLibrary& operator=(const NodeLibrary&) = delete;
+
+  bool loaded() const { return handle_ != nullptr; }
+  // Sets `fn` to the entry point `symbol`; false (and `fn` null) when the library lacks it.
+  template <typename Fn>
+  bool bind(Fn& fn, const char* symbol) const {
+    fn = handle_ ? reinterpret_cast<Fn>(dlsym(handle_, symbol)) : nullptr;
+    return fn != nullptr;
+  }
+
+ private:
+  void* handle_;
+};
+
 }  // namespace muster

@@ -15,7 +15,7 @@ namespace {
 using namespace nvml_api;
 
 struct NvmlLibrary {
-  void* handle = nullptr;
+  NodeLibrary library{"libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL};
   nvml_api::Init init = nullptr;
   nvml_api::Shutdown shutdown = nullptr;
   nvml_api::DeviceGetHandleByPciBusId by_bus_id = nullptr;
@@ -26,14 +26,12 @@ struct NvmlLibrary {
   nvml_api::DeviceGetNvLinkRemoteDeviceType link_remote_type = nullptr;  // NVML 11 and later
 
   ~NvmlLibrary() {
-    if (shutdown) shutdown();
-    if (handle) dlclose(handle);
+    if (shutdown) shutdown();  // before the library closes, with its member
   }
 
   template <typename Fn>
   bool bind(Fn& fn, const char* symbol) {
-    fn = reinterpret_cast<Fn>(dlsym(handle, symbol));
-    return fn != nullptr;
+    return library.bind(fn, symbol);
   }
 };
 
@@ -49,8 +47,7 @@ std::string normalise_bus_id(const std::string& bus_id) {
 std::optional<NvmlFacts> query_nvml(const std::vector<std::string>& gpu_bus_ids,
                                     std::string& why_not) {
   NvmlLibrary nvml;
-  nvml.handle = open_node_library("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);
-  if (!nvml.handle) {
+  if (!nvml.library.loaded()) {
     why_not = "libnvidia-ml.so.1 did not load (no NVIDIA driver here)";
     return std::nullopt;
   }

@@ -44,10 +44,10 @@ std::string health_request_json(const HealthExpectations& e) {
   return json{{"op", "health"}, {"expect", expect}}.dump();
 }
 
-HealthExpectations expectations_from_request(std::string_view text) {
+HealthExpectations expectations_from_request(std::string_view text) try {
   json j = parse_untrusted_json(text);
   HealthExpectations e;
-  if (!j.contains("expect")) return e;
+  if (!j.is_object() || !j.contains("expect")) return e;
   const json& x = j.at("expect");
   auto number = [&](const char* key, int low, int high) -> std::optional<int> {
     if (!x.contains(key)) return std::nullopt;
@@ -63,6 +63,8 @@ HealthExpectations expectations_from_request(std::string_view text) {
   if (x.contains("gpu_model")) e.gpu_model = bounded(x, "gpu_model");
   if (x.contains("driver_version")) e.driver_version = bounded(x, "driver_version");
   return e;
+} catch (const nlohmann::json::exception& e) {
+  throw Error(ErrorKind::Runtime, std::string("not a health request: ") + e.what());
 }
 
 std::string to_json(const NodeHealth& h) {

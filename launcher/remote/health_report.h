@@ -12,7 +12,8 @@
 namespace muster {
 
 std::string health_request_json(const HealthExpectations& expect);
-// The expectations of a health Ask; absent fields stay unset.
+// The expectations of a health Ask; absent fields stay unset. Throws Error(Runtime) when the
+// text is not a health request.
 HealthExpectations expectations_from_request(std::string_view text);
 
 std::string to_json(const NodeHealth& health);

@@ -44,8 +44,10 @@ std::string read_file(const std::string& path) {
 
 TEST(Completion, BashCompletesSubcommandsFlagsAndTheirValues) {
   if (!have_bash_completion()) return;
-  EXPECT_EQ(complete("muster "), (std::set<std::string>{"doctor", "run", "smoke", "topo", "plan", "ping",
+  EXPECT_EQ(complete("muster "), (std::set<std::string>{"doctor", "health", "run", "smoke", "topo", "plan", "ping",
                                                          "exec", "hostlist", "bundle", "--help", "--version"}));
+  EXPECT_EQ(complete("muster health --fs"), std::set<std::string>{"--fsroot"});
+  EXPECT_EQ(complete("muster doctor --only cluster,he"), std::set<std::string>{"cluster,health"});
   EXPECT_EQ(complete("muster ru"), std::set<std::string>{"run"});
   EXPECT_EQ(complete("muster run --ma"), std::set<std::string>{"--map-by"});
   EXPECT_EQ(complete("muster run --map-by "), (std::set<std::string>{"slot", "node"}));

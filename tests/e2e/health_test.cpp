@@ -47,6 +47,19 @@ const nlohmann::json* failed_check(const std::vector<nlohmann::json>& checks, co
   return nullptr;
 }
 
+// The JSON against share/doctor.schema.json and the JUnit parsed, as doctor's own are.
+void expect_reports_follow_the_schema(const TempDir& dir) {
+  if (run_command({"/usr/bin/python3", "-c", "import jsonschema"}).exit_code != 0) {
+    if (in_ci()) ADD_FAILURE() << "python3-jsonschema is missing; .ci/run installs it";
+    return;
+  }
+  auto r = run_command({"/usr/bin/python3", MUSTER_SOURCE_DIR "/tests/e2e/check_doctor_reports.py",
+                        MUSTER_SOURCE_DIR "/share/doctor.schema.json", dir.file("report.json"),
+                        dir.file("report.xml")});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out.rfind("ok ", 0), 0u) << r.out;
+}
+
 TEST(Health, ThisMachineWithoutGpusOrHcasIsHealthyAndSaysWhatItCouldNotCheck) {
   const auto started = std::chrono::steady_clock::now();
   auto r = run_muster({"health", "--json"});
@@ -98,6 +111,7 @@ TEST(Health, ASickSnapshotFailsNamingEachDeviceAndValue) {
   EXPECT_NE(prom.find("muster_doctor_device_status{"), std::string::npos);
   EXPECT_NE(prom.find("device=\"GPU1 0000:2a:00.0\"} 2"), std::string::npos) << prom;
   EXPECT_NE(prom.find("muster_doctor_pcie_link_width{"), std::string::npos) << prom;
+  expect_reports_follow_the_schema(dir);
 }
 
 TEST(Health, AHealthySnapshotPassesAndTheClusterFilesExpectationsApply) {
@@ -167,6 +181,7 @@ TEST_F(HealthOnTheTestCluster, DoctorFailsTheSickHostByNameAndPassesTheHealthyOn
   EXPECT_NE(junit.find("gpu_memory [" + sick_name + "]"), std::string::npos) << junit;
   EXPECT_NE(prom.find("node=\"" + sick_name + "\",device=\"mlx5_0 port 2 (0000:3b:00.0)\"} 2"), std::string::npos)
       << prom;
+  expect_reports_follow_the_schema(dir);
 }
 
 }  // namespace

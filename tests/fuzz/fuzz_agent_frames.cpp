@@ -1,11 +1,12 @@
 // libFuzzer: what crosses the SSH channel between head and agent: frames, and the JSON of
-// launch specs, hellos, bindings, rank exits and node reports inside them, read in
-// arbitrary pieces.
+// launch specs, hellos, bindings, rank exits, node reports and health reports (and the health
+// request an agent is asked) inside them, read in arbitrary pieces.
 #include <cstdint>
 #include <string_view>
 
 #include "launcher/error.h"
 #include "launcher/remote/agent_protocol.h"
+#include "launcher/remote/health_report.h"
 #include "launcher/remote/launch_spec.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
@@ -25,6 +26,15 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
             case muster::FrameKind::Bound: muster::bindings_from_json(frame->payload); break;
             case muster::FrameKind::Exit: muster::exit_from_json(frame->payload); break;
             case muster::FrameKind::Done: muster::node_run_report_from_json(frame->payload); break;
+            case muster::FrameKind::Ask: muster::expectations_from_request(frame->payload); break;
+            case muster::FrameKind::Answer:
+              // A health answer, or the counters read again; the head tries the one it asked for.
+              try {
+                muster::node_health_from_json(frame->payload);
+              } catch (const muster::Error&) {
+              }
+              muster::counters_from_json(frame->payload);
+              break;
             default: break;
           }
         } catch (const muster::Error&) {

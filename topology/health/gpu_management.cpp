@@ -19,7 +19,7 @@ using namespace nvml_api;
 // libnvidia-ml.so.1 with the entry points the health readings use. Only those needed to find
 // the GPUs are required; any other one a driver lacks leaves its readings unknown.
 struct NvmlLibrary {
-  void* handle = nullptr;
+  NodeLibrary library{"libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL};
   nvml_api::Init init = nullptr;
   nvml_api::Shutdown shutdown = nullptr;
   nvml_api::DeviceGetCount count = nullptr;
@@ -44,14 +44,12 @@ struct NvmlLibrary {
   NvmlLibrary(const NvmlLibrary&) = delete;
   NvmlLibrary& operator=(const NvmlLibrary&) = delete;
   ~NvmlLibrary() {
-    if (shutdown) shutdown();
-    if (handle) dlclose(handle);
+    if (shutdown) shutdown();  // before the library closes, with its member
   }
 
   template <typename Fn>
   bool bind(Fn& fn, const char* symbol) {
-    fn = reinterpret_cast<Fn>(dlsym(handle, symbol));
-    return fn != nullptr;
+    return library.bind(fn, symbol);
   }
 
   void bind_optional() {
@@ -187,8 +185,7 @@ class NodeGpuLibraries final : public GpuLibraries {
 
 std::optional<NvmlHealthReading> NodeGpuLibraries::read_nvml(std::string& why_not) {
   NvmlLibrary nvml;
-  nvml.handle = open_node_library("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);
-  if (!nvml.handle) {
+  if (!nvml.library.loaded()) {
     why_not = "libnvidia-ml.so.1 did not load (no NVIDIA driver here)";
     return std::nullopt;
   }
@@ -233,17 +230,16 @@ std::optional<NvmlHealthReading> NodeGpuLibraries::read_nvml(std::string& why_no
 NcclReading NodeGpuLibraries::read_nccl() {
   NcclReading reading;
   // Lazy binding, as a rank loads it; closed again so that no NCCL stays in muster.
-  if (void* nccl = open_node_library("libnccl.so.2", RTLD_LAZY | RTLD_LOCAL)) {
+  if (const NodeLibrary nccl("libnccl.so.2", RTLD_LAZY | RTLD_LOCAL); nccl.loaded()) {
     using GetVersion = int (*)(int*);  // ncclResult_t ncclGetVersion(int*); 0 is ncclSuccess
-    auto get_version = reinterpret_cast<GetVersion>(dlsym(nccl, "ncclGetVersion"));
+    GetVersion get_version = nullptr;
     int version = 0;
-    if (!get_version)
+    if (!nccl.bind(get_version, "ncclGetVersion"))
       reading.why_not = "libnccl.so.2 has no ncclGetVersion";
     else if (const int code = get_version(&version); code != 0)
       reading.why_not = fmt::format("ncclGetVersion failed (NCCL error {})", code);
     else
       reading.version = version;
-    dlclose(nccl);
   } else {
     const char* error = dlerror();
     reading.why_not = fmt::format("libnccl.so.2 did not load: {}", error ? error : "not found");
