@@ -75,6 +75,8 @@ std::string doctor_junit(const DoctorReport& report) {
     for (const auto& c : report.checks) {
       if (c.stage != stage.name) continue;
       std::string name = c.node ? fmt::format("{} [{}]", c.name, *c.node) : c.name;
+      // A node's health findings are one per device: the device keeps their names apart.
+      if (c.health && !c.health->device.empty()) name += " " + c.health->device;
       out += fmt::format("    <testcase classname=\"muster.{}\" name=\"{}\">", xml_escape(c.stage),
                          xml_escape(name));
       switch (c.status) {

@@ -15,6 +15,7 @@
 #include "launcher/error.h"
 #include "launcher/job/cluster_ping.h"
 #include "launcher/job/health_check.h"
+#include "launcher/remote/health_report.h"
 #include "launcher/job/launch.h"
 #include "launcher/job/node_facts.h"
 #include "launcher/job/smoke_check.h"
@@ -452,7 +453,8 @@ Check health_check_of(const HealthFinding& f, std::optional<std::string> node) {
   return {"health", f.check, std::move(node), status, reason, f.values, f};
 }
 
-DoctorReport run_node_health(const ClusterInput& cluster, const std::string& root) {
+DoctorReport run_node_health(const ClusterInput& cluster, const std::string& snapshot,
+                             std::chrono::milliseconds deadline) {
   auto started = std::chrono::steady_clock::now();
   DoctorReport report;
   HealthExpectations expect;
@@ -466,7 +468,12 @@ DoctorReport run_node_health(const ClusterInput& cluster, const std::string& roo
   gethostname(name, sizeof name - 1);
   const std::string node = name;
   if (report.cluster.empty()) report.cluster = node;
-  for (const auto& f : check_this_node(root, expect).findings) report.checks.push_back(health_check_of(f, node));
+  // A snapshot may be of another machine: this machine's NVML is not its.
+  const NodeHealth health = snapshot.empty()
+                                ? check_this_node(health_root_of_this_node(), expect, deadline)
+                                : check_this_node(snapshot, expect, deadline, GpuLibrariesAsked::NotForASnapshot);
+  for (const auto& f : health.findings)
+    report.checks.push_back(health_check_of(f, node));
   // The stage is the worst of its checks, its reason the first check of that status.
   StageResult stage{"health", CheckStatus::Skip, "", 0};
   for (const auto& c : report.checks)

@@ -3,6 +3,7 @@
 // which nothing passed skips only the stages that need it. The CI health check.
 #pragma once
 
+#include <chrono>
 #include <map>
 #include <optional>
 #include <string>
@@ -75,9 +76,12 @@ const std::vector<std::string>& doctor_stages();
 // checked is never a pass), absent a skip.
 Check health_check_of(const HealthFinding& finding, std::optional<std::string> node);
 
-// `muster health`: this node's checks alone, reading under `root`, as one "health" stage.
-// `cluster` gives the expectations (its `expect:`); its nodes are not reached.
-DoctorReport run_node_health(const ClusterInput& cluster, const std::string& root);
+// `muster health`: this node's checks alone, as one "health" stage, cut at `deadline`:
+// reading under `snapshot` (a node's files copied elsewhere: this machine's NVML is not
+// asked), or when it is empty, this node as its agent reads it. `cluster` gives the
+// expectations (its `expect:`); its nodes are not reached.
+DoctorReport run_node_health(const ClusterInput& cluster, const std::string& snapshot,
+                             std::chrono::milliseconds deadline);
 
 // Runs every selected stage. Throws Error(Usage) for an unknown stage name in only/skip;
 // everything else, an invalid cluster file included, is reported as checks.

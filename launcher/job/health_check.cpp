@@ -9,9 +9,12 @@
 
 namespace muster {
 
-NodeHealth check_this_node(const std::string& root, const HealthExpectations& expect) {
-  auto libraries = node_gpu_libraries();
-  return check_node_health({root, libraries.get()}, expect);
+NodeHealth check_this_node(const std::string& root, const HealthExpectations& expect,
+                           std::chrono::milliseconds deadline, GpuLibrariesAsked gpus) {
+  if (gpus == GpuLibrariesAsked::NotForASnapshot)
+    return check_node_health_within(root, nullptr, expect, deadline,
+                                    "a snapshot (--fsroot) has no NVML: this machine's answers are not its GPUs'");
+  return check_node_health_within(root, node_gpu_libraries(), expect, deadline);
 }
 
 namespace {
@@ -26,7 +29,8 @@ const std::vector<Fact>& compared_facts() {
   static const std::vector<Fact> facts = {
       {"NVIDIA GPUs on the PCI bus", true, [](const NodeSoftware& s) { return std::to_string(s.nvidia_gpus); }},
       {"GPU model", true, [](const NodeSoftware& s) { return s.gpu_model; }},
-      {"InfiniBand/RoCE ports", true, [](const NodeSoftware& s) { return std::to_string(s.ib_ports); }},
+      {"active NVLinks", true, [](const NodeSoftware& s) { return std::to_string(s.nvlinks); }},
+      {"active InfiniBand/RoCE ports", true, [](const NodeSoftware& s) { return std::to_string(s.ib_ports); }},
       {"IB port rates", true, [](const NodeSoftware& s) { return s.ib_rates; }},
       {"NVIDIA driver", false, [](const NodeSoftware& s) { return s.nvidia_driver; }},
       {"CUDA driver", false, [](const NodeSoftware& s) { return s.cuda_driver; }},
@@ -71,7 +75,7 @@ ClusterHealth check_cluster_health(ClusterContext& context, std::chrono::millise
   ClusterHealth result;
   const HealthExpectations& expect = context.cluster().expect;
   if (context.is_local()) {
-    result.nodes.push_back({0, check_this_node("/", expect), ""});
+    result.nodes.push_back({0, check_this_node(health_root_of_this_node(), expect), ""});
     return result;
   }
   ClusterSession& session = context.session();
@@ -96,10 +100,12 @@ ClusterHealth check_cluster_health(ClusterContext& context, std::chrono::millise
     result.nodes.push_back(std::move(r));
   }
   // What only the head sees: the node unlike the others.
+  // A node whose checks hung has partial facts: compared, it would look like one without
+  // GPUs; its hang is its finding.
   std::vector<NodeSoftware> software;
   std::vector<NodeHealth*> answered;
   for (auto& n : result.nodes)
-    if (n.health) {
+    if (n.health && n.health->complete) {
       software.push_back(n.health->software);
       answered.push_back(&*n.health);
     }
@@ -115,7 +121,8 @@ std::vector<std::pair<size_t, HealthFinding>> counters_grown_since(ClusterContex
   std::vector<std::pair<size_t, HealthFinding>> out;
   if (context.is_local()) {
     if (!start.nodes.empty() && start.nodes.front().health)
-      for (auto& f : counter_growth(start.nodes.front().health->counters, read_health_counters("/")))
+      for (auto& f : counter_growth(start.nodes.front().health->counters,
+                                    read_health_counters(health_root_of_this_node())))
         out.emplace_back(0, std::move(f));
     return out;
   }

@@ -25,8 +25,18 @@ struct ClusterHealth {
   std::vector<NodeHealthResult> nodes;  // the nodes asked, in node order
 };
 
-// This machine's checks, reading under `root`, with its own GPU libraries.
-NodeHealth check_this_node(const std::string& root, const HealthExpectations& expect);
+// How long a node's checks may take before the one that hangs is named: far above the tens
+// of milliseconds they take, below the head's wait for an agent's answer.
+inline constexpr std::chrono::milliseconds kHealthDeadline{15000};
+
+// Whether the GPU libraries are asked: they are this machine's, so not for a snapshot of
+// another (--fsroot).
+enum class GpuLibrariesAsked { Yes, NotForASnapshot };
+
+// This machine's checks, reading under `root`, cut at `deadline`.
+NodeHealth check_this_node(const std::string& root, const HealthExpectations& expect,
+                           std::chrono::milliseconds deadline = kHealthDeadline,
+                           GpuLibrariesAsked gpus = GpuLibrariesAsked::Yes);
 
 // Every usable node's checks at once, each answer awaited at most `limit` (a check that
 // hangs, as NVML does on a wedged GPU, then costs that and no more). The differences

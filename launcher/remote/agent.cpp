@@ -135,17 +135,19 @@ std::string answer_probe(const nlohmann::json& ask) {
   return results.dump();
 }
 
+// The node's health checks answer within this, a hung one naming itself, before the head
+// stops waiting (20 s): a wedged GPU's NVML never returns.
+constexpr std::chrono::seconds kAgentHealthDeadline{15};
+
 // A request the agent cannot answer gets an answer saying why: the agent itself goes on.
 std::string answer(const std::string& payload) {
   try {
     auto ask = parse_untrusted_json(payload);
     const std::string op = ask.at("op");
     if (op == "probe") return answer_probe(ask);
-    if (op == "health") {
-      auto libraries = node_gpu_libraries();
-      return to_json(check_node_health({health_root_of_this_node(), libraries.get()},
-                                       expectations_from_request(payload)));
-    }
+    if (op == "health")
+      return to_json(check_node_health_within(health_root_of_this_node(), node_gpu_libraries(),
+                                              expectations_from_request(payload), kAgentHealthDeadline));
     if (op == "health_counters") return counters_to_json(read_health_counters(health_root_of_this_node()));
     if (op == "ports") return nlohmann::json{{"ports", two_free_ports()}}.dump();
     if (op == "clock")

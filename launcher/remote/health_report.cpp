@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdlib>
 
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "launcher/error.h"
@@ -74,11 +75,11 @@ std::string to_json(const NodeHealth& h) {
                         {"observed", f.observed}, {"expected", f.expected}, {"expected_from", f.expected_from},
                         {"remedy", f.remedy}, {"values", f.values}});
   const NodeSoftware& s = h.software;
-  json software = {{"nvidia_driver", s.nvidia_driver}, {"cuda_driver", s.cuda_driver}, {"nccl", s.nccl},
+  json software = {{"nvidia_driver", s.nvidia_driver}, {"nvlinks", s.nvlinks}, {"cuda_driver", s.cuda_driver}, {"nccl", s.nccl},
                    {"nccl_net_plugin", s.nccl_net_plugin}, {"kernel", s.kernel},
                    {"rdma_providers", s.rdma_providers}, {"nvidia_gpus", s.nvidia_gpus},
                    {"gpu_model", s.gpu_model}, {"ib_ports", s.ib_ports}, {"ib_rates", s.ib_rates}};
-  return json{{"findings", findings}, {"counters", json::parse(counters_to_json(h.counters))},
+  return json{{"complete", h.complete}, {"findings", findings}, {"counters", json::parse(counters_to_json(h.counters))},
               {"software", software}}
       .dump(-1, ' ', false, json::error_handler_t::replace);
 }
@@ -87,10 +88,21 @@ NodeHealth node_health_from_json(std::string_view text) {
   try {
     json j = parse_untrusted_json(text);
     NodeHealth h;
+    h.complete = j.value("complete", false);
     const json& findings = j.at("findings");
-    if (!findings.is_array() || findings.size() > kMaxFindings)
-      throw Error(ErrorKind::Runtime, "a health report with too many findings");
+    if (!findings.is_array()) throw Error(ErrorKind::Runtime, "a health report without a list of findings");
+    // A node with more findings than any real one has keeps the first, and says so: a sick
+    // node is not turned into an unknown one by the size of its report.
     for (const auto& f : findings) {
+      if (h.findings.size() == kMaxFindings) {
+        HealthFinding more;
+        more.check = "report";
+        more.status = HealthStatus::Warn;
+        more.observed = fmt::format("{} more findings left out (the head keeps {})", findings.size() - kMaxFindings,
+                                    kMaxFindings);
+        h.findings.push_back(std::move(more));
+        break;
+      }
       HealthFinding out;
       out.check = bounded(f, "check");
       out.status = status_from(bounded(f, "status"));
@@ -111,7 +123,8 @@ NodeHealth node_health_from_json(std::string_view text) {
     h.software = {bounded(s, "nvidia_driver"), bounded(s, "cuda_driver"), bounded(s, "nccl"),
                   bounded(s, "nccl_net_plugin"), bounded(s, "kernel"), bounded(s, "rdma_providers"),
                   std::clamp(s.value("nvidia_gpus", 0), 0, 1 << 16), bounded(s, "gpu_model"),
-                  std::clamp(s.value("ib_ports", 0), 0, 1 << 16), bounded(s, "ib_rates")};
+                  std::clamp(s.value("nvlinks", 0), 0, 1 << 16), std::clamp(s.value("ib_ports", 0), 0, 1 << 16),
+                  bounded(s, "ib_rates")};
     return h;
   } catch (const nlohmann::json::exception& e) {
     throw Error(ErrorKind::Runtime, std::string("not a node's health report: ") + e.what());
@@ -127,9 +140,12 @@ std::string counters_to_json(const std::vector<HealthCounter>& counters) {
 std::vector<HealthCounter> counters_from_json(std::string_view text) {
   try {
     json j = parse_untrusted_json(text);
-    if (!j.is_array() || j.size() > kMaxCounters) throw Error(ErrorKind::Runtime, "not a list of counters");
+    if (!j.is_array()) throw Error(ErrorKind::Runtime, "not a list of counters");
     std::vector<HealthCounter> out;
-    for (const auto& c : j) out.push_back({bounded(c, "device"), bounded(c, "name"), c.at("value").get<std::uint64_t>()});
+    for (const auto& c : j) {
+      if (out.size() == kMaxCounters) break;  // the first ones are compared; no node has more
+      out.push_back({bounded(c, "device"), bounded(c, "name"), c.at("value").get<std::uint64_t>()});
+    }
     return out;
   } catch (const nlohmann::json::exception& e) {
     throw Error(ErrorKind::Runtime, std::string("not a node's counters: ") + e.what());

@@ -4,6 +4,9 @@
 // a sick snapshot while the others read their own machine.
 #include <chrono>
 #include <fstream>
+#include <iterator>
+#include <set>
+#include <string>
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -29,7 +32,9 @@ std::vector<std::string> fake_nvml(const std::string& machine) {
 // through the fake NVML's two-gpus-sick machine, one row remap pending).
 void make_sick(NodeTree& tree) {
   tree.healthy_gpu_node();
+  // The device and the port above it show the one link, as the kernel does.
   tree.write("sys/devices/pci0000:00/0000:29:00.0/0000:2a:00.0/current_link_width", "8");
+  tree.write("sys/devices/pci0000:00/0000:29:00.0/current_link_width", "8");
   tree.ib_port("mlx5_0", "0000:3b:00.0", 2, "1: DOWN", "2: Polling", "100 Gb/sec (4X EDR)");
 }
 
@@ -79,18 +84,22 @@ TEST(Health, ThisMachineWithoutGpusOrHcasIsHealthyAndSaysWhatItCouldNotCheck) {
   std::cerr << "muster health on this machine: " << ms << " ms (with the process's start)\n";
 }
 
-TEST(Health, ASickSnapshotFailsNamingEachDeviceAndValue) {
+TEST(Health, ASickNodeFailsNamingEachDeviceAndValue) {
   NodeTree tree;
   make_sick(tree);
   TempDir dir;
-  auto r = run_muster({"health", "--fsroot", tree.root(), "--json", dir.file("report.json"), "--junit",
-                       dir.file("report.xml"), "--prometheus", dir.file("health.prom")},
-                      fake_nvml("two-gpus-sick"));
+  // This node, its files under MUSTER_HEALTH_FSROOT (as in a container with the host's /sys
+  // mounted elsewhere), its NVML the fake's.
+  std::vector<std::string> env = fake_nvml("two-gpus-sick");
+  env.push_back("MUSTER_HEALTH_FSROOT=" + tree.root());
+  auto r = run_muster({"health", "--json", dir.file("report.json"), "--junit", dir.file("report.xml"),
+                       "--prometheus", dir.file("health.prom")},
+                      env);
   ASSERT_EQ(r.exit_code, 1) << r.out << r.err;
   std::ifstream in(dir.file("report.json"));
   auto report = nlohmann::json::parse(in);
   auto fails = failed(report);
-  const auto* pcie = failed_check(fails, "pcie_link", "GPU1 0000:2a:00.0");
+  const auto* pcie = failed_check(fails, "pcie_link", "GPU1 0000:2a:00.0 NVIDIA H100 80GB HBM3");
   ASSERT_TRUE(pcie) << report.dump(2);
   EXPECT_NE((*pcie)["finding"]["observed"].get<std::string>().find("x8"), std::string::npos);
   EXPECT_EQ((*pcie)["finding"]["expected"], "x16 at 32.0 GT/s (Gen5)");
@@ -103,33 +112,76 @@ TEST(Health, ASickSnapshotFailsNamingEachDeviceAndValue) {
   EXPECT_EQ(fails.size(), 3u) << report.dump(2);
   // NHC's convention: the last line says why, naming the first failure.
   EXPECT_NE(r.err.find("muster: health: FAIL "), std::string::npos) << r.err;
-  EXPECT_NE(r.err.find("GPU1 0000:2a:00.0: PCIe link x8"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("GPU1 0000:2a:00.0 NVIDIA H100 80GB HBM3: PCIe link x8"), std::string::npos) << r.err;
   // The same findings in JUnit and Prometheus.
   const std::string junit = dir.read("report.xml"), prom = dir.read("health.prom");
   EXPECT_NE(junit.find("row remap pending"), std::string::npos);
   EXPECT_NE(junit.find("mlx5_0 port 2"), std::string::npos);
   EXPECT_NE(prom.find("muster_doctor_device_status{"), std::string::npos);
-  EXPECT_NE(prom.find("device=\"GPU1 0000:2a:00.0\"} 2"), std::string::npos) << prom;
+  EXPECT_NE(prom.find("device=\"GPU1 0000:2a:00.0 NVIDIA H100 80GB HBM3\"} 2"), std::string::npos) << prom;
   EXPECT_NE(prom.find("muster_doctor_pcie_link_width{"), std::string::npos) << prom;
   expect_reports_follow_the_schema(dir);
 }
 
-TEST(Health, AHealthySnapshotPassesAndTheClusterFilesExpectationsApply) {
+TEST(Health, AHealthyNodePassesAndTheClusterFilesExpectationsApply) {
   NodeTree tree;
   tree.healthy_gpu_node();
-  auto healthy = run_muster({"health", "--fsroot", tree.root()}, fake_nvml("two-gpus-healthy"));
+  std::vector<std::string> env = fake_nvml("two-gpus-healthy");
+  env.push_back("MUSTER_HEALTH_FSROOT=" + tree.root());
+  auto healthy = run_muster({"health"}, env);
   EXPECT_EQ(healthy.exit_code, 0) << healthy.out << healthy.err;
   EXPECT_EQ(healthy.out.find("FAIL"), std::string::npos) << healthy.out;
 
   TempDir dir;
   dir.write("cluster.yaml", "expect:\n  gpus_per_node: 8\n  driver_version: 535.104.05\nnodes: [a]\n");
-  auto r = run_muster({"health", "-f", dir.file("cluster.yaml"), "--fsroot", tree.root(), "--json"},
-                      fake_nvml("two-gpus-healthy"));
+  auto r = run_muster({"health", "-f", dir.file("cluster.yaml"), "--json"}, env);
   ASSERT_EQ(r.exit_code, 1) << r.out << r.err;
   auto fails = failed(nlohmann::json::parse(r.out));
   ASSERT_EQ(fails.size(), 2u) << r.out;
   EXPECT_EQ(fails[0]["finding"]["expected_from"], "expect.gpus_per_node");
   EXPECT_EQ(fails[1]["finding"]["expected_from"], "expect.driver_version");
+}
+
+TEST(Health, ASnapshotIsReadWithoutThisMachinesNvml) {
+  // Support's copy of a sick node's files, checked on another machine: its links and ports
+  // are judged, and its GPUs' health is unknown rather than this machine's GPUs' health.
+  NodeTree tree;
+  make_sick(tree);
+  tree.write("proc/driver/nvidia/version", "NVRM version: NVIDIA UNIX x86_64 Kernel Module  550.54.15  Tue Mar 5");
+  auto r = run_muster({"health", "--fsroot", tree.root(), "--json"}, fake_nvml("two-gpus-healthy"));
+  ASSERT_EQ(r.exit_code, 1) << r.out << r.err;
+  auto report = nlohmann::json::parse(r.out);
+  auto fails = failed(report);
+  EXPECT_TRUE(failed_check(fails, "pcie_link", "GPU1 0000:2a:00.0")) << r.out;
+  EXPECT_TRUE(failed_check(fails, "ib_port", "mlx5_0 port 2 (0000:3b:00.0)")) << r.out;
+  EXPECT_EQ(fails.size(), 2u) << r.out;
+  bool gpus_unknown = false;
+  for (const auto& c : report["checks"])
+    gpus_unknown |= c["name"] == "gpu" && c["finding"]["status"] == "unknown" &&
+                    c["finding"]["observed"].get<std::string>().find("--fsroot") != std::string::npos;
+  EXPECT_TRUE(gpus_unknown) << r.out;
+  EXPECT_NE(r.out.find("NVIDIA driver 550.54.15"), std::string::npos) << r.out;  // from the snapshot's /proc
+}
+
+TEST(Health, ACheckThatHangsFailsAtTheDeadlineNamingIt) {
+  NodeTree tree;
+  tree.healthy_gpu_node();
+  tree.kernel_log("4,900,1000,-;NVRM: Xid (PCI:0000:2a:00): 79, pid=1234, GPU has fallen off the bus.");
+  TempDir dir;
+  // The healthy machine, with NVML never returning for its second GPU, as on a wedged one.
+  std::ifstream healthy(machine_description("two-gpus-healthy"));
+  dir.write("wedged.txt", std::string(std::istreambuf_iterator<char>(healthy), {}) + "hang 0000:2a:00.0\n");
+  const auto started = std::chrono::steady_clock::now();
+  auto r = run_muster({"health", "--timeout", "1"},
+                      {std::string("LD_LIBRARY_PATH=") + MUSTER_FAKE_GPU_DIR,
+                       "MUSTER_FAKE_GPU_MACHINE=" + dir.file("wedged.txt"), "MUSTER_HEALTH_FSROOT=" + tree.root()});
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+  EXPECT_LT(seconds, 30) << "the deadline did not cut the hung check";
+  EXPECT_NE(r.err.find("did not finish within 1 s: stuck in the gpu check (NVML did not answer)"),
+            std::string::npos) << r.err;
+  // What the node's files say still names the GPU that hung.
+  EXPECT_NE(r.out.find("GPU1 0000:2a:00.0: Xid 79 in the kernel log since boot"), std::string::npos) << r.out;
 }
 
 TEST(Health, BadInputIsAUsageErrorAndStartsNothing) {
@@ -141,6 +193,7 @@ TEST(Health, BadInputIsAUsageErrorAndStartsNothing) {
   auto bad = run_muster({"health", "-f", dir.file("cluster.yaml")});
   EXPECT_EQ(bad.exit_code, 2);
   EXPECT_NE(bad.err.find("expect.pcie_gen must be between 1 and 6"), std::string::npos) << bad.err;
+  EXPECT_EQ(run_muster({"health", "--timeout", "0"}).exit_code, 2);
 }
 
 class HealthOnTheTestCluster : public ::testing::Test {
@@ -168,7 +221,7 @@ TEST_F(HealthOnTheTestCluster, DoctorFailsTheSickHostByNameAndPassesTheHealthyOn
   auto report = nlohmann::json::parse(in);
   const std::string sick_name = cluster.host(1);
   auto fails = failed(report, sick_name);
-  EXPECT_TRUE(failed_check(fails, "pcie_link", "GPU1 0000:2a:00.0")) << report.dump(2);
+  EXPECT_TRUE(failed_check(fails, "pcie_link", "GPU1 0000:2a:00.0 NVIDIA H100 80GB HBM3")) << report.dump(2);
   EXPECT_TRUE(failed_check(fails, "ib_port", "mlx5_0 port 2 (0000:3b:00.0)")) << report.dump(2);
   EXPECT_TRUE(failed_check(fails, "gpu_memory", "GPU1 0000:2a:00.0 NVIDIA H100 80GB HBM3")) << report.dump(2);
   for (int healthy : {0, 2}) EXPECT_TRUE(failed(report, cluster.host(healthy)).empty()) << report.dump(2);
@@ -178,7 +231,8 @@ TEST_F(HealthOnTheTestCluster, DoctorFailsTheSickHostByNameAndPassesTheHealthyOn
       EXPECT_NE(stage["status"], "fail") << stage.dump();
     }
   const std::string junit = dir.read("report.xml"), prom = dir.read("muster.prom");
-  EXPECT_NE(junit.find("gpu_memory [" + sick_name + "]"), std::string::npos) << junit;
+  EXPECT_NE(junit.find("gpu_memory [" + sick_name + "] GPU1 0000:2a:00.0 NVIDIA H100 80GB HBM3"), std::string::npos)
+      << junit;
   EXPECT_NE(prom.find("node=\"" + sick_name + "\",device=\"mlx5_0 port 2 (0000:3b:00.0)\"} 2"), std::string::npos)
       << prom;
   expect_reports_follow_the_schema(dir);

@@ -263,7 +263,7 @@ TEST(RunLocal, BadInputStartsNothingAndExits2) {
       {{"run", "--grace", "soon", "--", "touch", dir.file("started")},
        "muster: error: --grace: 'soon' is not a number"},
       {{"rnu", "-n", "2", "--", "touch", dir.file("started")},
-       "muster: error: 'rnu' is not a muster command; the commands are doctor, run,"},
+       "muster: error: 'rnu' is not a muster command; the commands are doctor, health, run,"},
       {{"-n", "2", "run", "--", "touch", dir.file("started")},
        "muster: error: '-n': the command comes first, as in 'muster run -n 2 -- CMD'"},
   };

@@ -218,10 +218,12 @@ std::optional<NvmlHealthReading> NodeGpuLibraries::read_nvml(std::string& why_no
     GpuHealthReading gpu;
     gpu.index = index;
     nvmlDevice_t device = nullptr;
-    if (const nvmlReturn_t code = nvml.by_index(index, &device); code != kSuccess)
-      gpu.error = "NVML cannot open it: " + nvml_error_text(code);
-    else
+    if (const nvmlReturn_t code = nvml.by_index(index, &device); code != kSuccess) {
+      gpu.error = nvml_error_text(code);
+      gpu.error_code = code;
+    } else {
       read_gpu(nvml, device, gpu);
+    }
     reading.gpus.push_back(std::move(gpu));
   }
   return reading;

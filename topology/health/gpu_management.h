@@ -34,7 +34,8 @@ struct GpuHealthReading {
   unsigned index = 0;   // NVML's index
   std::string bus_id;   // "0000:18:00.0", normalised
   std::string name, uuid;
-  std::string error;    // set when NVML could not open the GPU at all ("GPU is lost")
+  std::string error;    // set when NVML could not open the GPU at all ("GPU is lost (NVML error 15)")
+  int error_code = 0;   // NVML's code for it: 15 lost, 4 no permission (hidden by a cgroup)
   std::optional<bool> persistence_mode;
   std::optional<bool> ecc_enabled;  // the current ECC mode
   std::optional<std::uint64_t> ecc_volatile_uncorrected, ecc_aggregate_uncorrected;
@@ -44,6 +45,8 @@ struct GpuHealthReading {
   std::vector<NvLinkReading> nvlinks;
   std::optional<unsigned> temperature_c, slowdown_temperature_c;
 };
+
+inline constexpr int kNvmlNoPermission = 4;  // NVML_ERROR_NO_PERMISSION
 
 // nvmlClocksThrottleReason* bits, as NVML's documentation gives them.
 namespace throttle {

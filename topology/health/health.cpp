@@ -1,20 +1,24 @@
 #include "topology/health/health.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cctype>
 #include <cerrno>
+#include <condition_variable>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <mutex>
 #include <set>
 #include <sstream>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "launcher/thread.h"
 #include "topology/nvml.h"
 #include "topology/sysfs_pci.h"
 
@@ -110,11 +114,15 @@ struct Root {
   }
 };
 
+// The first line of a small attribute file, at most 4 KiB of it: sysfs bounds what it
+// writes, a snapshot's files need not.
 std::optional<std::string> read_line(const fs::path& path) {
   std::ifstream in(path);
   if (!in) return std::nullopt;
-  std::string line;
-  std::getline(in, line);
+  char buffer[4096];
+  in.read(buffer, sizeof buffer);
+  std::string line(buffer, size_t(in.gcount()));
+  line = line.substr(0, line.find('\n'));
   while (!line.empty() && std::isspace(static_cast<unsigned char>(line.back()))) line.pop_back();
   return line;
 }
@@ -206,7 +214,8 @@ std::map<std::string, std::vector<std::string>> class_names(const Root& root, co
   return out;
 }
 
-PciView read_pci(const Root& root) {
+// `gpu_names`: NVML's name for each GPU's bus id, where NVML answered.
+PciView read_pci(const Root& root, const std::map<std::string, std::string>& gpu_names) {
   PciView view;
   const fs::path devices = root.at("/sys/bus/pci/devices");
   auto names = list_dir(devices);
@@ -222,6 +231,10 @@ PciView read_pci(const Root& root) {
     const fs::path entry = devices / bus_id;
     auto cls = read_hex(entry / "class"), vendor = read_hex(entry / "vendor");
     if (!cls || !vendor) continue;
+    // An SR-IOV virtual function has no link of its own (its link registers read zero); its
+    // physical function's link is the one checked.
+    std::error_code vf;
+    if (fs::is_symlink(entry / "physfn", vf)) continue;
     PciDevice d;
     d.bus_id = bus_id;
     unsigned bus = 0, domain = 0;
@@ -232,7 +245,10 @@ PciView read_pci(const Root& root) {
     d.role = gpu ? Role::Gpu : Role::Nic;
     d.nvidia_gpu = gpu && *vendor == 0x10de;
     if (d.nvidia_gpu) view.nvidia_gpus.push_back(bus_id);
-    if (gpu) d.label = fmt::format("GPU{} {}", gpu_index++, bus_id);
+    if (gpu) {
+      auto name = gpu_names.find(bus_id);
+      d.label = fmt::format("GPU{} {}{}", gpu_index++, bus_id, name == gpu_names.end() ? "" : " " + name->second);
+    }
     else {
       std::vector<std::string> named = ib.count(bus_id) ? ib[bus_id] : net[bus_id];
       d.label = named.empty() ? fmt::format("NIC {}", bus_id) : fmt::format("{} {}", fmt::join(named, "/"), bus_id);
@@ -293,9 +309,13 @@ double speed_of_generation(int gen) {
 // that is known, since a Gen5 card in a Gen4 slot trains at Gen4 and is healthy), or against
 // the cluster file's expectation for GPUs. A GPU lowers its link speed when idle to save
 // power, so a GPU's slow link is a warning; a narrow link is a failure on every device.
+// How a link's speed below its expectation is judged: a GPU lowers its own link's speed when
+// idle to save power, so that is a warning while the GPU is idle (or its state unknown).
+enum class SlowLink { Fails, WarnsWhileIdle };
+
 std::optional<HealthFinding> check_link(const std::string& label, const fs::path& dir, bool of_gpu,
-                                        bool must_have_link, const std::optional<LinkState>& above,
-                                        const HealthExpectations& expect) {
+                                        SlowLink slow_link, bool must_have_link,
+                                        const std::optional<LinkState>& above, const HealthExpectations& expect) {
   LinkState s = read_link(dir);
   if (!s.any_attribute) {
     if (!must_have_link) return std::nullopt;  // conventional PCI or a virtual device: no link
@@ -316,6 +336,10 @@ std::optional<HealthFinding> check_link(const std::string& label, const fs::path
     want_speed = std::min(want_speed, *above->max_speed);
     want_width = std::min(want_width, *above->max_width);
   }
+  // What the link can train at, at best, does not change while the GPU idles: a slot or card
+  // that cannot reach the expected generation or width fails whatever the GPU does.
+  const double can_speed = want_speed;
+  const int can_width = want_width;
   if (of_gpu && (expect.pcie_gen || expect.pcie_width)) {
     if (expect.pcie_gen) want_speed = speed_of_generation(*expect.pcie_gen);
     if (expect.pcie_width) want_width = *expect.pcie_width;
@@ -326,13 +350,17 @@ std::optional<HealthFinding> check_link(const std::string& label, const fs::path
   HealthFinding f = finding("pcie_link", Status::Pass, label, "PCIe link " + link_text(s.width, s.speed));
   f.values = {{"pcie_link_width", double(*s.width)}, {"pcie_link_speed_gts", *s.speed}};
   const bool narrow = *s.width < want_width, slow = *s.speed + 0.01 < want_speed;
+  const bool cannot = can_width < want_width || can_speed + 0.01 < want_speed;
   if (!narrow && !slow) return f;
   f.expected = link_text(want_width, want_speed);
   f.expected_from = from;
-  if (narrow) {
+  if (narrow || cannot) {
     f.status = Status::Fail;
-    f.remedy = "reseat the card or its riser, check the slot and cable; a narrow link halves bandwidth";
-  } else if (of_gpu) {
+    f.remedy = cannot ? fmt::format("the link can reach only {} here: check the slot's BIOS setting, the riser "
+                                    "and that the card sits in the slot the cluster file expects",
+                                    link_text(can_width, can_speed))
+                      : "reseat the card or its riser, check the slot and cable; a narrow link halves bandwidth";
+  } else if (slow_link == SlowLink::WarnsWhileIdle) {
     f.status = Status::Warn;
     f.remedy = "GPUs lower their link speed when idle: check again under load (muster smoke); if it stays low, reseat";
   } else {
@@ -349,7 +377,8 @@ std::optional<std::uint64_t> aer_total(const fs::path& file) {
   if (!in) return std::nullopt;
   std::uint64_t total = 0, listed = 0;
   bool has_total = false;
-  for (std::string name, count; in >> name >> count;) {
+  int lines = 0;
+  for (std::string name, count; lines++ < 256 && in >> name >> count;) {
     std::uint64_t v = 0;
     try {
       v = std::stoull(count);
@@ -389,7 +418,9 @@ std::vector<HealthFinding> check_aer(const std::string& label, const fs::path& d
   return out;
 }
 
-void check_pcie(const Root& root, const PciView& pci, const HealthExpectations& expect, NodeHealth& out) {
+// `busy_gpus`: the bus ids of GPUs NVML says are not idle, whose slow link is a failure.
+void check_pcie(const Root& root, const PciView& pci, const std::set<std::string>& busy_gpus,
+                const HealthExpectations& expect, NodeHealth& out) {
   if (!pci.listed) {
     HealthFinding f = finding("pcie_link", Status::Unknown, "", pci.why_not);
     f.remedy = "run where /sys is mounted, or give --fsroot a snapshot that has sys/bus/pci/devices";
@@ -397,32 +428,41 @@ void check_pcie(const Root& root, const PciView& pci, const HealthExpectations& 
     return;
   }
   const fs::path devices = root.at("/sys/bus/pci/devices");
-  std::set<std::string> bridges_done;
+  std::set<std::string> links_done, aer_done;
   int links = 0;
   size_t first = out.findings.size();
   for (const auto& d : pci.devices) {
+    // In sysfs a port's current_link_* is the link below it: the port just above a device
+    // shows the device's own link, judged here with the device against the lower of both
+    // ends' maxima (a Gen4 card in a Gen5 slot is healthy at Gen4).
     std::optional<LinkState> above;
     if (!d.upstream.empty()) above = read_link(devices / d.upstream.front());
-    const bool must = d.role == Role::Gpu || d.label.rfind("mlx", 0) == 0;
-    if (auto f = check_link(d.label, d.dir, d.role == Role::Gpu, must, above, expect)) {
+    const bool must = d.role == Role::Gpu || d.label.find("mlx") != std::string::npos;
+    const SlowLink slow = d.role == Role::Gpu && !busy_gpus.count(d.bus_id) ? SlowLink::WarnsWhileIdle
+                                                                             : SlowLink::Fails;
+    if (auto f = check_link(d.label, d.dir, d.role == Role::Gpu, slow, must, above, expect)) {
       ++links;
       if (f->status != Status::Pass) out.findings.push_back(*f);
     }
-    for (auto& f : check_aer(d.label, d.dir)) out.findings.push_back(f);
-    // The bridges above the device: a degraded uplink of a PCIe switch slows every device
-    // below it, while each device's own link looks fine.
-    for (size_t k = 0; k < d.upstream.size(); ++k) {
-      const std::string& bridge = d.upstream[k];
-      if (!bridges_done.insert(bridge).second) continue;
-      std::optional<LinkState> bridge_above;
-      if (k + 1 < d.upstream.size()) bridge_above = read_link(devices / d.upstream[k + 1]);
-      const std::string label = fmt::format("bridge {} (above {})", bridge, d.label);
-      if (auto f = check_link(label, devices / bridge, d.role == Role::Gpu, false, bridge_above, HealthExpectations{})) {
+    // The links above: a switch's upstream port and the port above it share one link, so
+    // every second port up the path is one link, judged once against both ends. A degraded
+    // uplink slows every device below it while each device's own link looks fine.
+    for (size_t k = 1; k < d.upstream.size(); k += 2) {
+      const std::string& port = d.upstream[k];
+      if (!links_done.insert(port).second) continue;
+      std::optional<LinkState> other_end;
+      if (k + 1 < d.upstream.size()) other_end = read_link(devices / d.upstream[k + 1]);
+      const std::string label = fmt::format("bridge {} (above {})", port, d.label);
+      if (auto f = check_link(label, devices / port, false, SlowLink::Fails, false, other_end, HealthExpectations{})) {
         ++links;
         if (f->status != Status::Pass) out.findings.push_back(*f);
       }
-      for (auto& f : check_aer(label, devices / bridge)) out.findings.push_back(f);
     }
+    for (auto& f : check_aer(d.label, d.dir)) out.findings.push_back(f);
+    for (const auto& port : d.upstream)
+      if (aer_done.insert(port).second)
+        for (auto& f : check_aer(fmt::format("bridge {} (above {})", port, d.label), devices / port))
+          out.findings.push_back(f);
   }
   if (out.findings.size() == first) {
     HealthFinding f = finding("pcie_link", links ? Status::Pass : Status::Absent, "",
@@ -437,15 +477,23 @@ void check_pcie(const Root& root, const PciView& pci, const HealthExpectations& 
 
 // ---- InfiniBand and RoCE ports, Ethernet carriers -----------------------------------------
 
+// The error counters whose growth means a failing link. port_xmit_discards is left out:
+// it grows under ordinary congestion on a healthy fabric.
 const char* const kIbCounters[] = {"symbol_error", "link_downed", "link_error_recovery", "port_rcv_errors",
-                                   "port_xmit_discards", "local_link_integrity_errors",
-                                   "excessive_buffer_overrun_errors", "port_rcv_remote_physical_errors"};
+                                   "local_link_integrity_errors", "excessive_buffer_overrun_errors",
+                                   "port_rcv_remote_physical_errors"};
 
 struct IbPort {
   std::string label;  // "mlx5_0 port 1 (0000:3b:00.0)"
+  std::string kind;   // link layer and HCA type: ports of one kind are compared with each other
   fs::path dir;
   std::optional<std::string> state, phys_state, rate_text, link_layer;
   std::optional<double> rate;
+  bool active() const { return state && state->find("ACTIVE") != std::string::npos; }
+  bool link_up() const { return phys_state && phys_state->find("LinkUp") != std::string::npos; }
+  // Turned off by an administrator ("3: Disabled"): not in use, not broken.
+  bool disabled() const { return phys_state && phys_state->find("Disabled") != std::string::npos; }
+  bool infiniband() const { return link_layer.value_or("InfiniBand") == "InfiniBand"; }
 };
 
 std::vector<IbPort> read_ib_ports(const Root& root, bool& listed) {
@@ -455,6 +503,7 @@ std::vector<IbPort> read_ib_ports(const Root& root, bool& listed) {
   listed = devices.has_value();
   for (const auto& dev : devices.value_or(std::vector<std::string>{})) {
     const std::string bus = pci_function_of(dir / dev);
+    const std::string hca_type = read_line(dir / dev / "hca_type").value_or("");
     for (const auto& port : list_dir(dir / dev / "ports").value_or(std::vector<std::string>{})) {
       IbPort p;
       p.dir = dir / dev / "ports" / port;
@@ -463,6 +512,7 @@ std::vector<IbPort> read_ib_ports(const Root& root, bool& listed) {
       p.phys_state = read_line(p.dir / "phys_state");
       p.rate_text = read_line(p.dir / "rate");
       p.link_layer = read_line(p.dir / "link_layer");
+      p.kind = p.link_layer.value_or("") + "/" + hca_type;
       if (p.rate_text) p.rate = parse_ib_rate(*p.rate_text);
       ports.push_back(std::move(p));
     }
@@ -484,57 +534,69 @@ std::optional<double> usual_rate(const std::vector<double>& rates) {
 void check_ib(const Root& root, const HealthExpectations& expect, NodeHealth& out) {
   bool listed = false;
   std::vector<IbPort> ports = read_ib_ports(root, listed);
-  out.software.ib_ports = int(ports.size());
   const size_t first = out.findings.size();
-  if (expect.ib_ports && int(ports.size()) < *expect.ib_ports) {
-    HealthFinding f = finding("ib_port", Status::Fail, "", fmt::format("{} InfiniBand/RoCE port{}", ports.size(),
-                                                                        ports.size() == 1 ? "" : "s"));
+  int active = 0, in_use = 0;
+  for (const auto& p : ports) {
+    active += p.active() && p.link_up();
+    in_use += !p.disabled();
+  }
+  out.software.ib_ports = active;
+  if (expect.ib_ports && active < *expect.ib_ports) {
+    HealthFinding f = finding("ib_port", Status::Fail, "", fmt::format("{} active InfiniBand/RoCE port{}", active,
+                                                                        active == 1 ? "" : "s"));
     f.expected = std::to_string(*expect.ib_ports);
     f.expected_from = "expect.ib_ports";
-    f.remedy = "an HCA is missing or its driver did not load: check lspci and dmesg for mlx5";
+    f.remedy = "a port is down or an HCA is missing: check the cables, ibstat, and lspci for the HCAs";
     out.findings.push_back(f);
   }
-  if (ports.empty()) {
+  if (in_use == 0) {
     if (out.findings.size() == first)
-      out.findings.push_back(finding("ib_port", Status::Absent, "", "no InfiniBand or RoCE device in /sys/class/infiniband"));
+      out.findings.push_back(finding("ib_port", Status::Absent, "",
+                                     ports.empty() ? "no InfiniBand or RoCE device in /sys/class/infiniband"
+                                                   : "every InfiniBand/RoCE port is disabled"));
     return;
   }
-  std::vector<double> active_rates;
+  // A port is compared with the node's other ports of its kind (link layer and HCA type): a
+  // node's 400G compute HCAs and its 100G storage or RoCE ports are all healthy.
+  std::map<std::string, std::vector<double>> active_rates;
   for (const auto& p : ports)
-    if (p.rate && p.state && p.state->find("ACTIVE") != std::string::npos) active_rates.push_back(*p.rate);
-  std::optional<double> want = expect.ib_rate_gbps ? expect.ib_rate_gbps : usual_rate(active_rates);
-  const std::string want_from = expect.ib_rate_gbps ? "expect.ib_rate_gbps" : "most ports of this node";
+    if (p.rate && p.active()) active_rates[p.kind].push_back(*p.rate);
+  // With expect.ib_ports met, a port that is down is one not cabled (the second port of a
+  // dual-port card); without it, a port down is a port that should be up.
+  const bool enough_active = expect.ib_ports && active >= *expect.ib_ports;
   std::map<std::string, int> rate_counts;
   for (const auto& p : ports) {
     for (const char* name : kIbCounters)
       if (auto v = read_count(p.dir / "counters" / name)) out.counters.push_back({p.label, name, *v});
+    if (p.disabled()) continue;
     if (!p.state || !p.phys_state) {
       HealthFinding f = finding("ib_port", Status::Unknown, p.label, "state or phys_state unreadable");
       f.remedy = "check the port with ibstat";
       out.findings.push_back(f);
       continue;
     }
-    const bool active = p.state->find("ACTIVE") != std::string::npos;
-    const bool link_up = p.phys_state->find("LinkUp") != std::string::npos;
-    if (!active || !link_up) {
-      HealthFinding f = finding("ib_port", Status::Fail, p.label,
+    if (!p.active() || !p.link_up()) {
+      HealthFinding f = finding("ib_port", enough_active ? Status::Warn : Status::Fail, p.label,
                                 fmt::format("state {}, phys_state {}{}", *p.state, *p.phys_state,
                                             p.rate_text ? ", rate " + *p.rate_text : ""));
       f.expected = "4: ACTIVE, 5: LinkUp";
-      f.expected_from = "a port in use";
-      f.remedy = !link_up ? "no physical link: check the cable, the transceiver and the switch port (ibstat, mlxlink)"
-                          : "the link is up but not active: is the subnet manager running and does it see this port?";
+      f.expected_from = enough_active ? "a port in use (expect.ib_ports are active: this one may not be cabled)"
+                                      : "a port in use";
+      f.remedy = !p.link_up() ? "no physical link: check the cable, the transceiver and the switch port (ibstat, mlxlink)"
+                              : "the link is up but not active: is the subnet manager running and does it see this port?";
       out.findings.push_back(f);
       continue;
     }
     if (p.rate) ++rate_counts[fmt::format("{:g} Gb/sec", *p.rate)];
+    const bool expected_rate = expect.ib_rate_gbps && p.infiniband();
+    const std::optional<double> want = expected_rate ? expect.ib_rate_gbps : usual_rate(active_rates[p.kind]);
     if (!p.rate) {
       HealthFinding f = finding("ib_port", Status::Unknown, p.label, "rate unreadable: " + p.rate_text.value_or("missing"));
       out.findings.push_back(f);
     } else if (want && *p.rate + 0.01 < *want) {
       HealthFinding f = finding("ib_port", Status::Fail, p.label, "active at " + *p.rate_text);
       f.expected = fmt::format("{:g} Gb/sec", *want);
-      f.expected_from = want_from;
+      f.expected_from = expected_rate ? "expect.ib_rate_gbps" : "most ports of its kind on this node";
       f.remedy = "the link trained below its rate: reseat or replace the cable or transceiver, check the switch port";
       f.values = {{"ib_rate_gbps", *p.rate}};
       out.findings.push_back(f);
@@ -545,8 +607,8 @@ void check_ib(const Root& root, const HealthExpectations& expect, NodeHealth& ou
   out.software.ib_rates = fmt::format("{}", fmt::join(rates, ", "));
   if (out.findings.size() == first)
     out.findings.push_back(finding("ib_port", Status::Pass, "",
-                                   fmt::format("{} port{} ACTIVE and LinkUp ({})", ports.size(),
-                                               ports.size() == 1 ? "" : "s", out.software.ib_rates)));
+                                   fmt::format("{} port{} ACTIVE and LinkUp ({})", active, active == 1 ? "" : "s",
+                                               out.software.ib_rates)));
 }
 
 // Physical interfaces only: a veth or a bridge has no `device` link.
@@ -564,11 +626,9 @@ std::string gpu_label(const GpuHealthReading& g) {
   return fmt::format("GPU{} {}{}", g.index, g.bus_id.empty() ? "?" : g.bus_id, g.name.empty() ? "" : " " + g.name);
 }
 
-void check_gpus(const PciView& pci, GpuLibraries* libraries, const HealthExpectations& expect, NodeHealth& out) {
+void check_gpus(const PciView& pci, const std::optional<NvmlHealthReading>& nvml, const std::string& why_not,
+                const HealthExpectations& expect, NodeHealth& out) {
   out.software.nvidia_gpus = int(pci.nvidia_gpus.size());
-  std::string why_not = "GPU libraries not asked";
-  std::optional<NvmlHealthReading> nvml;
-  if (libraries) nvml = libraries->read_nvml(why_not);
   if (nvml) {
     out.software.nvidia_driver = nvml->driver_version;
     if (nvml->cuda_driver_version) out.software.cuda_driver = cuda_version_text(*nvml->cuda_driver_version);
@@ -610,27 +670,38 @@ void check_gpus(const PciView& pci, GpuLibraries* libraries, const HealthExpecta
     f.values = std::move(values);
     out.findings.push_back(std::move(f));
   };
-  // A GPU on the bus that NVML cannot open has, as operators say, fallen off the bus.
+  // A GPU on the bus that NVML cannot open has, as operators say, fallen off the bus. NVML
+  // counts in bus order, so the k-th GPU it cannot open is the k-th one on the bus it did not
+  // open: that names its bus id. One a cgroup hides from this process (a Slurm job's share)
+  // answers "no permission" and is not this process's to judge.
   std::set<std::string> opened;
   for (const auto& g : nvml->gpus)
     if (g.error.empty()) opened.insert(g.bus_id);
-  for (const auto& g : nvml->gpus)
-    if (!g.error.empty())
-      add(g, "gpu_count", Status::Fail, "NVML cannot open it: " + g.error, "a GPU NVML can open", "",
-          "the GPU has fallen off the bus or hangs: drain the node, reset the GPU or reboot; replace it if it recurs");
+  std::vector<std::string> unopened;
   for (const auto& bus : pci.nvidia_gpus)
-    if (!opened.count(bus) && std::none_of(nvml->gpus.begin(), nvml->gpus.end(),
-                                           [&](const GpuHealthReading& g) { return !g.error.empty(); })) {
-      HealthFinding f = finding("gpu_count", Status::Fail, "GPU " + bus, "on the PCI bus, but NVML does not list it");
-      f.expected = "listed by NVML";
-      f.remedy = "the GPU has fallen off the bus or the driver lost it: check dmesg for Xid 79, reset or reboot";
-      out.findings.push_back(f);
+    if (!opened.count(bus)) unopened.push_back(bus);
+  size_t next_unopened = 0;
+  for (const auto& g : nvml->gpus) {
+    if (g.error.empty()) continue;
+    const std::string bus = next_unopened < unopened.size() ? unopened[next_unopened++] : "?";
+    HealthFinding f = finding("gpu_count", Status::Fail, fmt::format("GPU{} {}", g.index, bus),
+                              "NVML cannot open it: " + g.error);
+    if (g.error_code == kNvmlNoPermission) {
+      f.status = Status::Absent;
+      f.observed = "hidden from this process (a cgroup or container holds it for another job)";
+    } else {
+      f.expected = "a GPU NVML can open";
+      f.remedy = "the GPU has fallen off the bus or hangs: drain the node, reset the GPU or reboot; replace it if it recurs";
     }
-  if (!out.software.nvidia_driver.empty() && expect.driver_version && out.software.nvidia_driver != *expect.driver_version) {
-    HealthFinding f = finding("software", Status::Fail, "", "NVIDIA driver " + out.software.nvidia_driver);
-    f.expected = *expect.driver_version;
-    f.expected_from = "expect.driver_version";
-    f.remedy = "install the expected driver on this node";
+    out.findings.push_back(f);
+  }
+  // On the bus and not even counted: a container shows NVML only its own GPUs, so this alone
+  // is no proof; a GPU that fell off the bus also leaves an Xid 79, which the xid check fails.
+  for (size_t k = next_unopened; k < unopened.size(); ++k) {
+    HealthFinding f = finding("gpu_count", Status::Unknown, "GPU " + unopened[k],
+                              "on the PCI bus, but NVML does not count it");
+    f.expected = "counted by NVML";
+    f.remedy = "hidden by a container, or lost by the driver: nvidia-smi on the host lists it, or dmesg shows Xid 79";
     out.findings.push_back(f);
   }
   std::vector<std::string> unanswered;
@@ -668,16 +739,17 @@ void check_gpus(const PciView& pci, GpuLibraries* libraries, const HealthExpecta
           {{"gpu_remapped_rows_uncorrectable", double(g.row_remaps->uncorrected)}});
     if (g.throttle_reasons) {
       const std::uint64_t r = *g.throttle_reasons;
-      std::vector<std::string> hard, soft;
-      if (r & throttle::kHwSlowdown) hard.push_back("hardware slowdown");
-      if (r & throttle::kHwThermalSlowdown) hard.push_back("hardware thermal slowdown");
-      if (r & throttle::kHwPowerBrakeSlowdown) hard.push_back("power brake");
-      if (r & throttle::kSwThermalSlowdown) soft.push_back("software thermal slowdown");
-      if (!hard.empty() || !soft.empty())
-        add(g, "gpu_clocks", hard.empty() ? Status::Warn : Status::Fail,
-            fmt::format("clocks held down: {}", fmt::join(hard.empty() ? soft : hard, ", ")), "no slowdown",
-            "a healthy GPU", hard.empty() ? "check the node's cooling and airflow"
-                                          : "check cooling, power supplies and the power-brake signal; the GPU runs slow",
+      // Slowdowns the GPU did not choose for a job's sake (power caps, application clocks and
+      // idle are normal): each one means the GPU runs slower than its peers.
+      std::vector<std::string> slowdowns;
+      if (r & throttle::kHwSlowdown) slowdowns.push_back("hardware slowdown");
+      if (r & throttle::kHwThermalSlowdown) slowdowns.push_back("hardware thermal slowdown");
+      if (r & throttle::kHwPowerBrakeSlowdown) slowdowns.push_back("power brake");
+      if (r & throttle::kSwThermalSlowdown) slowdowns.push_back("software thermal slowdown");
+      if (!slowdowns.empty())
+        add(g, "gpu_clocks", Status::Fail, fmt::format("clocks held down: {}", fmt::join(slowdowns, ", ")),
+            "no slowdown", "a healthy GPU",
+            "check cooling, fans, power supplies and the power-brake signal; the GPU runs slow",
             {{"gpu_clocks_throttle_reasons", double(r)}});
     }
     int down = 0, with_errors = 0;
@@ -690,7 +762,11 @@ void check_gpus(const PciView& pci, GpuLibraries* libraries, const HealthExpecta
       if (l.recovery.value_or(0) + l.replay.value_or(0) + l.crc_flit.value_or(0) + l.crc_data.value_or(0) > 0)
         ++with_errors;
     }
-    if (down)
+    out.software.nvlinks += int(g.nvlinks.size()) - down;
+    // Every link down is a GPU whose NVLinks are not connected (a PCIe card without a
+    // bridge): nothing to judge here; doctor compares the nodes' NVLink counts. Some up and
+    // some down is a broken link.
+    if (down && down < int(g.nvlinks.size()))
       add(g, "gpu_nvlink", Status::Fail,
           fmt::format("NVLink{} {} of {} down", down == 1 ? "" : "s", fmt::join(down_links, ", "), g.nvlinks.size()),
           fmt::format("{} active", g.nvlinks.size()), "the links the GPU has",
@@ -737,6 +813,10 @@ std::optional<std::string> read_kernel_log(const Root& root, std::string& why_no
       why_not += " (kernel.dmesg_restrict is set: run as root or with CAP_SYSLOG)";
     return std::nullopt;
   }
+  // /dev/kmsg gives one record a read; a snapshot's plain file gives whatever fits, and a
+  // line cut between two reads must not be split.
+  struct stat st{};
+  const bool records = fstat(fd, &st) == 0 && S_ISCHR(st.st_mode);
   std::string log;
   char record[8192];
   constexpr size_t kLimit = 32 << 20;
@@ -744,7 +824,7 @@ std::optional<std::string> read_kernel_log(const Root& root, std::string& why_no
     ssize_t n = ::read(fd, record, sizeof record);
     if (n > 0) {
       log.append(record, size_t(n));
-      if (log.back() != '\n') log += '\n';
+      if (records && log.back() != '\n') log += '\n';
       continue;
     }
     if (n < 0 && errno == EINTR) continue;
@@ -806,7 +886,7 @@ std::string rdma_providers(const Root& root) {
   return fmt::format("{}", fmt::join(out, ","));
 }
 
-void read_software(const Root& root, GpuLibraries* libraries, NodeHealth& out) {
+void read_software(const Root& root, GpuLibraries* libraries, const HealthExpectations& expect, NodeHealth& out) {
   NodeSoftware& s = out.software;
   s.kernel = read_line(root.at("/proc/sys/kernel/osrelease")).value_or("");
   if (s.nvidia_driver.empty()) {
@@ -818,6 +898,15 @@ void read_software(const Root& root, GpuLibraries* libraries, NodeHealth& out) {
     }
   }
   s.rdma_providers = rdma_providers(root);
+  if (expect.driver_version && s.nvidia_driver != *expect.driver_version) {
+    HealthFinding f = finding("software", s.nvidia_driver.empty() ? Status::Unknown : Status::Fail, "",
+                              s.nvidia_driver.empty() ? "no NVIDIA driver version readable (NVML, /proc/driver/nvidia)"
+                                                      : "NVIDIA driver " + s.nvidia_driver);
+    f.expected = *expect.driver_version;
+    f.expected_from = "expect.driver_version";
+    f.remedy = "install the expected driver on this node";
+    out.findings.push_back(f);
+  }
   std::vector<std::string> parts;
   if (!s.nvidia_driver.empty()) parts.push_back("NVIDIA driver " + s.nvidia_driver);
   if (!s.cuda_driver.empty()) parts.push_back("CUDA " + s.cuda_driver);
@@ -840,14 +929,89 @@ void read_software(const Root& root, GpuLibraries* libraries, NodeHealth& out) {
 
 NodeHealth check_node_health(const HealthSources& sources, const HealthExpectations& expect) {
   const Root root{sources.root};
+  auto starting = [&](const char* check) {
+    if (sources.progress) sources.progress->store(check);
+  };
   NodeHealth out;
-  const PciView pci = read_pci(root);
-  check_pcie(root, pci, expect, out);
+  // NVML first: its names make every finding about a GPU name its model.
+  starting("gpu");
+  std::string why_not = sources.why_no_gpu_libraries;
+  std::optional<NvmlHealthReading> nvml;
+  if (sources.gpus) nvml = sources.gpus->read_nvml(why_not);
+  std::map<std::string, std::string> gpu_names;
+  std::set<std::string> busy_gpus;  // a GPU at work keeps its link at full speed
+  if (nvml)
+    for (const auto& g : nvml->gpus) {
+      if (!g.error.empty()) continue;
+      if (!g.name.empty()) gpu_names[g.bus_id] = g.name;
+      if (g.throttle_reasons && !(*g.throttle_reasons & throttle::kGpuIdle)) busy_gpus.insert(g.bus_id);
+    }
+  starting("pcie_link");
+  const PciView pci = read_pci(root, gpu_names);
+  check_pcie(root, pci, busy_gpus, expect, out);
+  starting("ib_port");
   check_ib(root, expect, out);
-  check_gpus(pci, sources.gpus, expect, out);
+  check_gpus(pci, nvml, why_not, expect, out);
+  starting("xid");
   check_xids(root, pci, out);
-  read_software(root, sources.gpus, out);
+  starting("software");
+  read_software(root, sources.gpus, expect, out);
+  starting("link_errors");
   read_carriers(root, out.counters);
+  return out;
+}
+
+NodeHealth check_node_health_within(const std::string& root, std::shared_ptr<GpuLibraries> gpus,
+                                    const HealthExpectations& expect, std::chrono::milliseconds deadline,
+                                    const std::string& why_no_gpu_libraries) {
+  // Shared with the thread, which may outlive this call when a reading hangs.
+  struct Run {
+    std::mutex mutex;
+    std::condition_variable finished;
+    std::optional<NodeHealth> result;
+    std::atomic<const char*> progress{"gpu"};
+    std::shared_ptr<GpuLibraries> gpus;
+  };
+  auto run = std::make_shared<Run>();
+  run->gpus = std::move(gpus);
+  signal_free_thread([run, root, expect, why_no_gpu_libraries] {
+    NodeHealth health;
+    try {
+      health = check_node_health({root, run->gpus.get(), &run->progress, why_no_gpu_libraries}, expect);
+    } catch (const std::exception& e) {
+      // Nothing a check throws may end the agent: it becomes the node's finding.
+      health.complete = false;
+      health.findings.push_back(finding(run->progress.load(), Status::Unknown, "",
+                                        std::string("the check could not run: ") + e.what()));
+    }
+    std::lock_guard lock(run->mutex);
+    run->result = std::move(health);
+    run->finished.notify_all();
+  }).detach();
+  {
+    std::unique_lock lock(run->mutex);
+    if (run->finished.wait_for(lock, deadline, [&] { return run->result.has_value(); }))
+      return std::move(*run->result);
+  }
+  const std::string stuck = run->progress.load();
+  const bool in_nvml = stuck == "gpu";
+  HealthFinding hung = finding(stuck, Status::Fail, "",
+                               fmt::format("the health checks did not finish within {:g} s: stuck in the {} check "
+                                           "({})", deadline.count() / 1e3, stuck,
+                                           in_nvml ? "NVML did not answer" : "a read of the node's files did not return"));
+  hung.expected = "an answer";
+  hung.expected_from = "the health checks' deadline";
+  hung.remedy = in_nvml ? "NVML hangs on a wedged GPU: drain the node; nvidia-smi will hang too; reset the GPU or reboot"
+                        : "a file system or driver stopped answering: drain the node and look at dmesg";
+  // A hang in NVML leaves the node's files to read: what they say (an Xid 79, a link gone)
+  // names the GPU that hung. A hang reading them would hang again, so then only the hang.
+  NodeHealth out;
+  if (in_nvml) {
+    HealthSources files_only{root, nullptr, nullptr, "NVML hung: see the gpu check above"};
+    out = check_node_health(files_only, expect);
+  }
+  out.complete = false;
+  out.findings.insert(out.findings.begin(), std::move(hung));
   return out;
 }
 

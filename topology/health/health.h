@@ -5,8 +5,11 @@
 // (unknown), never a pass. Nothing here prints or touches the network.
 #pragma once
 
+#include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -67,11 +70,13 @@ struct NodeSoftware {
   std::string rdma_providers;   // "mlx5" (from /etc/libibverbs.d), "" without
   int nvidia_gpus = 0;          // on the PCI bus
   std::string gpu_model;        // "NVIDIA H100 80GB HBM3" (the first GPU's), "" without
-  int ib_ports = 0;             // InfiniBand/RoCE ports
+  int nvlinks = 0;              // active NVLinks of all GPUs
+  int ib_ports = 0;             // active InfiniBand/RoCE ports
   std::string ib_rates;         // "4 x 400 Gb/sec", "" without
 };
 
 struct NodeHealth {
+  bool complete = true;  // false when a check hung: the facts below are partial
   std::vector<HealthFinding> findings;
   std::vector<HealthCounter> counters;
   NodeSoftware software;
@@ -82,10 +87,23 @@ struct NodeHealth {
 struct HealthSources {
   std::string root = "/";
   GpuLibraries* gpus = nullptr;
+  // Set to the name of each check as it starts, so that a check that hangs can be named.
+  std::atomic<const char*>* progress = nullptr;
+  // Why the GPUs' health cannot be read when `gpus` is null.
+  std::string why_no_gpu_libraries = "GPU libraries not asked";
 };
 
 // Every local check of this node.
 NodeHealth check_node_health(const HealthSources& sources, const HealthExpectations& expect);
+
+// The same, cut at `deadline`: a read that hangs (NVML on a wedged GPU, a file system that
+// stopped answering) gives a failed finding naming the check it hung in, not a hang, with
+// what the node's files say when it was NVML that hung; the result is then not complete.
+// The stuck reading is left on a thread of its own, which keeps `gpus` alive. `gpus` null:
+// NVML is not asked (a snapshot of another machine).
+NodeHealth check_node_health_within(const std::string& root, std::shared_ptr<GpuLibraries> gpus,
+                                    const HealthExpectations& expect, std::chrono::milliseconds deadline,
+                                    const std::string& why_no_gpu_libraries = "GPU libraries not asked");
 
 // The error counters only (a cheap second read at the end of a run).
 std::vector<HealthCounter> read_health_counters(const std::string& root);

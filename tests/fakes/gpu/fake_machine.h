@@ -23,6 +23,8 @@
 //                                    the GPU's temperature and its slowdown threshold (40 90)
 //   persistence BUS_ID off           persistence mode disabled (it is enabled)
 //   lost BUS_ID                      the GPU fell off the bus: NVML counts it, cannot open it
+//   hang BUS_ID                      NVML never returns from opening it by index, as on a
+//                                    wedged GPU (it is found by bus id as usual)
 // '#' starts a comment. No file (or no GPU in it): a machine without GPUs.
 #pragma once
 
@@ -49,6 +51,7 @@ struct Gpu {
   std::vector<Link> links;  // one entry per NVLink, in link order
   // What NVML's health readings answer; healthy unless a line says otherwise.
   bool lost = false;
+  bool hangs = false;
   bool persistence = true;
   bool ecc_enabled = true;
   unsigned long long ecc_volatile_uncorrected = 0, ecc_aggregate_uncorrected = 0;
@@ -152,6 +155,8 @@ inline Machine read_description(std::istream& in) {
         if (words >> word) g->persistence = word != "off";
       } else if (kind == "lost") {
         g->lost = true;
+      } else if (kind == "hang") {
+        g->hangs = true;
       }
     }
   }

@@ -1,8 +1,10 @@
 // A fake libnvidia-ml.so.1: NVML's entry points that muster calls, answering from the
 // machine description (fake_machine.h). nvml.h is not installed here, so the declarations
 // are muster's own (topology/nvml_api.h), taken from NVML's documentation.
+#include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <thread>
 #include <type_traits>
 
 #include "tests/fakes/gpu/fake_machine.h"
@@ -72,6 +74,7 @@ nvmlReturn_t nvmlDeviceGetHandleByIndex_v2(unsigned index, nvmlDevice_t* device)
   if (!initialised) return kDriverNotLoaded;
   if (!device || index >= machine().size()) return kInvalidArgument;
   if (machine()[index].lost) return kGpuIsLost;
+  while (machine()[index].hangs) std::this_thread::sleep_for(std::chrono::hours(1));  // a wedged GPU
   *device = handle_of(machine()[index]);
   return kSuccess;
 }
