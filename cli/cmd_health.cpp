@@ -4,6 +4,7 @@
 #include <chrono>
 #include <filesystem>
 #include <memory>
+#include <optional>
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
@@ -14,6 +15,7 @@
 #include "cli/terminal_output.h"
 #include "launcher/error.h"
 #include "launcher/job/doctor.h"
+#include "launcher/job/node_drain.h"
 
 namespace muster::cli {
 
@@ -21,8 +23,23 @@ struct HealthOptions {
   ClusterInput cluster;
   std::string fsroot;  // empty: this node
   double timeout_s = 60;
+  bool drain = false;
   ReportFlags reports;
 };
+
+namespace {
+
+// The first check of this status, if any.
+const Check* first_of(const DoctorReport& report, CheckStatus status) {
+  for (const auto& c : report.checks)
+    if (c.status == status) return &c;
+  return nullptr;
+}
+
+// A check as the one line NHC gives: "GPU1 0000:2a:00.0 ...: PCIe link x8 ...".
+std::string one_line(const Check& c) { return c.health ? c.health->summary() : c.reason; }
+
+}  // namespace
 
 CommandAction setup_health(CLI::App& app) {
   auto options = std::make_shared<HealthOptions>();
@@ -38,12 +55,19 @@ CommandAction setup_health(CLI::App& app) {
                  "fail, naming the check that hangs, when the checks take longer (default 60)")
       ->type_name("S")
       ->check(CLI::Range(0.1, 86400.0));
+  app.add_flag("--drain", options->drain,
+               "as Slurm's health check: drain this node (SLURMD_NODENAME) when sick, with the first "
+               "finding as its reason; resume it once healthy if muster drained it");
   add_report_flags(app, options->reports);
   app.footer("Checks PCIe links, InfiniBand ports, GPUs (NVML), Xids in the kernel log and software.\n"
              "Exit status: 0 healthy (warnings and unknowns allowed unless --strict), 1 a check failed,\n"
              "2 for usage or configuration errors. On failure the last line of stderr is the reason.");
   return [options]() {
     check_report_flags(options->reports);
+    if (options->drain && !options->fsroot.empty())
+      throw Error(ErrorKind::Usage, "--drain acts on this node, --fsroot reads a snapshot: give one of them");
+    // Before the checks: a site without scontrol hears it at once, not after them.
+    auto slurm = options->drain ? scontrol_node_control(std::chrono::seconds(10)) : nullptr;
     std::error_code ec;
     if (!options->fsroot.empty() && !std::filesystem::is_directory(options->fsroot, ec))
       throw Error(ErrorKind::Usage, fmt::format("--fsroot {}: not a directory; give the root of a node's "
@@ -54,11 +78,15 @@ CommandAction setup_health(CLI::App& app) {
         std::chrono::milliseconds(static_cast<long long>(options->timeout_s * 1000)));
     const int status = deliver_report(report, options->reports);
     // NHC's convention: one line that says why, for a drain reason or a log.
-    for (const auto& c : report.checks)
-      if (c.status == CheckStatus::Fail) {
-        print_note(fmt::format("health: FAIL {}: {}", c.node.value_or(""), c.health ? c.health->summary() : c.reason));
-        break;
-      }
+    const Check* failure = first_of(report, CheckStatus::Fail);
+    if (failure) print_note(fmt::format("health: FAIL {}: {}", failure->node.value_or(""), one_line(*failure)));
+    if (slurm && !report.config_error) {
+      // --strict makes a warning sick too, as it makes the exit status 1.
+      const Check* sick = failure ? failure : status == 1 ? first_of(report, CheckStatus::Warn) : nullptr;
+      const DrainOutcome outcome = drain_or_resume(*slurm, this_slurm_node(),
+                                                   sick ? std::optional(one_line(*sick)) : std::nullopt);
+      if (!outcome.message.empty()) print_note("health: " + outcome.message);
+    }
     return status;
   };
 }

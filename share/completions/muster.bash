@@ -47,7 +47,7 @@ _muster() {
         ping) flags="$cluster $remote --count --bandwidth --json" ;;
         smoke) flags="$cluster -n --np --map-by $remote -x --export --bind --backend --min-bytes --max-bytes --step-factor --iters --warmup --split --pairs --timeout --json" ;;
         doctor) flags="$cluster -n --np --map-by $remote --only --skip --strict --json --junit --prometheus" ;;
-        health) flags="-f --file --fsroot --timeout --strict --json --junit --prometheus" ;;
+        health) flags="-f --file --fsroot --timeout --drain --strict --json --junit --prometheus" ;;
         hostlist) flags="-e --expand -f --fold -c --count" ;;
         bundle) flags="" ;;
         *) return ;;

@@ -2,8 +2,10 @@
 // and Debian's slurm-wlm and munge). No cluster file anywhere: the allocation is the cluster.
 #include <signal.h>
 
+#include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <set>
 #include <sstream>
 #include <thread>
@@ -11,6 +13,7 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include "tests/support/node_tree.h"
 #include "tests/support/slurm_cluster.h"
 
 namespace muster::testing {
@@ -167,6 +170,96 @@ TEST_F(Slurm, ScancelEndsTheJobAndNothingIsLeft) {
   EXPECT_TRUE(nothing_left(mark)) << "ranks were left behind: " << r.err;
   EXPECT_NE(r.err.find("Slurm ended the job's step"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("CANCELLED"), std::string::npos) << r.err;
+}
+
+
+// ---- muster health --drain as Slurm's health check, on the real slurmctld ----
+
+// `muster health --drain` as slurmd would run it for `node`, reading the files of `tree` as
+// that node's; returns its result.
+CommandResult health_check(SlurmCluster& slurm, const std::string& node, const NodeTree& tree,
+                           std::vector<std::string> more = {}, std::vector<std::string> env = {}) {
+  std::vector<std::string> argv = {"env", "SLURMD_NODENAME=" + node, "MUSTER_HEALTH_FSROOT=" + tree.root()};
+  argv.insert(argv.end(), env.begin(), env.end());
+  argv.insert(argv.end(), {MUSTER_BINARY, "health", "--drain"});
+  argv.insert(argv.end(), more.begin(), more.end());
+  return slurm.run(argv, 60);
+}
+
+// What `sinfo -R` says of `node`: its reason, or "" when it is not down or drained.
+std::string drain_reason(SlurmCluster& slurm, const std::string& node) {
+  CommandResult r = slurm.run({"sinfo", "-R", "-h", "-n", node, "-o", "%E"});
+  std::string reason = r.out;
+  while (!reason.empty() && (reason.back() == '\n' || reason.back() == ' ')) reason.pop_back();
+  return reason;
+}
+
+TEST_F(Slurm, HealthDrainsASickNodeWithItsReasonAndResumesItOnceWell) {
+  const std::string node = slurm_->hosts().host(3);
+  struct Resume {  // whatever happens, the node is given back to the other tests
+    SlurmCluster* slurm;
+    std::string node;
+    ~Resume() { slurm->run({"scontrol", "update", "NodeName=" + node, "State=RESUME"}); }
+  } resume{slurm_, node};
+  NodeTree well, sick;
+  well.healthy_gpu_node();
+  sick.healthy_gpu_node();
+  sick.ib_port("mlx5_0", "0000:3b:00.0", 2, "1: DOWN", "2: Polling", "100 Gb/sec (4X EDR)");
+
+  auto r = health_check(*slurm_, node, sick);
+  EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+  EXPECT_EQ(drain_reason(*slurm_, node).rfind("muster: mlx5_0 port 2 (0000:3b:00.0): state 1: DOWN", 0), 0u)
+      << drain_reason(*slurm_, node) << "\n" << r.err;
+  EXPECT_NE(r.err.find("muster: health: drained " + node), std::string::npos) << r.err;
+  EXPECT_EQ(drain_reason(*slurm_, slurm_->hosts().host(2)), "");  // no other node is touched
+
+  r = health_check(*slurm_, node, well);
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_EQ(drain_reason(*slurm_, node), "") << r.err;
+  EXPECT_NE(r.err.find("muster: health: resumed " + node), std::string::npos) << r.err;
+}
+
+TEST_F(Slurm, HealthNeverResumesOrRewordsADrainThatIsNotMusters) {
+  const std::string node = slurm_->hosts().host(2);
+  struct Resume {
+    SlurmCluster* slurm;
+    std::string node;
+    ~Resume() { slurm->run({"scontrol", "update", "NodeName=" + node, "State=RESUME"}); }
+  } resume{slurm_, node};
+  auto admin = slurm_->run({"scontrol", "update", "NodeName=" + node, "State=DRAIN", "Reason=admin: new fans"});
+  ASSERT_EQ(admin.exit_code, 0) << admin.err;
+  NodeTree well, sick;
+  well.healthy_gpu_node();
+  sick.healthy_gpu_node();
+  sick.write("sys/devices/pci0000:00/0000:17:00.0/0000:18:00.0/current_link_width", "8");
+  for (const NodeTree* tree : {&well, &sick}) {
+    auto r = health_check(*slurm_, node, *tree);
+    EXPECT_EQ(drain_reason(*slurm_, node), "admin: new fans") << r.err;
+    EXPECT_NE(r.err.find(node + " stays drained as someone else left it: admin: new fans"), std::string::npos)
+        << r.err;
+  }
+}
+
+TEST_F(Slurm, AHealthCheckThatHangsIsCutAtItsDeadlineAndDrainsNamingTheCheck) {
+  const std::string node = slurm_->hosts().host(1);
+  struct Resume {
+    SlurmCluster* slurm;
+    std::string node;
+    ~Resume() { slurm->run({"scontrol", "update", "NodeName=" + node, "State=RESUME"}); }
+  } resume{slurm_, node};
+  NodeTree tree;
+  tree.healthy_gpu_node();
+  TempDir dir;
+  std::ifstream healthy(std::string(MUSTER_SOURCE_DIR) + "/tests/fakes/gpu/machines/two-gpus-healthy.txt");
+  dir.write("wedged.txt", std::string(std::istreambuf_iterator<char>(healthy), {}) + "hang 0000:2a:00.0\n");
+  const auto started = std::chrono::steady_clock::now();
+  auto r = health_check(*slurm_, node, tree, {"--timeout", "2"},
+                        {std::string("LD_LIBRARY_PATH=") + MUSTER_FAKE_GPU_DIR,
+                         "MUSTER_FAKE_GPU_MACHINE=" + dir.file("wedged.txt")});
+  EXPECT_LT(std::chrono::steady_clock::now() - started, std::chrono::seconds(30));
+  EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+  EXPECT_NE(drain_reason(*slurm_, node).find("stuck in the gpu check (NVML did not answer)"), std::string::npos)
+      << drain_reason(*slurm_, node) << "\n" << r.err;
 }
 
 }  // namespace
