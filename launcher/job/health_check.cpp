@@ -19,14 +19,14 @@ NodeHealth check_this_node(const std::string& root, const HealthExpectations& ex
 
 namespace {
 
-struct Fact {
+struct ComparedFact {
   const char* what;
   bool hardware;  // a missing part (a failure), not another version (a warning)
   std::function<std::string(const NodeSoftware&)> value;
 };
 
-const std::vector<Fact>& compared_facts() {
-  static const std::vector<Fact> facts = {
+const std::vector<ComparedFact>& compared_facts() {
+  static const std::vector<ComparedFact> facts = {
       {"NVIDIA GPUs on the PCI bus", true, [](const NodeSoftware& s) { return std::to_string(s.nvidia_gpus); }},
       {"GPU model", true, [](const NodeSoftware& s) { return s.gpu_model; }},
       {"active NVLinks", true, [](const NodeSoftware& s) { return std::to_string(s.nvlinks); }},

@@ -18,7 +18,7 @@ using namespace nvml_api;
 
 // libnvidia-ml.so.1 with the entry points the health readings use. Only those needed to find
 // the GPUs are required; any other one a driver lacks leaves its readings unknown.
-struct NvmlLibrary {
+struct NvmlHealthLibrary {
   NodeLibrary library{"libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL};
   nvml_api::Init init = nullptr;
   nvml_api::Shutdown shutdown = nullptr;
@@ -40,10 +40,10 @@ struct NvmlLibrary {
   nvml_api::DeviceGetTemperature temperature = nullptr;
   nvml_api::DeviceGetTemperatureThreshold temperature_threshold = nullptr;
 
-  NvmlLibrary() = default;
-  NvmlLibrary(const NvmlLibrary&) = delete;
-  NvmlLibrary& operator=(const NvmlLibrary&) = delete;
-  ~NvmlLibrary() {
+  NvmlHealthLibrary() = default;
+  NvmlHealthLibrary(const NvmlHealthLibrary&) = delete;
+  NvmlHealthLibrary& operator=(const NvmlHealthLibrary&) = delete;
+  ~NvmlHealthLibrary() {
     if (shutdown) shutdown();  // before the library closes, with its member
   }
 
@@ -99,7 +99,7 @@ std::string nvml_error_text(nvmlReturn_t code) {
 }
 
 // Each reading is set only when NVML answered it: a failed call leaves it unknown.
-void read_gpu(const NvmlLibrary& nvml, nvmlDevice_t device, GpuHealthReading& gpu) {
+void read_gpu(const NvmlHealthLibrary& nvml, nvmlDevice_t device, GpuHealthReading& gpu) {
   nvmlPciInfo_t pci = {};
   if (nvml.pci_info && nvml.pci_info(device, &pci) == kSuccess) {
     pci.busId[sizeof pci.busId - 1] = '\0';
@@ -184,7 +184,7 @@ class NodeGpuLibraries final : public GpuLibraries {
 };
 
 std::optional<NvmlHealthReading> NodeGpuLibraries::read_nvml(std::string& why_not) {
-  NvmlLibrary nvml;
+  NvmlHealthLibrary nvml;
   if (!nvml.library.loaded()) {
     why_not = "libnvidia-ml.so.1 did not load (no NVIDIA driver here)";
     return std::nullopt;
