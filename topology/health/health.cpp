@@ -14,6 +14,7 @@
 #include <mutex>
 #include <set>
 #include <sstream>
+#include <thread>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -974,7 +975,7 @@ NodeHealth check_node_health_within(const std::string& root, std::shared_ptr<Gpu
   };
   auto run = std::make_shared<Run>();
   run->gpus = std::move(gpus);
-  signal_free_thread([run, root, expect, why_no_gpu_libraries] {
+  std::thread worker = signal_free_thread([run, root, expect, why_no_gpu_libraries] {
     NodeHealth health;
     try {
       health = check_node_health({root, run->gpus.get(), &run->progress, why_no_gpu_libraries}, expect);
@@ -987,12 +988,19 @@ NodeHealth check_node_health_within(const std::string& root, std::shared_ptr<Gpu
     std::lock_guard lock(run->mutex);
     run->result = std::move(health);
     run->finished.notify_all();
-  }).detach();
+  });
   {
     std::unique_lock lock(run->mutex);
-    if (run->finished.wait_for(lock, deadline, [&] { return run->result.has_value(); }))
-      return std::move(*run->result);
+    if (run->finished.wait_for(lock, deadline, [&] { return run->result.has_value(); })) {
+      NodeHealth health = std::move(*run->result);
+      lock.unlock();
+      // Joined, not left: a thread that ends after muster has exited keeps what it held
+      // (glibc's dlerror buffer, from a library that did not load) from being freed.
+      worker.join();
+      return health;
+    }
   }
+  worker.detach();  // stuck in a read that may never return: left to end with the process
   const std::string stuck = run->progress.load();
   const bool in_nvml = stuck == "gpu";
   HealthFinding hung = finding(stuck, Status::Fail, "",
