@@ -186,6 +186,13 @@ CommandResult health_check(SlurmCluster& slurm, const std::string& node, const N
   return slurm.run(argv, 60);
 }
 
+// Gives `node` back to the other tests (resumed), however the test ends.
+struct ResumedAtEnd {
+  SlurmCluster* slurm;
+  std::string node;
+  ~ResumedAtEnd() { slurm->run({"scontrol", "update", "NodeName=" + node, "State=RESUME"}); }
+};
+
 // What `sinfo -R` says of `node`: its reason, or "" when it is not down or drained.
 std::string drain_reason(SlurmCluster& slurm, const std::string& node) {
   CommandResult r = slurm.run({"sinfo", "-R", "-h", "-n", node, "-o", "%E"});
@@ -196,11 +203,7 @@ std::string drain_reason(SlurmCluster& slurm, const std::string& node) {
 
 TEST_F(Slurm, HealthDrainsASickNodeWithItsReasonAndResumesItOnceWell) {
   const std::string node = slurm_->hosts().host(3);
-  struct Resume {  // whatever happens, the node is given back to the other tests
-    SlurmCluster* slurm;
-    std::string node;
-    ~Resume() { slurm->run({"scontrol", "update", "NodeName=" + node, "State=RESUME"}); }
-  } resume{slurm_, node};
+  ResumedAtEnd resume{slurm_, node};
   NodeTree well, sick;
   well.healthy_gpu_node();
   sick.healthy_gpu_node();
@@ -221,11 +224,7 @@ TEST_F(Slurm, HealthDrainsASickNodeWithItsReasonAndResumesItOnceWell) {
 
 TEST_F(Slurm, HealthNeverResumesOrRewordsADrainThatIsNotMusters) {
   const std::string node = slurm_->hosts().host(2);
-  struct Resume {
-    SlurmCluster* slurm;
-    std::string node;
-    ~Resume() { slurm->run({"scontrol", "update", "NodeName=" + node, "State=RESUME"}); }
-  } resume{slurm_, node};
+  ResumedAtEnd resume{slurm_, node};
   auto admin = slurm_->run({"scontrol", "update", "NodeName=" + node, "State=DRAIN", "Reason=admin: new fans"});
   ASSERT_EQ(admin.exit_code, 0) << admin.err;
   NodeTree well, sick;
@@ -242,11 +241,7 @@ TEST_F(Slurm, HealthNeverResumesOrRewordsADrainThatIsNotMusters) {
 
 TEST_F(Slurm, AHealthCheckThatHangsIsCutAtItsDeadlineAndDrainsNamingTheCheck) {
   const std::string node = slurm_->hosts().host(1);
-  struct Resume {
-    SlurmCluster* slurm;
-    std::string node;
-    ~Resume() { slurm->run({"scontrol", "update", "NodeName=" + node, "State=RESUME"}); }
-  } resume{slurm_, node};
+  ResumedAtEnd resume{slurm_, node};
   NodeTree tree;
   tree.healthy_gpu_node();
   TempDir dir;
