@@ -43,30 +43,37 @@ std::string HealthFinding::summary() const {
   return out;
 }
 
-std::optional<double> parse_link_speed(const std::string& text) {
-  // "16.0 GT/s PCIe" (kernels since 4.13), "8 GT/s" (older), "Unknown" on a link that is
-  // down or a kernel that cannot tell.
+namespace {
+
+// A positive number followed by `unit` and anything ("16.0 GT/s PCIe", "200 Gb/sec (4X HDR)").
+std::optional<double> number_in(const std::string& text, const char* unit) {
   double value = 0;
-  char unit[8] = {};
-  if (std::sscanf(text.c_str(), "%lf %7s", &value, unit) != 2 || std::strcmp(unit, "GT/s") != 0 || value <= 0)
+  char found[8] = {};
+  if (std::sscanf(text.c_str(), "%lf %7s", &value, found) != 2 || std::strcmp(found, unit) != 0 || value <= 0)
     return std::nullopt;
   return value;
 }
 
+// Each PCIe generation's transfer rate, Gen1 first.
+constexpr double kPcieSpeeds[] = {2.5, 5, 8, 16, 32, 64};
+
+}  // namespace
+
+std::optional<double> parse_link_speed(const std::string& text) {
+  // "16.0 GT/s PCIe" (kernels since 4.13), "8 GT/s" (older), "Unknown" on a link that is
+  // down or a kernel that cannot tell.
+  return number_in(text, "GT/s");
+}
+
 int pcie_generation(double gts) {
-  const double speeds[] = {2.5, 5, 8, 16, 32, 64};
   for (int g = 6; g >= 1; --g)
-    if (gts >= speeds[g - 1] - 0.01) return g;
+    if (gts >= kPcieSpeeds[g - 1] - 0.01) return g;
   return 0;
 }
 
 std::optional<double> parse_ib_rate(const std::string& text) {
   // "200 Gb/sec (4X HDR)", "25 Gb/sec (1X EDR)", "2.5 Gb/sec (1X SDR)".
-  double value = 0;
-  char unit[8] = {};
-  if (std::sscanf(text.c_str(), "%lf %7s", &value, unit) != 2 || std::strcmp(unit, "Gb/sec") != 0 || value <= 0)
-    return std::nullopt;
-  return value;
+  return number_in(text, "Gb/sec");
 }
 
 std::vector<XidEvent> find_xids(const std::string& log) {
@@ -186,7 +193,7 @@ HealthFinding finding(std::string check, Status status, std::string device, std:
 
 // ---- PCI devices ------------------------------------------------------------------------
 
-enum class Role { Gpu, Nic, Bridge };
+enum class Role { Gpu, Nic };
 
 struct PciDevice {
   std::string bus_id;
@@ -301,10 +308,7 @@ std::string link_text(std::optional<int> width, std::optional<double> speed) {
                      speed ? fmt::format("{:.1f} GT/s (Gen{})", *speed, pcie_generation(*speed)) : "? GT/s");
 }
 
-double speed_of_generation(int gen) {
-  const double speeds[] = {2.5, 5, 8, 16, 32, 64};
-  return speeds[std::clamp(gen, 1, 6) - 1];
-}
+double speed_of_generation(int gen) { return kPcieSpeeds[std::clamp(gen, 1, 6) - 1]; }
 
 // One link against its maximum (the lower of the device's and the port above it, where
 // that is known, since a Gen5 card in a Gen4 slot trains at Gen4 and is healthy), or against
@@ -497,12 +501,10 @@ struct IbPort {
   bool infiniband() const { return link_layer.value_or("InfiniBand") == "InfiniBand"; }
 };
 
-std::vector<IbPort> read_ib_ports(const Root& root, bool& listed) {
+std::vector<IbPort> read_ib_ports(const Root& root) {
   std::vector<IbPort> ports;
   const fs::path dir = root.at("/sys/class/infiniband");
-  auto devices = list_dir(dir);
-  listed = devices.has_value();
-  for (const auto& dev : devices.value_or(std::vector<std::string>{})) {
+  for (const auto& dev : list_dir(dir).value_or(std::vector<std::string>{})) {
     const std::string bus = pci_function_of(dir / dev);
     const std::string hca_type = read_line(dir / dev / "hca_type").value_or("");
     for (const auto& port : list_dir(dir / dev / "ports").value_or(std::vector<std::string>{})) {
@@ -533,8 +535,7 @@ std::optional<double> usual_rate(const std::vector<double>& rates) {
 }
 
 void check_ib(const Root& root, const HealthExpectations& expect, NodeHealth& out) {
-  bool listed = false;
-  std::vector<IbPort> ports = read_ib_ports(root, listed);
+  std::vector<IbPort> ports = read_ib_ports(root);
   const size_t first = out.findings.size();
   int active = 0, in_use = 0;
   for (const auto& p : ports) {
@@ -655,7 +656,6 @@ void check_gpus(const PciView& pci, const std::optional<NvmlHealthReading>& nvml
                                 fmt::format("{} NVIDIA GPU{} on the PCI bus, but their health cannot be read: {}",
                                             on_bus, on_bus == 1 ? "" : "s", why_not));
       f.remedy = "load the NVIDIA driver (nvidia-smi must list the GPUs)";
-      if (pci.listed && on_bus == 0) f.status = Status::Absent;
       out.findings.push_back(f);
     }
     return;
@@ -1025,9 +1025,8 @@ NodeHealth check_node_health_within(const std::string& root, std::shared_ptr<Gpu
 
 std::vector<HealthCounter> read_health_counters(const std::string& root_dir) {
   const Root root{root_dir};
-  bool listed = false;
   std::vector<HealthCounter> out;
-  for (const auto& p : read_ib_ports(root, listed))
+  for (const auto& p : read_ib_ports(root))
     for (const char* name : kIbCounters)
       if (auto v = read_count(p.dir / "counters" / name)) out.push_back({p.label, name, *v});
   read_carriers(root, out);
