@@ -23,13 +23,8 @@ namespace {
 using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
 
-std::string read_text(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-}
-
 std::string comm_of(pid_t pid) {
-  std::string name = read_text(fmt::format("/proc/{}/comm", pid));
+  std::string name = process_file(pid, "comm");
   return name.substr(0, name.find('\n'));
 }
 
@@ -106,7 +101,7 @@ TEST_F(Reliability, ANodeWhoseProcessesAreFrozenEndsTheJobNamingIt) {
   std::vector<pid_t> frozen;
   for (pid_t pid : cluster_->processes_on(1)) {
     const std::string comm = comm_of(pid);
-    const bool session = comm == "sshd" && read_text(fmt::format("/proc/{}/cmdline", pid)).find("-D") == std::string::npos;
+    const bool session = comm == "sshd" && process_file(pid, "cmdline").find("-D") == std::string::npos;
     if (session || comm == "muster") frozen.push_back(pid);
   }
   ASSERT_FALSE(frozen.empty());
@@ -176,7 +171,7 @@ std::vector<std::string> job_ports(const TestCluster& cluster, int i) {
   std::vector<std::string> targets;
   const std::string listening = run_command(cluster.host_argv(i, {"ss", "-ltnpH"})).out;
   for (pid_t pid : cluster.processes_on(i)) {
-    const std::string cmdline = read_text(fmt::format("/proc/{}/cmdline", pid));
+    const std::string cmdline = process_file(pid, "cmdline");
     if (cmdline.rfind(std::string("muster\0agent", 12), 0) == 0) {
       std::istringstream lines(listening);
       for (std::string line; std::getline(lines, line);)
@@ -187,7 +182,7 @@ std::vector<std::string> job_ports(const TestCluster& cluster, int i) {
           targets.push_back(cluster.address(i) + ":" + local.substr(local.rfind(':') + 1));
         }
     }
-    const std::string environ = read_text(fmt::format("/proc/{}/environ", pid));
+    const std::string environ = process_file(pid, "environ");
     if (cmdline.find(std::string("smoke-rank")) != std::string::npos &&
         environ.find(std::string("\0RANK=0\0", 8)) != std::string::npos) {
       auto value = [&](const std::string& name) {

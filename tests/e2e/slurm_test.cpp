@@ -40,9 +40,7 @@ class Slurm : public ::testing::Test {
   static std::vector<pid_t> left_on(int i, const std::string& mark) {
     std::vector<pid_t> out;
     for (pid_t pid : slurm_->hosts().processes_on(i)) {
-      std::ifstream in(fmt::format("/proc/{}/environ", pid), std::ios::binary);
-      std::string env((std::istreambuf_iterator<char>(in)), {});
-      if (env.find(mark) != std::string::npos) out.push_back(pid);
+      if (process_file(pid, "environ").find(mark) != std::string::npos) out.push_back(pid);
     }
     return out;
   }

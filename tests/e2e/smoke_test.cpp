@@ -64,9 +64,8 @@ TEST(Smoke, ProbeRanksShowAsMusterInPsAndTop) {
   // The kernel names a process after the file it executed ("exe" for /proc/self/exe) until
   // muster renames itself, first thing in main.
   auto comm = [](pid_t pid) {
-    std::ifstream in(fmt::format("/proc/{}/comm", pid));
-    std::string name;
-    std::getline(in, name);
+    std::string name = process_file(pid, "comm");
+    if (!name.empty() && name.back() == '\n') name.pop_back();
     return name;
   };
   EXPECT_TRUE(wait_until([&] { return comm(ranks[0]) == "muster" && comm(ranks[1]) == "muster"; },
@@ -115,8 +114,8 @@ pid_t find_rank_process(pid_t parent, int rank) {
   for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
     const std::string name = entry.path().filename();
     if (name.find_first_not_of("0123456789") != std::string::npos) continue;
-    std::ifstream stat(entry.path() / "stat");
-    std::string text((std::istreambuf_iterator<char>(stat)), {});
+    const pid_t pid = pid_t(std::stol(name));
+    const std::string text = process_file(pid, "stat");
     auto close = text.rfind(')');
     if (close == std::string::npos) continue;
     std::istringstream fields(text.substr(close + 2));
@@ -124,13 +123,10 @@ pid_t find_rank_process(pid_t parent, int rank) {
     pid_t ppid = 0;
     fields >> state >> ppid;
     if (ppid != parent) continue;
-    std::ifstream cmdline(entry.path() / "cmdline");
-    std::string cmd((std::istreambuf_iterator<char>(cmdline)), {});
-    if (cmd.find("smoke-rank") == std::string::npos) continue;
-    std::ifstream environ(entry.path() / "environ");
-    std::string env((std::istreambuf_iterator<char>(environ)), {});
+    if (process_file(pid, "cmdline").find("smoke-rank") == std::string::npos) continue;
+    const std::string env = process_file(pid, "environ");
     if (env.find(std::string("\0RANK=", 6) + std::to_string(rank) + '\0') != std::string::npos)
-      return pid_t(std::stol(name));
+      return pid;
   }
   return -1;
 }

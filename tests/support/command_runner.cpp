@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -130,12 +131,21 @@ bool process_alive(pid_t pid) {
   return close != std::string::npos && close + 2 < text.size() && text[close + 2] != 'Z';
 }
 
-namespace {
-std::string file_contents(const std::filesystem::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+std::string process_file(pid_t pid, const std::string& name) {
+  const int fd = open(("/proc/" + std::to_string(pid) + "/" + name).c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return {};
+  std::string text;
+  char buffer[4096];
+  for (;;) {
+    const ssize_t n = read(fd, buffer, sizeof buffer);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) text.clear();  // gone mid-read: what was read is not the whole file
+    if (n <= 0) break;
+    text.append(buffer, size_t(n));
+  }
+  close(fd);
+  return text;
 }
-}  // namespace
 
 std::vector<pid_t> processes_running(const std::vector<std::string>& words,
                                      const std::string& environment_entry) {
@@ -146,11 +156,12 @@ std::vector<pid_t> processes_running(const std::vector<std::string>& words,
   for (const auto& dir : std::filesystem::directory_iterator("/proc")) {
     const std::string name = dir.path().filename();
     if (name.find_first_not_of("0123456789") != std::string::npos) continue;
-    if (file_contents(dir.path() / "cmdline").rfind(wanted, 0) != 0) continue;
+    const pid_t pid = pid_t(std::stol(name));
+    if (process_file(pid, "cmdline").rfind(wanted, 0) != 0) continue;
     if (!environment_entry.empty() &&
-        ('\0' + file_contents(dir.path() / "environ")).find(entry) == std::string::npos)
+        ('\0' + process_file(pid, "environ")).find(entry) == std::string::npos)
       continue;
-    if (process_alive(pid_t(std::stol(name)))) out.push_back(pid_t(std::stol(name)));
+    if (process_alive(pid)) out.push_back(pid);
   }
   return out;
 }

@@ -46,6 +46,12 @@ CommandResult run_command(const std::vector<std::string>& argv,
 CommandResult run_muster(const std::vector<std::string>& args,
                          const std::vector<std::string>& extra_env = {});
 
+// A file under /proc/PID/ ("cmdline", "environ", "stat"), empty when the process has gone.
+// Reading a process that exits mid-read fails with ESRCH, which an istreambuf_iterator turns
+// into an exception: a test scanning /proc while other tests' processes come and go must not
+// fail for that.
+std::string process_file(pid_t pid, const std::string& name);
+
 // True when a process with this pid exists and is not a zombie.
 bool process_alive(pid_t pid);
 
