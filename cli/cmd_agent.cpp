@@ -9,7 +9,7 @@
 #include "cli/commands.h"
 #include "cli/flag_checks.h"
 #include "launcher/remote/agent.h"
-#include "launcher/remote/slurm_launcher.h"
+#include "launcher/remote/slurm_call_back.h"
 
 namespace muster::cli {
 

@@ -15,6 +15,7 @@
 #include "launcher/cluster/hostlist.h"
 #include "launcher/error.h"
 #include "launcher/remote/remote_exec.h"
+#include "launcher/remote/slurm_exec.h"
 
 namespace muster::cli {
 
@@ -49,15 +50,23 @@ int run_exec(const ExecOptions& options) {
     throw Error(ErrorKind::Usage, "no command to run: put it after '--', as in "
                                   "'muster exec -f cluster.yaml -- uname -r'");
   ClusterSpec cluster = load_cluster(options.cluster);
-  auto transport = make_libssh_transport();
   const bool prefix = !options.no_prefix && options.tag == TagStyle::Host;
   std::mutex print_lock;  // lines arrive from several node threads
   ExecLineSink sink = [&](const std::string& host, OutputStream stream, std::string_view line) {
-    std::string text = prefix ? fmt::format("[{}] {}\n", host, line) : fmt::format("{}\n", line);
+    // No host: srun's own words, as srun prints them.
+    std::string text = prefix && !host.empty() ? fmt::format("[{}] {}\n", host, line) : fmt::format("{}\n", line);
     std::lock_guard lock(print_lock);
     if (stream == OutputStream::Stdout) print_out(text);
     else print_note_raw(text);
   };
+  if (cluster.launcher == Launcher::Slurm) {
+    SrunExec step = exec_through_srun(cluster, options.command, Environment::current(),
+                                      options.fold ? ExecLineSink() : sink);
+    if (options.fold) print_folded(step.nodes);
+    print_note_raw(step.srun_said);
+    return step.exit_status;
+  }
+  auto transport = make_libssh_transport();
   auto results = exec_on_nodes(*transport, cluster, options.command, options.remote.fanout,
                                options.fold ? ExecLineSink() : sink);
   if (options.fold) print_folded(results);

@@ -43,6 +43,10 @@ void report_job_end(const LaunchedJob& job, double timeout_s) {
       print_note(fmt::format("the job ran past --timeout {}s; stopped {} rank{}",
                              timeout_s, stopped, stopped == 1 ? "" : "s"));
       break;
+    case JobEnd::TimeLimit:  // the notes below say whose limit, in Slurm's words
+      print_note(fmt::format("Slurm time limit: the job was ended at its time limit; stopped {} rank{}",
+                             stopped, stopped == 1 ? "" : "s"));
+      break;
     case JobEnd::NodeLost:
       print_note(fmt::format("{} was on a node that was lost; {}",
                              describe_rank(plan, result.first_failed_rank.value_or(0)), others));

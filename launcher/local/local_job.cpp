@@ -34,7 +34,8 @@ bool rank_gave_up_on_a_peer(const TeardownPolicy& policy, const ExitStatus& stat
 int JobResult::exit_code() const {
   switch (end) {
     case JobEnd::Completed: return 0;
-    case JobEnd::TimedOut: return 124;  // timeout(1)'s convention
+    case JobEnd::TimedOut:
+    case JobEnd::TimeLimit: return 124;  // timeout(1)'s convention
     case JobEnd::Interrupted: return 128 + received_signal;
     case JobEnd::StartFailed: return 127;  // the shell's "command not found / not executable"
     case JobEnd::NodeLost: return 255;

@@ -76,7 +76,8 @@ enum class JobEnd {
   RankFailed,   // a rank failed; the others were torn down
   StartFailed,  // a rank could not be started; the others were torn down
   Interrupted,  // muster received SIGINT, SIGTERM or SIGHUP
-  TimedOut,     // the job ran past its timeout
+  TimedOut,     // the job ran past its timeout (--timeout)
+  TimeLimit,    // the scheduler ended the job at its time limit (Slurm); see JobResult::notes
   NodeLost,     // a node fell silent or its connection dropped; the others were torn down
 };
 
@@ -106,7 +107,8 @@ struct JobResult {
   std::vector<std::string> notes;        // other things to report (a node lost, ...)
 
   // The job's exit status: 0 when every rank exited 0; else the first failed rank's
-  // (128+N for signal N); 128+N when muster got signal N; 124 on timeout; 255 when a node
+  // (128+N for signal N); 128+N when muster got signal N; 124 on a timeout or the scheduler's
+  // time limit; 255 when a node
   // was lost (ssh's and pdsh's number for a node that cannot be reached).
   int exit_code() const;
 };

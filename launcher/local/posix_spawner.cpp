@@ -177,7 +177,7 @@ class AffinityForSpawn {
 // stdout and stderr to the pipes, stdin from /dev/null, and its working directory.
 class ChildSetup {
  public:
-  ChildSetup(int stdout_fd, int stderr_fd, const char* workdir) {
+  ChildSetup(int stdout_fd, int stderr_fd, const char* workdir, bool own_session = true) {
     posix_spawnattr_init(&attr_);
     posix_spawn_file_actions_init(&actions_);
     sigset_t none, defaults;
@@ -186,7 +186,7 @@ class ChildSetup {
     for (int s : {SIGINT, SIGTERM, SIGHUP, SIGPIPE, SIGCHLD}) sigaddset(&defaults, s);
     posix_spawnattr_setsigmask(&attr_, &none);
     posix_spawnattr_setsigdefault(&attr_, &defaults);
-    posix_spawnattr_setflags(&attr_, POSIX_SPAWN_SETSID | POSIX_SPAWN_SETSIGMASK |
+    posix_spawnattr_setflags(&attr_, (own_session ? POSIX_SPAWN_SETSID : 0) | POSIX_SPAWN_SETSIGMASK |
                                          POSIX_SPAWN_SETSIGDEF);
     posix_spawn_file_actions_adddup2(&actions_, stdout_fd, STDOUT_FILENO);
     posix_spawn_file_actions_adddup2(&actions_, stderr_fd, STDERR_FILENO);
@@ -214,6 +214,21 @@ bool can_enter(const char* dir) {
 }
 
 }  // namespace
+
+pid_t spawn_helper(const std::vector<std::string>& argv, const Environment& env, int out_fd,
+                   int err_fd, bool own_session) {
+  std::vector<std::string> args = argv, envp = env.to_strings();
+  std::vector<char*> c_argv = c_strings(args), c_envp = c_strings(envp);
+  const auto program = find_program(argv.at(0), env);
+  if (!program)
+    throw Error(ErrorKind::Runtime, fmt::format("cannot start {}: it is not on the PATH", argv[0]));
+  ChildSetup setup(out_fd, err_fd, nullptr, own_session);
+  pid_t pid = -1;
+  if (int failure = posix_spawn(&pid, program->c_str(), setup.actions(), setup.attributes(),
+                                c_argv.data(), c_envp.data()))
+    throw Error(ErrorKind::Runtime, fmt::format("cannot start {}: {}", argv[0], strerror(failure)));
+  return pid;
+}
 
 // posix_spawn, not fork: glibc starts the child with vfork semantics, so nothing of this
 // process's memory is copied or faulted in for a child that execs at once. A fork of the

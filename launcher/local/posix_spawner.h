@@ -10,6 +10,15 @@ namespace muster {
 // The executable `name` resolves to through the PATH of `env`, if any.
 std::optional<std::string> find_program(const std::string& name, const Environment& env);
 
+// Starts a helper program (srun) with posix_spawn, which is safe in a process with threads
+// where fork is not: from the PATH of `env`, stdin from /dev/null, stdout and stderr onto
+// `out_fd` and `err_fd`, no signal blocked. With `own_session` it is cut off from the
+// terminal (Ctrl-C is muster's to handle); without, it stays in muster's process group, so
+// that Ctrl-C reaches it as it reaches an srun typed by hand. The caller waits for it.
+// Throws Error(Runtime) naming the program when it cannot start.
+pid_t spawn_helper(const std::vector<std::string>& argv, const Environment& env, int out_fd,
+                   int err_fd, bool own_session);
+
 // Spawns real processes. While it exists muster is a child subreaper, so a rank's
 // orphaned grandchildren become muster's children and can be waited for and reaped.
 class PosixSpawner : public ProcessSpawner {

@@ -667,7 +667,7 @@ JobResult ClusterSession::run(const RankPlan& plan, const LaunchRequest& request
   if (result.end != JobEnd::Completed && result.end != JobEnd::Interrupted) {
     auto outside = launcher_->outside_end(std::chrono::milliseconds(ended_from_outside ? 1000 : 0));
     if (!outside.note.empty()) result.notes.push_back(outside.note);
-    if (outside.time_limit) result.end = JobEnd::TimedOut;
+    if (outside.time_limit) result.end = JobEnd::TimeLimit;
   }
   return result;
 }

@@ -25,6 +25,7 @@
 #include "launcher/cluster/hostlist.h"
 #include "launcher/error.h"
 #include "launcher/local/exit_status.h"
+#include "launcher/local/posix_spawner.h"
 #include "launcher/local/self.h"
 #include "launcher/thread.h"
 #include "probes/interfaces.h"
@@ -37,8 +38,6 @@ namespace {
 using Clock = SocketClock;
 using Milliseconds = std::chrono::milliseconds;
 
-// What an agent's proof is bound to, so that no other muster server accepts it.
-constexpr std::string_view kPurpose = "muster agent calling back";
 // A node name is a host name: far shorter than this.
 constexpr size_t kMaxNodeName = 256;
 // srun's words are kept for messages; its last bytes are the ones that matter.
@@ -279,36 +278,16 @@ void SlurmAgentLauncher::start_step(const AgentStartOptions& options) {
   Environment env = Environment::current();
   env.set(kAgentSecretVariable, secret_);
   for (const auto& [name, value] : self.env) env.set(name, value);
-  std::vector<std::string> env_strings;
-  for (const auto& [name, value] : env.vars()) env_strings.push_back(name + "=" + value);
-
   int out[2];
   if (pipe2(out, O_CLOEXEC) != 0) throw Error(ErrorKind::Runtime, "cannot create a pipe");
-  std::vector<char*> cargv, cenv;
-  for (auto& a : argv) cargv.push_back(a.data());
-  cargv.push_back(nullptr);
-  for (auto& e : env_strings) cenv.push_back(e.data());
-  cenv.push_back(nullptr);
-  srun_ = fork();
-  if (srun_ == 0) {
-    // Its own process group: Ctrl-C on the terminal is muster's to handle, not srun's.
-    setpgid(0, 0);
-    sigset_t none;
-    sigemptyset(&none);
-    sigprocmask(SIG_SETMASK, &none, nullptr);
-    int devnull = open("/dev/null", O_RDONLY);
-    dup2(devnull, 0);
-    dup2(out[1], 1);
-    dup2(out[1], 2);
-    execvpe("srun", cargv.data(), cenv.data());
-    dprintf(2, "muster: cannot run srun: %s\n", std::strerror(errno));
-    _exit(127);
+  try {
+    srun_ = spawn_helper(argv, env, out[1], out[1], /*own_session=*/true);
+  } catch (...) {
+    close(out[0]);
+    close(out[1]);
+    throw;
   }
   close(out[1]);
-  if (srun_ < 0) {
-    close(out[0]);
-    throw Error(ErrorKind::Runtime, fmt::format("cannot start srun: {}", std::strerror(errno)));
-  }
   watcher_ = signal_free_thread([this, fd = out[0]] { watch_srun(fd); });
   acceptor_ = signal_free_thread([this] { accept_agents(); });
 }
@@ -364,7 +343,7 @@ void SlurmAgentLauncher::accept_agents() {
 void SlurmAgentLauncher::take_agent(int fd) {
   const auto deadline = Clock::now() + kHandshakeLimit;
   std::optional<std::string> name;
-  if (check_secret(fd, secret_, kPurpose, kHandshakeLimit).empty()) name = read_line(fd, deadline);
+  if (check_secret(fd, secret_, kAgentCallBackPurpose, kHandshakeLimit).empty()) name = read_line(fd, deadline);
   auto it = name ? node_of_host_.find(*name) : node_of_host_.end();
   if (it == node_of_host_.end()) {
     close(fd);
@@ -432,58 +411,6 @@ std::string srun_words_about(const std::string& output, const std::string& host,
   const size_t from = chosen.size() > 3 ? chosen.size() - 3 : 0;
   for (size_t i = from; i < chosen.size(); ++i) words += (words.empty() ? "" : " / ") + chosen[i];
   return words;
-}
-
-int call_back_head(const std::string& heads, std::chrono::milliseconds limit) {
-  const char* secret_text = std::getenv(kAgentSecretVariable);
-  std::string node = std::getenv("SLURMD_NODENAME") ? std::getenv("SLURMD_NODENAME") : "";
-  if (node.empty()) {
-    char name[256] = {};
-    gethostname(name, sizeof name - 1);
-    node = name;
-  }
-  if (!secret_text)
-    throw Error(ErrorKind::Runtime, fmt::format("{}: muster agent --call-back: {} is not set; only "
-                                                "muster's own srun step starts agents this way",
-                                                node, kAgentSecretVariable));
-  const std::string secret = secret_text;
-  unsetenv(kAgentSecretVariable);  // no rank inherits it
-  std::vector<std::string> tried;
-  for (const auto& head : split_outside_brackets(heads, ',')) {
-    const auto colon = head.rfind(':');
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    if (colon == std::string::npos || inet_pton(AF_INET, head.substr(0, colon).c_str(), &addr.sin_addr) != 1) {
-      tried.push_back(head + ": not ADDRESS:PORT");
-      continue;
-    }
-    addr.sin_port = htons(uint16_t(std::atoi(head.c_str() + colon + 1)));
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-    const auto deadline = Clock::now() + std::min(limit, Milliseconds(5000));
-    int rc = connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
-    int error = rc == 0 ? 0 : errno;
-    if (error == EINPROGRESS) {
-      error = ETIMEDOUT;
-      if (wait_ready(fd, POLLOUT, deadline)) {
-        socklen_t len = sizeof error;
-        getsockopt(fd, SOL_SOCKET, SO_ERROR, &error, &len);
-      }
-    }
-    std::string why = error ? std::strerror(error) : prove_secret(fd, secret, kPurpose, limit);
-    const std::string line = node + "\n";
-    if (why.empty() && send(fd, line.data(), line.size(), MSG_NOSIGNAL) != ssize_t(line.size()))
-      why = "the head went away";
-    if (why.empty()) {
-      fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
-      int one = 1;
-      setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-      return fd;
-    }
-    close(fd);
-    tried.push_back(head + ": " + why);
-  }
-  throw Error(ErrorKind::Runtime, fmt::format("{}: cannot call back to muster's head ({})", node,
-                                              fmt::format("{}", fmt::join(tried, "; "))));
 }
 
 }  // namespace muster

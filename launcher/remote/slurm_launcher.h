@@ -13,20 +13,12 @@
 
 #include "launcher/cluster/cluster_spec.h"
 #include "launcher/remote/agent_launcher.h"
+#include "launcher/remote/slurm_call_back.h"
 
 namespace muster {
 
-// The environment variable that carries the session's secret from srun to the agents.
-inline constexpr const char* kAgentSecretVariable = "MUSTER_AGENT_SECRET";
-
 // Starts the agents of `cluster` (nodes in an allocation muster runs inside) as one srun step.
 std::shared_ptr<AgentLauncher> make_slurm_agent_launcher(const ClusterSpec& cluster);
-
-// The agent's side: connects to the first of `heads` ("ADDRESS:PORT,...") that answers
-// within `limit`, proves the secret in kAgentSecretVariable (which it then removes from its
-// environment, so that no rank inherits it) and names its node. Returns the connected
-// socket. Throws Error(Runtime) saying what was tried.
-int call_back_head(const std::string& heads, std::chrono::milliseconds limit);
 
 // What the srun step said about `host`: its lines that name it, else (with LastLines, once
 // the step has ended) its last lines; "" when it said nothing. Exported for tests of the wording.

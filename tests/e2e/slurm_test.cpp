@@ -13,6 +13,7 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include "launcher/cluster/hostlist.h"
 #include "tests/support/node_tree.h"
 #include "tests/support/slurm_cluster.h"
 
@@ -168,6 +169,71 @@ TEST_F(Slurm, ScancelEndsTheJobAndNothingIsLeft) {
   EXPECT_TRUE(nothing_left(mark)) << "ranks were left behind: " << r.err;
   EXPECT_NE(r.err.find("Slurm ended the job's step"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("CANCELLED"), std::string::npos) << r.err;
+}
+
+// exec inside an allocation goes through srun, not SSH (the test hosts run no sshd here): each
+// line tagged with its node as over SSH, --fold as clush -b, and the exit status pdsh gives.
+TEST_F(Slurm, ExecRunsThroughSrunWithTheTagsFoldingAndExitStatusOfSsh) {
+  TestCluster& hosts = slurm_->hosts();
+  auto r = run_command(slurm_->salloc_muster(
+      4, {"exec", "--", "sh", "-c",
+          "echo \"$(hostname) in step ${SLURM_STEP_ID:-none}\"; [ \"$(hostname)\" != " + hosts.host(2) +
+              " ] || exit 3"}));
+  EXPECT_EQ(r.exit_code, 3) << "the largest remote status, as pdsh -S: " << r.out << r.err;
+  for (int i = 0; i < hosts.size(); ++i) {
+    const std::string tag = fmt::format("[{0}] {0} in step ", hosts.host(i));
+    const size_t at = r.out.find(tag);
+    ASSERT_NE(at, std::string::npos) << r.out << r.err;
+    EXPECT_NE(r.out.compare(at + tag.size(), 4, "none"), 0) << "not run by srun: " << r.out;
+  }
+
+  auto folded = run_command(slurm_->salloc_muster(4, {"exec", "--fold", "--", "printenv", "SLURM_NNODES"}));
+  EXPECT_EQ(folded.exit_code, 0) << folded.err;
+  const std::string all = fold_hostlist({hosts.host(0), hosts.host(1), hosts.host(2), hosts.host(3)});
+  EXPECT_NE(folded.out.find(all + " (4)\n---------------\n4\n"), std::string::npos) << folded.out;
+
+  auto killed = run_command(slurm_->salloc_muster(2, {"exec", "-N", "--", "sh", "-c", "kill -9 $$"}));
+  EXPECT_EQ(killed.exit_code, 128 + SIGKILL) << killed.out << killed.err;
+
+  auto elsewhere = run_command(slurm_->salloc_muster(2, {"exec", "-H", hosts.host(3), "--launcher", "slurm",
+                                                         "--", "true"},
+                                                     {"--nodelist=" + hosts.host(0) + "," + hosts.host(1)}));
+  EXPECT_EQ(elsewhere.exit_code, 2) << elsewhere.err;
+  EXPECT_NE(elsewhere.err.find(hosts.host(3) + ": not a node of Slurm's job"), std::string::npos) << elsewhere.err;
+}
+
+// Slow (about 100 s): Slurm enforces one-minute time limits on slurmctld's 30-second sweep.
+// Both ends at once, on two nodes each: a batch job's limit, where slurmstepd sends the head
+// SIGTERM (and SIGKILL KillWait later), and an salloc's limit, where the agents' step is
+// cancelled under a head that Slurm does not signal.
+TEST_F(Slurm, SlowTimeLimitsEndTheJobWith124InSlurmsWordsAndNothingIsLeft) {
+  const std::string batch_mark = "MUSTER_TEST_MARK=batch-limit-" + std::to_string(getpid());
+  const std::string step_mark = "MUSTER_TEST_MARK=step-limit-" + std::to_string(getpid());
+  TempDir dir;
+  std::filesystem::permissions(dir.path(), std::filesystem::perms(0755));
+  // The shell's trap runs once muster has ended, so the script outlives the SIGTERM to say
+  // how muster exited.
+  dir.write("job.sh", fmt::format("#!/bin/sh\ntrap 'echo the shell got SIGTERM' TERM\n"
+                                  "{} run -x {} -- sleep 300\necho \"muster exited $?\"\n",
+                                  MUSTER_BINARY, batch_mark));
+  RunningCommand batch(slurm_->head_command({"sbatch", "--wait", "-N2", "--time=1", "--nodelist=" +
+                                             slurm_->hosts().host(0) + "," + slurm_->hosts().host(1),
+                                             "-o", dir.file("job.out"), dir.file("job.sh")}));
+  RunningCommand allocation(slurm_->salloc_muster(2, {"run", "-x", step_mark, "--", "sleep", "300"},
+                                                  {"--time=1"}));
+  const CommandResult by_salloc = allocation.wait(std::chrono::seconds(200));
+  batch.wait(std::chrono::seconds(200));
+  const std::string job_out = dir.read("job.out");
+
+  EXPECT_NE(job_out.find("muster exited 124"), std::string::npos) << job_out;
+  EXPECT_NE(job_out.find("Slurm time limit"), std::string::npos) << job_out;
+  EXPECT_EQ(job_out.find("--timeout"), std::string::npos) << "not muster's own timeout: " << job_out;
+  EXPECT_TRUE(nothing_left(batch_mark)) << "the batch job's ranks were left behind: " << job_out;
+
+  EXPECT_EQ(by_salloc.exit_code, 124) << by_salloc.err;
+  EXPECT_NE(by_salloc.err.find("Slurm time limit"), std::string::npos) << by_salloc.err;
+  EXPECT_EQ(by_salloc.err.find("--timeout"), std::string::npos) << by_salloc.err;
+  EXPECT_TRUE(nothing_left(step_mark)) << "the allocation's ranks were left behind: " << by_salloc.err;
 }
 
 

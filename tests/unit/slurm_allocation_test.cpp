@@ -5,6 +5,7 @@
 #include "launcher/cluster/rank_env.h"
 #include "launcher/cluster/slurm_allocation.h"
 #include "launcher/error.h"
+#include "launcher/remote/slurm_exec.h"
 #include "launcher/remote/slurm_launcher.h"
 
 namespace muster {
@@ -92,6 +93,27 @@ TEST(SrunWords, LinesNamingTheNodeComeFirstElseTheLastLines) {
   EXPECT_EQ(srun_words_about(out, "node9"),
             "error: node3: task 2: Exited with exit code 1 / Terminating StepId=5.0 / error: node13: task 12: Killed");
   EXPECT_EQ(srun_words_about("", "node3"), "");
+}
+
+}  // namespace
+}  // namespace muster
+
+namespace muster {
+namespace {
+
+TEST(SrunLabel, TheTaskTagIsSplitFromTheLineAndSrunsOwnWordsHaveNone) {
+  auto [task, text] = split_srun_label("3: hello: world");
+  EXPECT_EQ(task, 3u);
+  EXPECT_EQ(text, "hello: world");
+  auto [padded, rest] = split_srun_label(" 7: ");  // srun pads the tag to the widest task number
+  EXPECT_EQ(padded, 7u);
+  EXPECT_EQ(rest, "");
+  for (std::string_view own : {"srun: error: node2: task 1: Exited with exit code 3", "", "12", "12:x",
+                               "99999999999: too many digits"}) {
+    auto [none, same] = split_srun_label(own);
+    EXPECT_FALSE(none) << own;
+    EXPECT_EQ(same, own);
+  }
 }
 
 }  // namespace

@@ -1,0 +1,86 @@
+#include "launcher/job/slurm_job.h"
+
+#include <csignal>
+
+#include <fmt/format.h>
+
+#include "launcher/cluster/slurm_allocation.h"
+#include "launcher/error.h"
+#include "launcher/local/command_within.h"
+
+namespace muster {
+namespace {
+
+// The value of `key` ("JobState") in scontrol's one-line form: the word after " key=".
+std::string field(const std::string& line, const std::string& key) {
+  size_t at = line.rfind(key + "=", 0) == 0 ? 0 : line.find(" " + key + "=");
+  if (at == std::string::npos) return "";
+  if (at > 0 || line[0] == ' ') ++at;
+  at += key.size() + 1;
+  return line.substr(at, line.find_first_of(" \n", at) - at);
+}
+
+class Scontrol : public SlurmJobQuery {
+ public:
+  explicit Scontrol(std::chrono::milliseconds deadline) : deadline_(deadline) {}
+  SlurmJobState state_of(const std::string& job_id) override {
+    CommandOutput r;
+    try {
+      r = run_within({"scontrol", "show", "job", job_id, "-o"}, deadline_);
+    } catch (const Error& e) {
+      throw Error(ErrorKind::Runtime, fmt::format("job {}: {}", job_id, e.what()));
+    }
+    if (!r.status.success()) {
+      std::string said = r.err.empty() ? r.out : r.err;
+      while (!said.empty() && said.back() == '\n') said.pop_back();
+      throw Error(ErrorKind::Runtime, fmt::format("job {}: scontrol show job {}: {}", job_id,
+                                                  r.status.describe(), said.substr(0, 300)));
+    }
+    return parse_scontrol_job(r.out);
+  }
+
+ private:
+  std::chrono::milliseconds deadline_;
+};
+
+}  // namespace
+
+SlurmJobState parse_scontrol_job(const std::string& line) {
+  SlurmJobState out;
+  out.id = field(line, "JobId");
+  out.state = field(line, "JobState");
+  out.reason = field(line, "Reason");
+  out.time_limit = field(line, "TimeLimit");
+  if (out.state.empty())
+    throw Error(ErrorKind::Runtime, "scontrol named no JobState for the job: " + line.substr(0, 200));
+  return out;
+}
+
+std::unique_ptr<SlurmJobQuery> scontrol_job_query(std::chrono::milliseconds deadline) {
+  return std::make_unique<Scontrol>(deadline);
+}
+
+void explain_slurm_signal(JobResult& result, const Environment& env, SlurmJobQuery& query) {
+  if (result.end != JobEnd::Interrupted || result.received_signal != SIGTERM ||
+      !inside_slurm_allocation(env))
+    return;
+  const std::string job_id = env.get("SLURM_JOB_ID");
+  try {
+    const SlurmJobState job = query.state_of(job_id);
+    if (job.past_time_limit()) {
+      result.end = JobEnd::TimeLimit;
+      result.notes.push_back(fmt::format("Slurm time limit: job {} reached its time limit ({}) and "
+                                         "slurmstepd sent SIGTERM",
+                                         job_id, job.time_limit));
+    } else {
+      result.notes.push_back(fmt::format("the SIGTERM came while Slurm's job {} is {} (reason: {})",
+                                         job_id, job.state, job.reason));
+    }
+  } catch (const Error& e) {
+    result.notes.push_back(fmt::format("received SIGTERM inside Slurm's job {}, and Slurm could not "
+                                       "say why: {}",
+                                       job_id, e.what()));
+  }
+}
+
+}  // namespace muster

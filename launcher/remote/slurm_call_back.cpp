@@ -1,0 +1,79 @@
+#include "launcher/remote/slurm_call_back.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "launcher/cluster/hostlist.h"
+#include "launcher/error.h"
+#include "probes/job_server.h"
+#include "probes/socket_io.h"
+
+namespace muster {
+
+using Clock = SocketClock;
+using Milliseconds = std::chrono::milliseconds;
+
+int call_back_head(const std::string& heads, std::chrono::milliseconds limit) {
+  const char* secret_text = std::getenv(kAgentSecretVariable);
+  std::string node = std::getenv("SLURMD_NODENAME") ? std::getenv("SLURMD_NODENAME") : "";
+  if (node.empty()) {
+    char name[256] = {};
+    gethostname(name, sizeof name - 1);
+    node = name;
+  }
+  if (!secret_text)
+    throw Error(ErrorKind::Runtime, fmt::format("{}: muster agent --call-back: {} is not set; only "
+                                                "muster's own srun step starts agents this way",
+                                                node, kAgentSecretVariable));
+  const std::string secret = secret_text;
+  unsetenv(kAgentSecretVariable);  // no rank inherits it
+  std::vector<std::string> tried;
+  for (const auto& head : split_outside_brackets(heads, ',')) {
+    const auto colon = head.rfind(':');
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    if (colon == std::string::npos || inet_pton(AF_INET, head.substr(0, colon).c_str(), &addr.sin_addr) != 1) {
+      tried.push_back(head + ": not ADDRESS:PORT");
+      continue;
+    }
+    addr.sin_port = htons(uint16_t(std::atoi(head.c_str() + colon + 1)));
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    const auto deadline = Clock::now() + std::min(limit, Milliseconds(5000));
+    int rc = connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
+    int error = rc == 0 ? 0 : errno;
+    if (error == EINPROGRESS) {
+      error = ETIMEDOUT;
+      if (wait_ready(fd, POLLOUT, deadline)) {
+        socklen_t len = sizeof error;
+        getsockopt(fd, SOL_SOCKET, SO_ERROR, &error, &len);
+      }
+    }
+    std::string why = error ? std::strerror(error) : prove_secret(fd, secret, kAgentCallBackPurpose, limit);
+    const std::string line = node + "\n";
+    if (why.empty() && send(fd, line.data(), line.size(), MSG_NOSIGNAL) != ssize_t(line.size()))
+      why = "the head went away";
+    if (why.empty()) {
+      fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+      int one = 1;
+      setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+      return fd;
+    }
+    close(fd);
+    tried.push_back(head + ": " + why);
+  }
+  throw Error(ErrorKind::Runtime, fmt::format("{}: cannot call back to muster's head ({})", node,
+                                              fmt::format("{}", fmt::join(tried, "; "))));
+}
+
+}  // namespace muster
