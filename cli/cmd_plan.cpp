@@ -60,12 +60,19 @@ CommandAction setup_plan(CLI::App& app) {
   return [options]() {
     ClusterSpec cluster = load_cluster(options->cluster);
     HwlocTopologySource this_machine;
-    learn_local_gpus(cluster, this_machine);
+    const auto machine = learn_local_gpus(cluster, this_machine);
+    const std::string job_gpus = machine ? job_gpus_summary(machine->job, machine->all_gpus) : "";
     RankPlan plan = make_rank_plan(cluster, options->cluster.ranks, options->cluster.map_by);
-    if (options->json)
-      print_out(plan_json(plan, options->cluster).dump(2) + "\n");
-    else
+    if (options->json) {
+      nlohmann::json j = plan_json(plan, options->cluster);
+      if (machine)
+        j["this_machine_gpus"] = {{"job", machine->job.gpus}, {"all", machine->all_gpus},
+                                  {"source", machine->job.source}, {"summary", job_gpus}};
+      print_out(j.dump(2) + "\n");
+    } else {
       print_out(plan_table(plan, cluster, options->cluster));
+      if (!job_gpus.empty()) print_out("\nthis machine: " + job_gpus + "\n");
+    }
     return 0;
   };
 }

@@ -9,6 +9,7 @@
 
 #include "cli/commands.h"
 #include "cli/terminal_output.h"
+#include "launcher/cluster/job_gpus.h"
 #include "topology/cpu_list.h"
 #include "topology/topology_source.h"
 
@@ -42,7 +43,15 @@ std::string cell(const Topology& t, size_t row, size_t col) {
   return PathCell{classify_pci_path(a, b), 0}.str();
 }
 
-nlohmann::json topology_json(const Topology& t) {
+// The job's CUDA device number of the machine's GPU `index`, if the job has it.
+std::optional<int> job_device(const std::optional<JobGpus>& job, int index) {
+  if (!job) return std::nullopt;
+  auto at = std::find(job->gpus.begin(), job->gpus.end(), index);
+  if (at == job->gpus.end()) return std::nullopt;
+  return int(at - job->gpus.begin());
+}
+
+nlohmann::json topology_json(const Topology& t, const std::optional<JobGpus>& job) {
   nlohmann::json j;
   j["source"] = t.source;
   j["machine"] = {{"packages", t.packages}, {"cores", t.cores}, {"pus", t.pus}};
@@ -58,6 +67,7 @@ nlohmann::json topology_json(const Topology& t) {
                          {"uuid", g.uuid ? nlohmann::json(*g.uuid) : nlohmann::json(nullptr)},
                          {"numa", optional_int(g.location.numa)},
                          {"cpuset", format_cpu_list(g.location.cpus)},
+                         {"job_device", optional_int(job_device(job, g.index))},
                          {"nearest_nics", nlohmann::json::array()}});
   j["nics"] = nlohmann::json::array();
   for (const auto& n : t.nics)
@@ -77,10 +87,11 @@ nlohmann::json topology_json(const Topology& t) {
     to_cpu.push_back({{"gpu", c.gpu}, {"package", c.package}, {"links", c.links}});
   j["nvlink"] = {{"known", t.nvlinks.has_value()}, {"source", t.nvlink_source}, {"to_cpu", to_cpu}};
   j["gpu_order"] = "PCI_BUS_ID";
+  if (job) j["job_gpus"] = {{"source", job->source}, {"summary", job_gpus_summary(*job, t.gpus.size())}};
   return j;
 }
 
-std::string topology_text(const Topology& t) {
+std::string topology_text(const Topology& t, const std::optional<JobGpus>& job) {
   std::string out = fmt::format("{}: {} package{}, {} NUMA node{}, {} cores, {} PUs\n", t.source,
                                 t.packages, t.packages == 1 ? "" : "s", t.numa_nodes.size(),
                                 t.numa_nodes.size() == 1 ? "" : "s", t.cores, t.pus);
@@ -93,6 +104,12 @@ std::string topology_text(const Topology& t) {
                        g.model.rfind(g.vendor, 0) == 0 ? g.model : g.vendor + " " + g.model, g.uuid ? "  " + *g.uuid : "",
                        g.location.numa ? std::to_string(*g.location.numa) : "-",
                        format_cpu_list(g.location.cpus));
+  if (job && !job_gpus_summary(*job, t.gpus.size()).empty()) {
+    std::vector<std::string> held;
+    for (size_t d = 0; d < job->gpus.size(); ++d) held.push_back(fmt::format("GPU{} as device {}", job->gpus[d], d));
+    out += fmt::format("{} ({})\n", job_gpus_summary(*job, t.gpus.size()),
+                       held.empty() ? "none" : fmt::format("{}", fmt::join(held, ", ")));
+  }
   if (t.nics.empty()) out += "NICs: none\n";
   for (size_t i = 0; i < t.nics.size(); ++i) {
     const auto& n = t.nics[i];
@@ -169,7 +186,10 @@ CommandAction setup_topo(CLI::App& app) {
     HwlocTopologySource source(options->xml.empty() ? std::nullopt
                                                     : std::optional<std::string>(options->xml));
     Topology topology = source.load();
-    print_out(options->json ? topology_json(topology).dump(2) + "\n" : topology_text(topology));
+    // An export is some machine's, not this job's: only this machine has the job's GPUs.
+    std::optional<JobGpus> job;
+    if (options->xml.empty()) job = job_gpus(topology.gpus, Environment::current());
+    print_out(options->json ? topology_json(topology, job).dump(2) + "\n" : topology_text(topology, job));
     return 0;
   };
 }

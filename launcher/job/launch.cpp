@@ -53,7 +53,7 @@ LaunchedJob run_here(ClusterContext& context, const JobOptions& options,
   // 1. What this machine is made of, and which rank runs where.
   ClusterSpec& cluster = context.cluster();
   HwlocTopologySource this_machine;
-  Topology topology = *learn_local_gpus(cluster, this_machine);
+  Topology topology = learn_local_gpus(cluster, this_machine)->topology;
   LaunchedJob job;
   job.plan = make_rank_plan(cluster, options.ranks, options.map_by);
 

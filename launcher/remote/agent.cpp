@@ -17,6 +17,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "launcher/cluster/job_gpus.h"
 #include "launcher/error.h"
 #include "launcher/json_fields.h"
 #include "launcher/local/posix_spawner.h"
@@ -357,7 +358,9 @@ int run_agent(int in_fd, int out_fd, const AgentSettings& settings) {
   FrameWriter writer(out_fd);
   try {
     // 1. Say what this node is, so the head can plan (GPU counts) and check identity.
-    Topology topology = HwlocTopologySource(std::nullopt, PciWalk::OnlyWithGpus).load();
+    // Only the GPUs this job holds: Slurm's step GPUs, or CUDA_VISIBLE_DEVICES.
+    const Topology node = HwlocTopologySource(std::nullopt, PciWalk::OnlyWithGpus).load();
+    const Topology topology = restrict_to_job(node, job_gpus(node.gpus, Environment::current()));
     ShutdownSignals signals;   // SIGHUP from sshd, SIGTERM from an admin: stop the ranks too
     PosixSpawner spawner;
     // Other nodes measure their way here while the head asks; only they know the secret,

@@ -107,6 +107,60 @@ TEST(GpuTopo, AutomaticSlotsAreTheGpuCount) {
   }
 }
 
+// ---- Only the GPUs the job holds: 4 of 8, as Slurm's --gpus-per-node=4 or a user sets them ----
+
+// Every hello names one of the job's GPUs, rank r on a node the r-th of them, and the fake NCCL
+// made rank r's communicator on that same GPU (CUDA_VISIBLE_DEVICES renumbers the devices).
+void expect_ranks_on_job_gpus(const nlohmann::json& report, const FakeGpuMachine& machine,
+                              const std::vector<size_t>& job, const std::string& nccl_log) {
+  for (const auto& hello : report["hellos"]) {
+    const size_t local = hello["local_rank"].get<size_t>();
+    ASSERT_LT(local, job.size()) << hello.dump();
+    const std::string& bus = machine.gpus()[job[local]].bus_id;
+    EXPECT_EQ(hello["gpu"]["pci_bus_id"], bus) << hello.dump();
+    EXPECT_NE(nccl_log.find(fmt::format("{} init on {}", hello["rank"].get<int>(), bus)), std::string::npos)
+        << "rank " << hello["rank"] << " is not on " << bus << ":\n" << nccl_log;
+  }
+}
+
+TEST(GpuShare, FourVisibleOfEightAreTheJobsSlotsAndEachRankUsesItsOwn) {
+  MUSTER_REQUIRE_FAKE_NCCL();
+  FakeGpuMachine machine("eight-gpus-nvswitch");
+  TempDir dir;
+  const auto env = with(machine.environment(),
+                        {"CUDA_VISIBLE_DEVICES=4,5,6,7", "MUSTER_FAKE_NCCL_LOG=" + dir.file("nccl.log")});
+  auto plan = run_muster({"plan"}, env);
+  ASSERT_EQ(plan.exit_code, 0) << plan.err;
+  EXPECT_NE(plan.out.find("the job's GPUs: 4 of 8, from CUDA_VISIBLE_DEVICES=4,5,6,7"), std::string::npos) << plan.out;
+  auto topo = run_muster({"topo"}, env);
+  EXPECT_NE(topo.out.find("(GPU4 as device 0, GPU5 as device 1, GPU6 as device 2, GPU7 as device 3)"),
+            std::string::npos) << topo.out;
+
+  auto r = run_muster({"smoke", "--max-bytes", "4K", "--json"}, env);
+  ASSERT_EQ(r.exit_code, 0) << r.err << r.out;
+  auto report = nlohmann::json::parse(r.out);
+  EXPECT_EQ(report["world_size"], 4) << "slots: auto counts the job's GPUs";
+  expect_ranks_on_job_gpus(report, machine, {4, 5, 6, 7}, dir.read("nccl.log"));
+}
+
+TEST(GpuShare, OverSshEachNodesAgentCountsTheGpusItsJobHolds) {
+  MUSTER_REQUIRE_TEST_CLUSTER();
+  MUSTER_REQUIRE_FAKE_NCCL();
+  FakeGpuMachine machine("eight-gpus-nvswitch");
+  TempDir dir;
+  TestCluster cluster(2);
+  HostSetup gpu_node;
+  gpu_node.environment = with(machine.environment(), {"CUDA_VISIBLE_DEVICES=GPU-8b0c0000-0000-4000-8000-000000000006,2",
+                                                      "MUSTER_FAKE_NCCL_LOG=" + dir.file("nccl.log"),
+                                                      "ASAN_OPTIONS=detect_leaks=0"});  // see GpuCluster below
+  for (int i = 0; i < cluster.size(); ++i) cluster.set_up_host(i, gpu_node);
+  auto r = cluster.muster({"smoke", "-f", cluster.write_cluster_file(), "--max-bytes", "4K", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err << r.out;
+  auto report = nlohmann::json::parse(r.out);
+  EXPECT_EQ(report["world_size"], 4) << "two GPUs on each of two nodes";
+  expect_ranks_on_job_gpus(report, machine, {6, 2}, dir.read("nccl.log"));
+}
+
 // ---- NCCL: muster smoke through the same dlopen as on a GPU node ----
 
 class GpuSmoke : public ::testing::Test {

@@ -4,10 +4,16 @@
 // worker thread that runs its work asynchronously, as a GPU does: work enqueued returns at
 // once, cudaStreamQuery says cudaErrorNotReady until it has run, and MUSTER_FAKE_CUDA_KERNEL_US
 // makes each piece of work take that long. A timer that stops before the stream is
-// synchronised therefore measures nothing, and a test can tell.
+// synchronised therefore measures nothing, and a test can tell. CUDA_VISIBLE_DEVICES narrows and
+// renumbers the devices as it does for the real runtime.
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cstdio>
+#include <optional>
+#include <string>
+#include <vector>
 #include <condition_variable>
 #include <cstdlib>
 #include <cstring>
@@ -75,7 +81,41 @@ std::map<const void*, size_t> g_device_memory;  // allocations, by start
 std::set<cudaStream_t> g_streams;
 thread_local int g_device = 0;
 
-int device_count() { return int(muster::fake_gpu::machine().size()); }
+// The machine's GPUs this process may use, as the real runtime reads CUDA_VISIBLE_DEVICES:
+// indices (bus order, the machines' order) or GPU-UUID prefixes, the list ending at the first
+// word that names no GPU or names one again. Unset: every GPU.
+const std::vector<size_t>& visible_devices() {
+  static const std::vector<size_t> visible = [] {
+    const auto& gpus = muster::fake_gpu::machine();
+    std::vector<size_t> out;
+    const char* list = std::getenv("CUDA_VISIBLE_DEVICES");
+    if (!list) {
+      for (size_t i = 0; i < gpus.size(); ++i) out.push_back(i);
+      return out;
+    }
+    std::string text = list;
+    for (size_t start = 0; start <= text.size();) {
+      size_t end = text.find(',', start);
+      if (end == std::string::npos) end = text.size();
+      const std::string word = text.substr(start, end - start);
+      start = end + 1;
+      std::optional<size_t> gpu;
+      if (word.rfind("GPU-", 0) == 0) {
+        for (size_t i = 0; i < gpus.size(); ++i)
+          if (gpus[i].uuid.rfind(word, 0) == 0) gpu = i;
+      } else if (!word.empty() && word.find_first_not_of("0123456789") == std::string::npos &&
+                 word.size() < 9 && size_t(std::stoul(word)) < gpus.size()) {
+        gpu = size_t(std::stoul(word));
+      }
+      if (!gpu || std::find(out.begin(), out.end(), *gpu) != out.end()) break;
+      out.push_back(*gpu);
+    }
+    return out;
+  }();
+  return visible;
+}
+
+int device_count() { return int(visible_devices().size()); }
 
 // The allocation `p` points into, if any.
 bool on_device(const void* p, size_t size) {
@@ -123,6 +163,13 @@ cudaError_t cudaGetDeviceCount(int* count) {
 cudaError_t cudaSetDevice(int device) {
   if (device < 0 || device >= device_count()) return cudaErrorInvalidDevice;
   g_device = device;
+  return cudaSuccess;
+}
+
+cudaError_t cudaDeviceGetPCIBusId(char* bus_id, int length, int device) {
+  if (!bus_id || length <= 0 || device < 0 || device >= device_count()) return cudaErrorInvalidDevice;
+  const std::string& id = muster::fake_gpu::machine()[visible_devices()[size_t(device)]].bus_id;
+  std::snprintf(bus_id, size_t(length), "%s", id.c_str());
   return cudaSuccess;
 }
 

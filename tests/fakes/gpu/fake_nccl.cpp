@@ -11,7 +11,8 @@
 // communicator reports ncclSystemError, as for a failed NIC, and its work never completes
 // until it is aborted; its peers then lose their connections and report ncclRemoteError), and
 // MUSTER_FAKE_NCCL_INIT_FAIL=R (ncclCommInitRank fails with ncclSystemError).
-// MUSTER_FAKE_NCCL_LOG=FILE records "RANK event" lines: init, hang, async-error, abort, destroy.
+// MUSTER_FAKE_NCCL_LOG=FILE records "RANK event" lines: init (on the current device's bus id),
+// hang, async-error, abort, destroy.
 #include <nccl.h>
 
 #include <arpa/inet.h>
@@ -436,7 +437,12 @@ ncclResult_t ncclCommInitRank(ncclComm_t* comm, int nranks, ncclUniqueId comm_id
   }
   close(listener);
   if (!ok) return ncclSystemError;
-  log_event("init");
+  // Which GPU the communicator is on, as the runtime names it: the rank's current device.
+  int device = 0;
+  char bus_id[32] = "?";
+  cudaGetDevice(&device);
+  cudaDeviceGetPCIBusId(bus_id, sizeof bus_id, device);
+  log_event(("init on " + std::string(bus_id)).c_str());
   *comm = new ncclComm{state};
   return ncclSuccess;
 }
