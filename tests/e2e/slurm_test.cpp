@@ -12,8 +12,10 @@
 
 #include <fmt/format.h>
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include "launcher/cluster/hostlist.h"
+#include "tests/support/fake_gpus.h"
 #include "tests/support/node_tree.h"
 #include "tests/support/slurm_cluster.h"
 
@@ -200,6 +202,42 @@ TEST_F(Slurm, ExecRunsThroughSrunWithTheTagsFoldingAndExitStatusOfSsh) {
                                                      {"--nodelist=" + hosts.host(0) + "," + hosts.host(1)}));
   EXPECT_EQ(elsewhere.exit_code, 2) << elsewhere.err;
   EXPECT_NE(elsewhere.err.find(hosts.host(3) + ": not a node of Slurm's job"), std::string::npos) << elsewhere.err;
+}
+
+// A job that holds 4 of each node's 8 GPUs, beside another job that holds the other 4: its
+// agents count the 4 Slurm gave the step, and each rank's hello and communicator are on one of
+// them (the fake GPUs stand in for the devices; Slurm's gres names them as on a GPU node).
+TEST_F(Slurm, AJobOnHalfTheGpusOfItsNodesUsesOnlyThose) {
+  MUSTER_REQUIRE_FAKE_NCCL();
+  FakeGpuMachine machine("eight-gpus-nvswitch");
+  TempDir dir;
+  const std::string nodes = "--nodelist=" + slurm_->hosts().host(0) + "," + slurm_->hosts().host(1);
+  RunningCommand neighbour(slurm_->head_command({"salloc", "-N2", nodes, "--gres=gpu:4", "--quiet", "--",
+                                                 "sleep", "120"}));
+  ASSERT_TRUE(wait_until([&] {
+    return slurm_->run({"squeue", "-h", "-t", "R", "-o", "%i"}).out.find_first_of("0123456789") != std::string::npos;
+  }, std::chrono::seconds(30)));
+  std::vector<std::string> argv = {"env", "MUSTER_FAKE_NCCL_LOG=" + dir.file("nccl.log"),
+                                   "ASAN_OPTIONS=detect_leaks=0"};  // as in GpuCluster.*
+  for (const auto& e : machine.environment()) argv.push_back(e);
+  // Four tasks a node, one per GPU, as GPU jobs ask.
+  for (const std::string word : {"salloc", "-N2", nodes.c_str(), "--gres=gpu:4", "--ntasks-per-node=4",
+                                 "--quiet", "--", MUSTER_BINARY,
+                                 "smoke", "--max-bytes", "4K", "--json"})
+    argv.push_back(word);
+  auto r = run_command(slurm_->head_command(argv), {}, std::chrono::seconds(120));
+  neighbour.signal(SIGTERM);
+  ASSERT_EQ(r.exit_code, 0) << r.err << r.out;
+  auto report = nlohmann::json::parse(r.out);
+  EXPECT_EQ(report["world_size"], 8) << "four GPUs on each of two nodes";
+  const std::string log = dir.read("nccl.log");
+  for (const auto& hello : report["hellos"]) {
+    const size_t local = hello["local_rank"].get<size_t>();
+    ASSERT_LT(local, 4u);
+    const std::string& bus = machine.gpus()[4 + local].bus_id;  // the neighbour holds GPUs 0-3
+    EXPECT_EQ(hello["gpu"]["pci_bus_id"], bus) << hello.dump();
+    EXPECT_NE(log.find(fmt::format("{} init on {}", hello["rank"].get<int>(), bus)), std::string::npos) << log;
+  }
 }
 
 // Slow (about 100 s): Slurm enforces one-minute time limits on slurmctld's 30-second sweep.

@@ -2,9 +2,13 @@
 
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -124,11 +128,25 @@ void SlurmCluster::write_config() const {
       << "ProctrackType=proctrack/linuxproc\nTaskPlugin=task/none\n"
       << "JobAcctGatherType=jobacct_gather/none\nAccountingStorageType=accounting_storage/none\n"
       << "SelectType=select/cons_tres\nSelectTypeParameters=CR_Core\nMpiDefault=none\n"
-      << "ReturnToService=2\nSlurmdTimeout=10\nKillWait=3\nMessageTimeout=5\n";
+      << "ReturnToService=2\nSlurmdTimeout=10\nKillWait=3\nMessageTimeout=5\n"
+      // Eight GPUs a node, as gres: files stand in for /dev/nvidia0..7 (without cgroups Slurm
+      // only names them), so that --gres=gpu:N sets CUDA_VISIBLE_DEVICES and SLURM_*_GPUS as on
+      // a GPU cluster, for the fake GPUs to be shared by jobs.
+      << "GresTypes=gpu\n"
+      // Four CPUs a node where the test hosts share two: room for a GPU job's four tasks a node
+      // beside another job's (slurmd takes the configured count, not the hardware's).
+      << "SlurmdParameters=config_overrides\n";
   for (int i = 0; i < cluster_.size(); ++i)
     out << "NodeName=" << cluster_.host(i) << " NodeAddr=" << cluster_.address(i)
-        << " CPUs=2 State=UNKNOWN\n";
+        << " CPUs=" << kCpusPerNode << " Gres=gpu:" << kGpusPerNode << " State=UNKNOWN\n";
   out << "PartitionName=test Nodes=ALL Default=YES MaxTime=INFINITE State=UP\n";
+  std::ofstream gres(dir_ + "/gres.conf");
+  gres << "Name=gpu File=" << dir_ << "/nvidia[0-" << kGpusPerNode - 1 << "]\n";
+  // Character devices with the NVIDIA driver's numbers (major 195): Slurm takes only devices
+  // for gres files. No driver answers them; nothing opens them.
+  for (int g = 0; g < kGpusPerNode; ++g)
+    if (mknod((dir_ + "/nvidia" + std::to_string(g)).c_str(), S_IFCHR | 0666, makedev(195, g)) != 0)
+      throw std::runtime_error(fmt::format("slurm cluster: mknod {}/nvidia{}: {}", dir_, g, std::strerror(errno)));
 }
 
 std::vector<std::string> SlurmCluster::head_command(const std::vector<std::string>& argv) const {

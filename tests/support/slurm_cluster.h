@@ -19,6 +19,10 @@ class SlurmCluster {
   // Why this machine cannot run Slurm's daemons (not root, slurm-wlm or munge missing), or "".
   static std::string unavailable_reason();
 
+  // Each node's gres: gpu, as many as the fake machine eight-gpus-nvswitch has.
+  static constexpr int kGpusPerNode = 8;
+  static constexpr int kCpusPerNode = 8;
+
   explicit SlurmCluster(int hosts);
   ~SlurmCluster();
   SlurmCluster(const SlurmCluster&) = delete;
