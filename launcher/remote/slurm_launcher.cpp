@@ -14,6 +14,7 @@
 #include <condition_variable>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <mutex>
 #include <sstream>
@@ -25,8 +26,10 @@
 #include "launcher/cluster/hostlist.h"
 #include "launcher/error.h"
 #include "launcher/local/exit_status.h"
+#include "launcher/local/command_within.h"
 #include "launcher/local/posix_spawner.h"
 #include "launcher/local/self.h"
+#include "launcher/remote/shell_quote.h"
 #include "launcher/thread.h"
 #include "probes/interfaces.h"
 #include "probes/job_server.h"
@@ -45,6 +48,8 @@ constexpr size_t kMaxSrunOutput = size_t(64) << 10;
 // Handshakes in progress at once; a client that holds one open only holds its own slot.
 constexpr size_t kMaxPendingHandshakes = 64;
 constexpr Milliseconds kHandshakeLimit{3000};
+// What the agents' start command says on a node that lacks this muster.
+constexpr const char* kNotOnNode = "is not on node";
 
 // An agent's channel: its TCP connection back to the head.
 class SocketChannel : public RemoteCommand {
@@ -124,6 +129,10 @@ class SlurmAgentLauncher : public AgentLauncher {
 
  private:
   void start_step(const AgentStartOptions& options);
+  std::string start_from_node_bundle_script() const;
+  void launch_srun(const std::vector<std::string>& command);
+  bool program_missing_on_a_node();
+  void ship_bundle();
   void accept_agents();
   void take_agent(int fd);
   void watch_srun(int out_fd);
@@ -132,8 +141,13 @@ class SlurmAgentLauncher : public AgentLauncher {
 
   ClusterSpec cluster_;
   std::map<std::string, size_t> node_of_host_;
-  std::once_flag step_once_;
-  std::string step_error_;
+  std::once_flag step_once_, ship_once_;
+  std::string step_error_, ship_error_;
+  std::vector<std::string> agent_args_;  // after the program: the agent's own, and --call-back
+  std::string program_;                  // this muster, as the nodes would find it
+  Environment env_;                      // srun's: the secret in it, never on a command line
+  BundleArchive bundle_;
+  bool shipped_ = false;
   std::string secret_;
   int listen_fd_ = -1;
   int stop_[2] = {-1, -1};
@@ -185,13 +199,28 @@ NodeAgent SlurmAgentLauncher::start(size_t node, const AgentStartOptions& option
   const std::string& host = cluster_.nodes.at(node).host;
   if (!step_error_.empty()) throw SshError(SshFailure::RemoteCommand, host, step_error_);
 
-  const auto deadline = Clock::now() + options.hello_timeout;
+  auto deadline = Clock::now() + options.hello_timeout;
   int fd = -1;
-  {
-    std::unique_lock lock(mutex_);
-    while (agent_fd_[node] < 0 && !step_ended_ && !cancelled && Clock::now() < deadline)
-      changed_.wait_for(lock, Milliseconds(100));
-    std::swap(fd, agent_fd_[node]);
+  for (bool shipped = false;; shipped = true) {
+    {
+      std::unique_lock lock(mutex_);
+      while (agent_fd_[node] < 0 && !step_ended_ && !cancelled && Clock::now() < deadline)
+        changed_.wait_for(lock, Milliseconds(100));
+      std::swap(fd, agent_fd_[node]);
+    }
+    // Nodes without this muster: ship it through Slurm once, and wait for the step from it.
+    if (fd >= 0 || cancelled || shipped || options.shipping == Shipping::Forbidden ||
+        !program_missing_on_a_node())
+      break;
+    std::call_once(ship_once_, [&] {
+      try {
+        ship_bundle();
+      } catch (const std::exception& e) {
+        ship_error_ = e.what();
+      }
+    });
+    if (!ship_error_.empty()) throw SshError(SshFailure::RemoteCommand, host, ship_error_);
+    deadline = Clock::now() + options.hello_timeout;
   }
   if (cancelled) {
     if (fd >= 0) close(fd);
@@ -240,7 +269,6 @@ NodeAgent SlurmAgentLauncher::start(size_t node, const AgentStartOptions& option
 
 void SlurmAgentLauncher::start_step(const AgentStartOptions& options) {
   // Where the agents call back: every address of this machine, in turn, until one answers.
-  std::vector<std::string> heads;
   listen_fd_ = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
@@ -249,16 +277,49 @@ void SlurmAgentLauncher::start_step(const AgentStartOptions& options) {
   if (listen_fd_ < 0 || bind(listen_fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 ||
       listen(listen_fd_, 1024) != 0 || getsockname(listen_fd_, reinterpret_cast<sockaddr*>(&addr), &len) != 0)
     throw Error(ErrorKind::Runtime, fmt::format("cannot listen for the agents: {}", std::strerror(errno)));
+  std::vector<std::string> heads;
   for (const auto& a : local_addresses()) heads.push_back(fmt::format("{}:{}", a.address, ntohs(addr.sin_port)));
   if (heads.empty())
     throw Error(ErrorKind::Runtime, "this machine has no IPv4 address up for the agents to call back to");
   secret_ = new_job_secret();
+  std::istringstream words(options.agent_args);
+  for (std::string w; words >> w;) agent_args_.push_back(w);
+  agent_args_.push_back("--call-back");
+  agent_args_.push_back(fmt::format("{}", fmt::join(heads, ",")));
 
-  // The agent command: this very muster, which must be at the same path on every node (a
-  // shared file system or the package), as srun's own programs must.
+  // This very muster at its own path (a shared file system or the package), as srun's own
+  // programs are found; where shipping is allowed, a bundle of this build that Slurm shipped
+  // to the node before is preferred (see ship_bundle).
   const SelfCommand self = self_command();
-  std::string program = self.program;
-  if (program == "/proc/self/exe") program = std::filesystem::read_symlink("/proc/self/exe").string();
+  program_ = self.program;
+  if (program_ == "/proc/self/exe") program_ = std::filesystem::read_symlink("/proc/self/exe").string();
+  // A node without it says so in words the head looks for (kNotOnNode), and names itself.
+  const std::string missing =
+      "[ -x \"$1\" ] || { echo \"muster: $1 " + std::string(kNotOnNode) + " $(hostname)" +
+      (options.shipping == Shipping::Allowed ? ": shipping this build's bundle through Slurm"
+                                             : ", and --no-ship forbids shipping this build's bundle there") +
+      "\" >&2; exit 3; }; ";
+  std::vector<std::string> command = {
+      "/bin/sh", "-c",
+      (options.shipping == Shipping::Allowed ? start_from_node_bundle_script() : "") + missing + "exec \"$@\"",
+      "sh", program_};
+  command.insert(command.end(), self.argv.begin() + 1, self.argv.end());
+  command.insert(command.end(), agent_args_.begin(), agent_args_.end());
+  env_ = Environment::current();
+  env_.set(kAgentSecretVariable, secret_);
+  for (const auto& [name, value] : self.env) env_.set(name, value);
+  launch_srun(command);
+  acceptor_ = signal_free_thread([this] { accept_agents(); });
+}
+
+// Where a bundle Slurm shipped lives on a node: node-local, per user, by build id.
+std::string SlurmAgentLauncher::start_from_node_bundle_script() const {
+  return "b=\"${TMPDIR:-/tmp}/muster-$(id -u)/\"" + shell_quote(muster_build_id()) + "; "
+         "if [ -f \"$b/complete\" ]; then export " + std::string(kBundleVariable) + "=\"$b\"; "
+         "exec \"$b/ld.so\" --library-path \"$b/lib\" --argv0 muster \"$b/muster\" " + shell_command(agent_args_) + "; fi; ";
+}
+
+void SlurmAgentLauncher::launch_srun(const std::vector<std::string>& command) {
   std::vector<std::string> hosts;
   for (const auto& node : cluster_.nodes) hosts.push_back(node.host);
   const std::string n = std::to_string(hosts.size());
@@ -268,20 +329,12 @@ void SlurmAgentLauncher::start_step(const AgentStartOptions& options) {
       "--overlap",             // the allocation's own tasks may hold every CPU already
       "--kill-on-bad-exit=1",  // an agent that fails ends the step, and so every agent
       "--cpu-bind=none",       // the agent binds each rank itself
-      "--mpi=none", "--input=none", "--", program};
-  argv.insert(argv.end(), self.argv.begin() + 1, self.argv.end());
-  std::istringstream words(options.agent_args);
-  for (std::string w; words >> w;) argv.push_back(w);
-  argv.push_back("--call-back");
-  argv.push_back(fmt::format("{}", fmt::join(heads, ",")));
-
-  Environment env = Environment::current();
-  env.set(kAgentSecretVariable, secret_);
-  for (const auto& [name, value] : self.env) env.set(name, value);
+      "--mpi=none", "--input=none", "--"};
+  argv.insert(argv.end(), command.begin(), command.end());
   int out[2];
   if (pipe2(out, O_CLOEXEC) != 0) throw Error(ErrorKind::Runtime, "cannot create a pipe");
   try {
-    srun_ = spawn_helper(argv, env, out[1], out[1], /*own_session=*/true);
+    srun_ = spawn_helper(argv, env_, out[1], out[1], /*own_session=*/true);
   } catch (...) {
     close(out[0]);
     close(out[1]);
@@ -289,7 +342,53 @@ void SlurmAgentLauncher::start_step(const AgentStartOptions& options) {
   }
   close(out[1]);
   watcher_ = signal_free_thread([this, fd = out[0]] { watch_srun(fd); });
-  acceptor_ = signal_free_thread([this] { accept_agents(); });
+}
+
+// The step ended because a node had no muster at the head's path (its command said so), or
+// another node's thread already found that and shipped the bundle.
+bool SlurmAgentLauncher::program_missing_on_a_node() {
+  std::lock_guard lock(mutex_);
+  return shipped_ || (step_ended_ && output_.find(kNotOnNode) != std::string::npos);
+}
+
+// Ships this build's bundle to every node of the allocation with sbcast (into node-local
+// /tmp) and starts the agents' step again from it: each node unpacks it once per build into
+// ${TMPDIR:-/tmp}/muster-UID/BUILD-ID, where the next session finds it.
+void SlurmAgentLauncher::ship_bundle() {
+  if (watcher_.joinable()) watcher_.join();  // the first step has ended
+  const std::string id = muster_build_id();
+  char staged[] = "/tmp/muster-bundle-XXXXXX";
+  const int fd = mkstemp(staged);
+  if (fd < 0) throw Error(ErrorKind::Runtime, fmt::format("cannot stage the bundle for sbcast: {}", std::strerror(errno)));
+  close(fd);
+  struct Unstage {
+    const char* path;
+    ~Unstage() { unlink(path); }
+  } unstage{staged};
+  const std::string& archive = bundle_.get();
+  std::ofstream(staged, std::ios::binary) << archive;
+  std::error_code size_error;
+  if (std::filesystem::file_size(staged, size_error) != archive.size()) throw Error(ErrorKind::Runtime, fmt::format("cannot write the bundle to {} for sbcast", staged));
+  const std::string shipped = fmt::format("/tmp/muster-{}-{}.tar.gz", getuid(), id);
+  const CommandOutput sbcast = run_within({"sbcast", "--force", staged, shipped}, std::chrono::seconds(120));
+  if (!sbcast.status.success())
+    throw Error(ErrorKind::Runtime, fmt::format("the nodes have no muster at {}, and sbcast could not ship "
+                                                "this build's bundle to them ({}): {}", program_,
+                                                sbcast.status.describe(), sbcast.err.empty() ? sbcast.out : sbcast.err));
+  const std::string unpack =
+      "set -e; bid=" + shell_quote(id) + "; c=\"${TMPDIR:-/tmp}/muster-$(id -u)\"; b=\"$c/$bid\"; "
+      "if [ ! -f \"$b/complete\" ]; then mkdir -p -m 700 \"$c\"; t=\"$c/.$bid.$$\"; rm -rf \"$t\"; mkdir \"$t\"; "
+      "tar -xzf " + shell_quote(shipped) + " -C \"$t\"; read -r got < \"$t/build-id\" || got=; "
+      "if [ \"$got\" != \"$bid\" ]; then echo \"muster: the bundle Slurm shipped is another build: $got\" >&2; "
+      "rm -rf \"$t\"; exit 4; fi; : > \"$t/complete\"; mv -T \"$t\" \"$b\" 2>/dev/null || rm -rf \"$t\"; fi; ";
+  {
+    std::lock_guard lock(mutex_);
+    shipped_ = true;
+    step_ended_ = false;
+    output_.clear();
+  }
+  launch_srun({"/bin/sh", "-c", unpack + start_from_node_bundle_script() +
+                                    "echo \"muster: the bundle did not unpack to $b\" >&2; exit 4"});
 }
 
 void SlurmAgentLauncher::watch_srun(int out_fd) {

@@ -1,6 +1,7 @@
 // Benchmark (not a test): inside one 4-node allocation of a real Slurm (the test cluster's
-// slurmctld and slurmd), `muster run -- true` against `srun -N4 true`, alternating, measured
-// in one run. Prints each median wall time and the ratio. Needs root and slurm-wlm, munge.
+// slurmctld and slurmd), `muster run -- true` and `muster exec -- true` (one srun step, no
+// agents) against `srun -N4 true`, alternating, measured in one run. Prints each median wall
+// time and the ratios. Needs root and slurm-wlm, munge.
 // Run: build/tests/bench/slurm_bench [ROUNDS]
 #include <algorithm>
 #include <cstdio>
@@ -27,7 +28,8 @@ int main(int argc, char** argv) {
   // One allocation for every round, so that neither side pays for the allocation itself.
   const std::string script = fmt::format(
       "t() {{ s=$(date +%s.%N); \"$@\" >/dev/null 2>&1; st=$?; e=$(date +%s.%N); echo \"$(echo \"$e - $s\" | bc) $st\"; }}; "
-      "for i in $(seq {}); do printf 'muster '; t {} run -- true; printf 'srun '; t srun -N4 true; done",
+      "for i in $(seq {0}); do printf 'run '; t {1} run -- true; printf 'exec '; t {1} exec -- true; "
+      "printf 'srun '; t srun -N4 true; done",
       rounds, MUSTER_BINARY);
   auto r = slurm.run({"salloc", "-N4", "--quiet", "sh", "-c", script}, 600);
   std::map<std::string, std::vector<double>> times;
@@ -43,11 +45,13 @@ int main(int argc, char** argv) {
     std::sort(v.begin(), v.end());
     return v.empty() ? 0.0 : v[v.size() / 2];
   };
-  const double m = median(times["muster"]), s = median(times["srun"]);
+  const double run = median(times["run"]), exec = median(times["exec"]), s = median(times["srun"]);
   std::printf("%-28s %10s\n", "inside a 4-node allocation", "median s");
-  std::printf("%-28s %10.3f\n", "muster run -- true", m);
+  std::printf("%-28s %10.3f\n", "muster run -- true", run);
+  std::printf("%-28s %10.3f\n", "muster exec -- true", exec);
   std::printf("%-28s %10.3f\n", "srun -N4 true", s);
-  std::printf("%-28s %10.2f\n", "muster/srun", s > 0 ? m / s : 0);
+  std::printf("%-28s %10.2f\n", "muster run / srun", s > 0 ? run / s : 0);
+  std::printf("%-28s %10.2f\n", "muster exec / srun", s > 0 ? exec / s : 0);
   std::printf("%d rounds, alternating, one allocation\n", rounds);
   return r.exit_code == 0 ? 0 : 1;
 }

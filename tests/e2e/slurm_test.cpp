@@ -240,6 +240,58 @@ TEST_F(Slurm, AJobOnHalfTheGpusOfItsNodesUsesOnlyThose) {
   }
 }
 
+// Nodes that cannot see the head's muster (each slurmd's mount namespace hides the build
+// directory): the bundle of this build goes to them through sbcast and starts from node-local
+// storage, where the next session finds it; with --no-ship nothing is shipped and the missing
+// muster is named.
+TEST_F(Slurm, NodesWithoutMusterGetTheBundleThroughSlurm) {
+  const std::string build_dir = std::filesystem::path(MUSTER_BINARY).parent_path().string();
+  delete slurm_;
+  slurm_ = nullptr;
+  slurm_ = new SlurmCluster(4, build_dir);
+  TempDir node_tmp;  // the nodes' TMPDIR (srun passes it on): this test's cache, no other's
+  std::filesystem::permissions(node_tmp.path(), std::filesystem::perms(0755));
+  auto muster = [&](const std::vector<std::string>& args) {
+    std::vector<std::string> argv = {"env", "TMPDIR=" + node_tmp.path(),
+                                     // The bundle's loader confuses LeakSanitizer (see GpuCluster.*).
+                                     "ASAN_OPTIONS=detect_leaks=0", "salloc", "-N2", "--quiet", "--",
+                                     MUSTER_BINARY};
+    argv.insert(argv.end(), args.begin(), args.end());
+    return run_command(slurm_->head_command(argv), {}, std::chrono::seconds(180));
+  };
+  auto seen = run_command(slurm_->head_command({"salloc", "-N1", "--quiet", "srun", "ls", MUSTER_BINARY}));
+  ASSERT_NE(seen.exit_code, 0) << "the nodes still see " << MUSTER_BINARY;
+
+  auto refused = muster({"run", "--no-ship", "--", "true"});
+  EXPECT_NE(refused.exit_code, 0);
+  EXPECT_NE(refused.err.find(fmt::format("muster: {} is not on node {}, and --no-ship forbids",
+                                         MUSTER_BINARY, slurm_->hosts().host(0))), std::string::npos)
+      << refused.err;
+
+  auto ran = muster({"run", "--", "hostname"});
+  ASSERT_EQ(ran.exit_code, 0) << ran.err;
+  EXPECT_NE(ran.out.find(slurm_->hosts().host(1)), std::string::npos) << ran.out;
+  size_t bundles = 0;
+  for (const auto& user : std::filesystem::directory_iterator(node_tmp.path()))
+    for (const auto& bundle : std::filesystem::directory_iterator(user.path()))
+      bundles += std::filesystem::exists(bundle.path() / "complete");
+  EXPECT_EQ(bundles, 1u) << "one bundle, unpacked once for the build";
+
+  // The next sessions start from what the nodes hold: nothing is shipped again.
+  const std::string shipped = fmt::format("/tmp/muster-{}-", getuid());
+  for (const auto& f : std::filesystem::directory_iterator("/tmp"))
+    if (f.path().string().rfind(shipped, 0) == 0) std::filesystem::remove(f.path());
+  auto smoke = muster({"smoke", "--max-bytes", "4K"});
+  EXPECT_EQ(smoke.exit_code, 0) << smoke.err << smoke.out;
+  auto doctor = muster({"doctor"});
+  EXPECT_EQ(doctor.exit_code, 0) << doctor.err << doctor.out;
+  for (const auto& f : std::filesystem::directory_iterator("/tmp"))
+    EXPECT_NE(f.path().string().rfind(shipped, 0), 0u) << "shipped again: " << f.path();
+
+  delete slurm_;
+  slurm_ = new SlurmCluster(4);
+}
+
 // Slow (about 100 s): Slurm enforces one-minute time limits on slurmctld's 30-second sweep.
 // Both ends at once, on two nodes each: a batch job's limit, where slurmstepd sends the head
 // SIGTERM (and SIGKILL KillWait later), and an salloc's limit, where the agents' step is

@@ -50,7 +50,7 @@ std::string SlurmCluster::unavailable_reason() {
   return "";
 }
 
-SlurmCluster::SlurmCluster(int hosts) : cluster_(hosts) {
+SlurmCluster::SlurmCluster(int hosts, const std::string& hidden_from_nodes) : cluster_(hosts) {
   dir_ = cluster_.dir() + "/slurm";
   try {
     std::filesystem::create_directories(dir_ + "/state");
@@ -92,10 +92,13 @@ SlurmCluster::SlurmCluster(int hosts) : cluster_(hosts) {
              (dir_ + "/slurm.conf").c_str(), nullptr);
       _exit(127);
     }
-    for (int i = 0; i < hosts; ++i)
-      slurmd_.push_back(cluster_.start_on_host(
-          i, fmt::format("/usr/sbin/slurmd -D -f {}/slurm.conf -N {}", dir_, cluster_.host(i)),
-          fmt::format("{}/slurmd-{}.out", dir_, cluster_.host(i))));
+    for (int i = 0; i < hosts; ++i) {
+      std::string slurmd = fmt::format("/usr/sbin/slurmd -D -f {}/slurm.conf -N {}", dir_, cluster_.host(i));
+      // The host's own mount namespace: the tmpfs hides the directory from this host alone.
+      if (!hidden_from_nodes.empty())
+        slurmd = fmt::format("sh -c 'mount -t tmpfs muster-hidden {} && exec {}'", hidden_from_nodes, slurmd);
+      slurmd_.push_back(cluster_.start_on_host(i, slurmd, fmt::format("{}/slurmd-{}.out", dir_, cluster_.host(i))));
+    }
     wait_until_idle();
   } catch (...) {
     stop();

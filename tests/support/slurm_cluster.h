@@ -23,7 +23,9 @@ class SlurmCluster {
   static constexpr int kGpusPerNode = 8;
   static constexpr int kCpusPerNode = 8;
 
-  explicit SlurmCluster(int hosts);
+  // `hidden_from_nodes`: a directory every slurmd (and so every task) sees empty, as nodes
+  // that do not share the head's file system would (a tmpfs over it in their mount namespace).
+  explicit SlurmCluster(int hosts, const std::string& hidden_from_nodes = "");
   ~SlurmCluster();
   SlurmCluster(const SlurmCluster&) = delete;
   SlurmCluster& operator=(const SlurmCluster&) = delete;
