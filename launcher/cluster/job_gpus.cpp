@@ -12,7 +12,7 @@ namespace {
 
 constexpr std::uint16_t kNvidia = 0x10de;
 
-std::string trimmed(std::string_view word) {
+std::string without_blanks(std::string_view word) {
   const size_t first = word.find_first_not_of(" \t");
   if (first == std::string_view::npos) return "";
   return std::string(word.substr(first, word.find_last_not_of(" \t") - first + 1));
@@ -56,7 +56,7 @@ JobGpus job_gpus(const std::vector<Gpu>& gpus, const Environment& env) {
     const std::string value = env.get(variable);
     out.source = fmt::format("{}={}", variable, value);
     for (const auto& piece : split_outside_brackets(value, ',')) {
-      const std::string word = trimmed(piece);
+      const std::string word = without_blanks(piece);
       const int gpu = gpu_named(word, compute, gpus);
       if (gpu < 0 || std::find(out.gpus.begin(), out.gpus.end(), gpu) != out.gpus.end()) {
         if (!word.empty()) out.unmatched = word;

@@ -12,7 +12,7 @@ namespace muster {
 namespace {
 
 // The value of `key` ("JobState") in scontrol's one-line form: the word after " key=".
-std::string field(const std::string& line, const std::string& key) {
+std::string scontrol_field(const std::string& line, const std::string& key) {
   size_t at = line.rfind(key + "=", 0) == 0 ? 0 : line.find(" " + key + "=");
   if (at == std::string::npos) return "";
   if (at > 0 || line[0] == ' ') ++at;
@@ -20,9 +20,9 @@ std::string field(const std::string& line, const std::string& key) {
   return line.substr(at, line.find_first_of(" \n", at) - at);
 }
 
-class Scontrol : public SlurmJobQuery {
+class ScontrolJobQuery : public SlurmJobQuery {
  public:
-  explicit Scontrol(std::chrono::milliseconds deadline) : deadline_(deadline) {}
+  explicit ScontrolJobQuery(std::chrono::milliseconds deadline) : deadline_(deadline) {}
   SlurmJobState state_of(const std::string& job_id) override {
     CommandOutput r;
     try {
@@ -47,17 +47,17 @@ class Scontrol : public SlurmJobQuery {
 
 SlurmJobState parse_scontrol_job(const std::string& line) {
   SlurmJobState out;
-  out.id = field(line, "JobId");
-  out.state = field(line, "JobState");
-  out.reason = field(line, "Reason");
-  out.time_limit = field(line, "TimeLimit");
+  out.id = scontrol_field(line, "JobId");
+  out.state = scontrol_field(line, "JobState");
+  out.reason = scontrol_field(line, "Reason");
+  out.time_limit = scontrol_field(line, "TimeLimit");
   if (out.state.empty())
     throw Error(ErrorKind::Runtime, "scontrol named no JobState for the job: " + line.substr(0, 200));
   return out;
 }
 
 std::unique_ptr<SlurmJobQuery> scontrol_job_query(std::chrono::milliseconds deadline) {
-  return std::make_unique<Scontrol>(deadline);
+  return std::make_unique<ScontrolJobQuery>(deadline);
 }
 
 void explain_slurm_signal(JobResult& result, const Environment& env, SlurmJobQuery& query) {
