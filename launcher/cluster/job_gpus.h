@@ -17,7 +17,8 @@ struct JobGpus {
   // Indices into Topology::gpus, in the order CUDA numbers them for the job (device 0 first).
   std::vector<int> gpus;
   // Where the choice came from, for plan and topo: "SLURM_STEP_GPUS=4,5,6,7",
-  // "CUDA_VISIBLE_DEVICES=1", or "" when the job has every compute GPU.
+  // "CUDA_VISIBLE_DEVICES=1", "CUDA_VISIBLE_DEVICES=0,1 within SLURM_STEP_GPUS=4,5", or ""
+  // when the job has every compute GPU.
   std::string source;
   // A word the job's variable held that names no GPU here ("" when none): CUDA stops at it.
   std::string unmatched;
@@ -25,11 +26,11 @@ struct JobGpus {
 
 // The job's GPUs among `gpus` (a node's, in bus order) under `env`:
 // - compute GPUs are the NVIDIA ones where there are any, else every GPU;
-// - Slurm's SLURM_STEP_GPUS, else SLURM_JOB_GPUS (the gres indices, which count the node's
-//   NVIDIA GPUs in bus order even where cgroups renumber CUDA_VISIBLE_DEVICES from 0), else
-//   CUDA_VISIBLE_DEVICES (indices or GPU-UUID prefixes, as CUDA reads it: the list ends at
-//   the first word that names no GPU or names one twice);
-// - with none of them set, every compute GPU.
+// - CUDA_VISIBLE_DEVICES, as the CUDA runtime reads it (ordinals or GPU-UUID prefixes; the
+//   list ends at the first word that names no device, and a device named twice hides all);
+//   where Slurm's device cgroup renumbered its ordinals from 0, they count the GPUs of
+//   SLURM_STEP_GPUS (else SLURM_JOB_GPUS), Slurm's gres indices of the node's GPUs;
+// - without it, Slurm's GPUs; with neither, every compute GPU.
 JobGpus job_gpus(const std::vector<Gpu>& gpus, const Environment& env);
 
 // One line for plan and topo when the job does not have every GPU of the machine ("the job's

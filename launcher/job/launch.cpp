@@ -153,7 +153,8 @@ LaunchedJob launch_job(ClusterContext& context, const JobOptions& options,
   LaunchedJob job = context.is_local() ? run_here(context, options, make_output)
                                        : run_across_nodes(context, options, make_output);
   // A SIGTERM inside an allocation is Slurm's: its time limit, scancel or a preemption.
-  if (job.result.end == JobEnd::Interrupted && inside_slurm_allocation(Environment::current()))
+  if ((job.result.end == JobEnd::Interrupted || job.result.end == JobEnd::RankFailed) &&
+      inside_slurm_allocation(Environment::current()))
     explain_slurm_signal(job.result, Environment::current(),
                          *scontrol_job_query(std::chrono::milliseconds(2000)));
   return job;

@@ -60,10 +60,24 @@ std::unique_ptr<SlurmJobQuery> scontrol_job_query(std::chrono::milliseconds dead
   return std::make_unique<ScontrolJobQuery>(deadline);
 }
 
+namespace {
+
+// slurmstepd signals the ranks of a step it ends as well as the head: a rank's SIGTERM that
+// muster's teardown did not send may be the first word muster has of it.
+bool rank_terminated_from_outside(const JobResult& result) {
+  if (result.end != JobEnd::RankFailed) return false;
+  for (const auto& r : result.ranks)
+    if (result.first_failed_rank && r.rank == *result.first_failed_rank)
+      return r.status && r.status->kind == ExitStatus::Kind::Signaled && r.status->signal == SIGTERM &&
+             !r.stopped_by_teardown;
+  return false;
+}
+
+}  // namespace
+
 void explain_slurm_signal(JobResult& result, const Environment& env, SlurmJobQuery& query) {
-  if (result.end != JobEnd::Interrupted || result.received_signal != SIGTERM ||
-      !inside_slurm_allocation(env))
-    return;
+  const bool head_terminated = result.end == JobEnd::Interrupted && result.received_signal == SIGTERM;
+  if (!(head_terminated || rank_terminated_from_outside(result)) || !inside_slurm_allocation(env)) return;
   const std::string job_id = env.get("SLURM_JOB_ID");
   try {
     const SlurmJobState job = query.state_of(job_id);
@@ -72,11 +86,12 @@ void explain_slurm_signal(JobResult& result, const Environment& env, SlurmJobQue
       result.notes.push_back(fmt::format("Slurm time limit: job {} reached its time limit ({}) and "
                                          "slurmstepd sent SIGTERM",
                                          job_id, job.time_limit));
-    } else {
+    } else if (head_terminated) {
       result.notes.push_back(fmt::format("the SIGTERM came while Slurm's job {} is {} (reason: {})",
                                          job_id, job.state, job.reason));
     }
   } catch (const Error& e) {
+    if (!head_terminated) return;  // a rank's own SIGTERM needs no word from Slurm
     result.notes.push_back(fmt::format("received SIGTERM inside Slurm's job {}, and Slurm could not "
                                        "say why: {}",
                                        job_id, e.what()));

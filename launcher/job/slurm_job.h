@@ -37,10 +37,10 @@ class SlurmJobQuery {
 // the test cluster) is all the time a signalled head has to say why.
 std::unique_ptr<SlurmJobQuery> scontrol_job_query(std::chrono::milliseconds deadline);
 
-// When `result` ended by a SIGTERM while inside the allocation of `env` (SLURM_JOB_ID), asks
-// `query` why: at the job's time limit the job becomes JobEnd::TimeLimit (exit 124); for any
-// other cause, or when scontrol cannot tell, the SIGTERM stays an interrupt and a note says
-// what Slurm said of the job.
+// When `result` ended by a SIGTERM while inside the allocation of `env` (SLURM_JOB_ID), to
+// the head or first to a rank (not by muster's teardown), asks `query` why: at the job's time
+// limit the job becomes JobEnd::TimeLimit (exit 124); for any other cause, or when scontrol
+// cannot tell, it stays as it ended, and for the head's SIGTERM a note says what Slurm said.
 void explain_slurm_signal(JobResult& result, const Environment& env, SlurmJobQuery& query);
 
 }  // namespace muster

@@ -21,8 +21,10 @@
 
 namespace muster {
 
+namespace {
 using Clock = SocketClock;
 using Milliseconds = std::chrono::milliseconds;
+}  // namespace
 
 int call_back_head(const std::string& heads, std::chrono::milliseconds limit) {
   const char* secret_text = std::getenv(kAgentSecretVariable);

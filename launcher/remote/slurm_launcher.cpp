@@ -129,9 +129,9 @@ class SlurmAgentLauncher : public AgentLauncher {
 
  private:
   void start_step(const AgentStartOptions& options);
-  std::string start_from_node_bundle_script() const;
+  std::string node_script(Shipping shipping) const;
   void launch_srun(const std::vector<std::string>& command);
-  bool program_missing_on_a_node();
+  bool bundle_wanted_locked() const;
   void ship_bundle();
   void accept_agents();
   void take_agent(int fd);
@@ -147,7 +147,8 @@ class SlurmAgentLauncher : public AgentLauncher {
   std::string program_;                  // this muster, as the nodes would find it
   Environment env_;                      // srun's: the secret in it, never on a command line
   BundleArchive bundle_;
-  bool shipped_ = false;
+  std::string shipped_path_;             // where sbcast puts the bundle on every node
+  bool ship_started_ = false;
   std::string secret_;
   int listen_fd_ = -1;
   int stop_[2] = {-1, -1};
@@ -201,17 +202,17 @@ NodeAgent SlurmAgentLauncher::start(size_t node, const AgentStartOptions& option
 
   auto deadline = Clock::now() + options.hello_timeout;
   int fd = -1;
-  for (bool shipped = false;; shipped = true) {
+  for (bool shipping_waited = false;; shipping_waited = true) {
+    bool ship = false;
     {
       std::unique_lock lock(mutex_);
-      while (agent_fd_[node] < 0 && !step_ended_ && !cancelled && Clock::now() < deadline)
+      while (agent_fd_[node] < 0 && !step_ended_ && !cancelled && Clock::now() < deadline &&
+             !(ship = bundle_wanted_locked()))
         changed_.wait_for(lock, Milliseconds(100));
       std::swap(fd, agent_fd_[node]);
     }
-    // Nodes without this muster: ship it through Slurm once, and wait for the step from it.
-    if (fd >= 0 || cancelled || shipped || options.shipping == Shipping::Forbidden ||
-        !program_missing_on_a_node())
-      break;
+    // A node without this muster waits for its bundle: ship it through Slurm, once for all.
+    if (!ship || fd >= 0 || cancelled) break;
     std::call_once(ship_once_, [&] {
       try {
         ship_bundle();
@@ -220,7 +221,7 @@ NodeAgent SlurmAgentLauncher::start(size_t node, const AgentStartOptions& option
       }
     });
     if (!ship_error_.empty()) throw SshError(SshFailure::RemoteCommand, host, ship_error_);
-    deadline = Clock::now() + options.hello_timeout;
+    if (!shipping_waited) deadline = Clock::now() + options.hello_timeout;
   }
   if (cancelled) {
     if (fd >= 0) close(fd);
@@ -288,21 +289,13 @@ void SlurmAgentLauncher::start_step(const AgentStartOptions& options) {
   agent_args_.push_back(fmt::format("{}", fmt::join(heads, ",")));
 
   // This very muster at its own path (a shared file system or the package), as srun's own
-  // programs are found; where shipping is allowed, a bundle of this build that Slurm shipped
-  // to the node before is preferred (see ship_bundle).
+  // programs are found; else, where shipping is allowed, this build's bundle (see
+  // node_script). A node without either says so in words the head looks for (kNotOnNode).
   const SelfCommand self = self_command();
   program_ = self.program;
   if (program_ == "/proc/self/exe") program_ = std::filesystem::read_symlink("/proc/self/exe").string();
-  // A node without it says so in words the head looks for (kNotOnNode), and names itself.
-  const std::string missing =
-      "[ -x \"$1\" ] || { echo \"muster: $1 " + std::string(kNotOnNode) + " $(hostname)" +
-      (options.shipping == Shipping::Allowed ? ": shipping this build's bundle through Slurm"
-                                             : ", and --no-ship forbids shipping this build's bundle there") +
-      "\" >&2; exit 3; }; ";
-  std::vector<std::string> command = {
-      "/bin/sh", "-c",
-      (options.shipping == Shipping::Allowed ? start_from_node_bundle_script() : "") + missing + "exec \"$@\"",
-      "sh", program_};
+  shipped_path_ = fmt::format("/tmp/muster-bundle-{}.tar.gz", new_job_secret().substr(0, 16));
+  std::vector<std::string> command = {"/bin/sh", "-c", node_script(options.shipping), "sh", program_};
   command.insert(command.end(), self.argv.begin() + 1, self.argv.end());
   command.insert(command.end(), agent_args_.begin(), agent_args_.end());
   env_ = Environment::current();
@@ -312,11 +305,39 @@ void SlurmAgentLauncher::start_step(const AgentStartOptions& options) {
   acceptor_ = signal_free_thread([this] { accept_agents(); });
 }
 
-// Where a bundle Slurm shipped lives on a node: node-local, per user, by build id.
-std::string SlurmAgentLauncher::start_from_node_bundle_script() const {
-  return "b=\"${TMPDIR:-/tmp}/muster-$(id -u)/\"" + shell_quote(muster_build_id()) + "; "
-         "if [ -f \"$b/complete\" ]; then export " + std::string(kBundleVariable) + "=\"$b\"; "
-         "exec \"$b/ld.so\" --library-path \"$b/lib\" --argv0 muster \"$b/muster\" " + shell_command(agent_args_) + "; fi; ";
+// The agent's start on a node, run by sh with this muster's command line as "$@":
+// 1. muster at the head's path, when the node has it;
+// 2. else a bundle of this build the node already holds, in ${TMPDIR:-/tmp}/muster-UID (used
+//    only when that directory is this user's own and no link: /tmp is everyone's);
+// 3. else (shipping allowed) it says so and waits up to 120 s for the head to sbcast the
+//    bundle, unpacks it, runs it once to prove it works on this node, checks its build id
+//    and keeps it for the next session; without shipping it fails, naming the node.
+std::string SlurmAgentLauncher::node_script(Shipping shipping) const {
+  // fail: its words, then a second for slurmstepd to forward them before the step is killed
+  // (--kill-on-bad-exit), which would otherwise drop them.
+  const std::string fail = "fail() { echo \"muster: $*\" >&2; sleep 1; exit 3; }; ";
+  const std::string missing = "$1 " + std::string(kNotOnNode) + " $(hostname)";
+  if (shipping == Shipping::Forbidden)
+    return fail + "[ -x \"$1\" ] || fail \"" + missing +
+           ", and --no-ship forbids shipping this build's bundle there\"; exec \"$@\"";
+  const std::string f = shell_quote(shipped_path_);
+  return fail + "if [ -x \"$1\" ]; then exec \"$@\"; fi; "
+         "bid=" + shell_quote(muster_build_id()) + "; c=\"${TMPDIR:-/tmp}/muster-$(id -u)\"; b=\"$c/$bid\"; "
+         "[ -e \"$c\" ] || mkdir -m 700 \"$c\" 2>/dev/null || true; "
+         "if [ -L \"$c\" ] || [ ! -O \"$c\" ]; then "
+         "fail \"$c on $(hostname) is not this user's own directory; remove it, or set TMPDIR elsewhere\"; fi; "
+         "if [ ! -f \"$b/complete\" ]; then "
+         "echo \"muster: " + missing + ": waiting for this build's bundle through Slurm\" >&2; "
+         "n=0; until [ -f " + f + ".ready ]; do n=$((n+1)); "
+         "[ $n -le 1200 ] || fail \"no bundle reached $(hostname) within 120 s\"; sleep 0.1; done; "
+         "t=\"$c/.$bid.$$\"; rm -rf \"$t\"; mkdir \"$t\"; "
+         "if ! tar -xzf " + f + " -C \"$t\" || ! v=$(\"$t/ld.so\" --library-path \"$t/lib\" \"$t/muster\" --version 2>&1); then "
+         "rm -rf \"$t\"; fail \"the bundle Slurm shipped does not run on $(hostname): $v\"; fi; "
+         "read -r got < \"$t/build-id\" || got=; if [ \"$got\" != \"$bid\" ]; then "
+         "rm -rf \"$t\"; fail \"the bundle Slurm shipped to $(hostname) is another build: $got\"; fi; "
+         ": > \"$t/complete\"; mv -T \"$t\" \"$b\" 2>/dev/null || rm -rf \"$t\"; fi; "
+         "export " + std::string(kBundleVariable) + "=\"$b\"; "
+         "exec \"$b/ld.so\" --library-path \"$b/lib\" --argv0 muster \"$b/muster\" " + shell_command(agent_args_);
 }
 
 void SlurmAgentLauncher::launch_srun(const std::vector<std::string>& command) {
@@ -344,19 +365,20 @@ void SlurmAgentLauncher::launch_srun(const std::vector<std::string>& command) {
   watcher_ = signal_free_thread([this, fd = out[0]] { watch_srun(fd); });
 }
 
-// The step ended because a node had no muster at the head's path (its command said so), or
-// another node's thread already found that and shipped the bundle.
-bool SlurmAgentLauncher::program_missing_on_a_node() {
-  std::lock_guard lock(mutex_);
-  return shipped_ || (step_ended_ && output_.find(kNotOnNode) != std::string::npos);
+// A node said it waits for the bundle, and no one has shipped it yet.
+bool SlurmAgentLauncher::bundle_wanted_locked() const {
+  return !ship_started_ && output_.find(kNotOnNode) != std::string::npos;
 }
 
-// Ships this build's bundle to every node of the allocation with sbcast (into node-local
-// /tmp) and starts the agents' step again from it: each node unpacks it once per build into
-// ${TMPDIR:-/tmp}/muster-UID/BUILD-ID, where the next session finds it.
+// Ships this build's bundle to every node of the allocation with sbcast into node-local
+// /tmp, under a name made for this session, then a second, empty file beside it: sbcast
+// returns once every node holds the first, so the second tells the waiting nodes the bundle
+// is whole.
 void SlurmAgentLauncher::ship_bundle() {
-  if (watcher_.joinable()) watcher_.join();  // the first step has ended
-  const std::string id = muster_build_id();
+  {
+    std::lock_guard lock(mutex_);
+    ship_started_ = true;
+  }
   char staged[] = "/tmp/muster-bundle-XXXXXX";
   const int fd = mkstemp(staged);
   if (fd < 0) throw Error(ErrorKind::Runtime, fmt::format("cannot stage the bundle for sbcast: {}", std::strerror(errno)));
@@ -368,27 +390,18 @@ void SlurmAgentLauncher::ship_bundle() {
   const std::string& archive = bundle_.get();
   std::ofstream(staged, std::ios::binary) << archive;
   std::error_code size_error;
-  if (std::filesystem::file_size(staged, size_error) != archive.size()) throw Error(ErrorKind::Runtime, fmt::format("cannot write the bundle to {} for sbcast", staged));
-  const std::string shipped = fmt::format("/tmp/muster-{}-{}.tar.gz", getuid(), id);
-  const CommandOutput sbcast = run_within({"sbcast", "--force", staged, shipped}, std::chrono::seconds(120));
-  if (!sbcast.status.success())
-    throw Error(ErrorKind::Runtime, fmt::format("the nodes have no muster at {}, and sbcast could not ship "
-                                                "this build's bundle to them ({}): {}", program_,
-                                                sbcast.status.describe(), sbcast.err.empty() ? sbcast.out : sbcast.err));
-  const std::string unpack =
-      "set -e; bid=" + shell_quote(id) + "; c=\"${TMPDIR:-/tmp}/muster-$(id -u)\"; b=\"$c/$bid\"; "
-      "if [ ! -f \"$b/complete\" ]; then mkdir -p -m 700 \"$c\"; t=\"$c/.$bid.$$\"; rm -rf \"$t\"; mkdir \"$t\"; "
-      "tar -xzf " + shell_quote(shipped) + " -C \"$t\"; read -r got < \"$t/build-id\" || got=; "
-      "if [ \"$got\" != \"$bid\" ]; then echo \"muster: the bundle Slurm shipped is another build: $got\" >&2; "
-      "rm -rf \"$t\"; exit 4; fi; : > \"$t/complete\"; mv -T \"$t\" \"$b\" 2>/dev/null || rm -rf \"$t\"; fi; ";
-  {
-    std::lock_guard lock(mutex_);
-    shipped_ = true;
-    step_ended_ = false;
-    output_.clear();
-  }
-  launch_srun({"/bin/sh", "-c", unpack + start_from_node_bundle_script() +
-                                    "echo \"muster: the bundle did not unpack to $b\" >&2; exit 4"});
+  if (std::filesystem::file_size(staged, size_error) != archive.size())
+    throw Error(ErrorKind::Runtime, fmt::format("cannot write the bundle to {} for sbcast", staged));
+  auto sbcast = [&](const std::string& from, const std::string& to) {
+    const CommandOutput r = run_within({"sbcast", "--force", from, to}, std::chrono::seconds(120));
+    if (!r.status.success())
+      throw Error(ErrorKind::Runtime, fmt::format("muster is not at {} on every node, and sbcast could not "
+                                                  "ship this build's bundle to them ({}): {}", program_,
+                                                  r.status.describe(), r.err.empty() ? r.out : r.err));
+  };
+  sbcast(staged, shipped_path_);
+  std::ofstream(staged, std::ios::trunc).close();
+  sbcast(staged, shipped_path_ + ".ready");
 }
 
 void SlurmAgentLauncher::watch_srun(int out_fd) {

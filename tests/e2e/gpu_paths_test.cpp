@@ -150,7 +150,7 @@ TEST(GpuShare, OverSshEachNodesAgentCountsTheGpusItsJobHolds) {
   TempDir dir;
   TestCluster cluster(2);
   HostSetup gpu_node;
-  gpu_node.environment = with(machine.environment(), {"CUDA_VISIBLE_DEVICES=GPU-8b0c0000-0000-4000-8000-000000000006,2",
+  gpu_node.environment = with(machine.environment(), {"CUDA_VISIBLE_DEVICES=GPU-8b0c0000-0000-4000-8000-000000000006,GPU-8b0c0000-0000-4000-8000-000000000002",
                                                       "MUSTER_FAKE_NCCL_LOG=" + dir.file("nccl.log"),
                                                       "ASAN_OPTIONS=detect_leaks=0"});  // see GpuCluster below
   for (int i = 0; i < cluster.size(); ++i) cluster.set_up_host(i, gpu_node);

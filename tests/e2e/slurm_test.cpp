@@ -248,7 +248,7 @@ TEST_F(Slurm, NodesWithoutMusterGetTheBundleThroughSlurm) {
   const std::string build_dir = std::filesystem::path(MUSTER_BINARY).parent_path().string();
   delete slurm_;
   slurm_ = nullptr;
-  slurm_ = new SlurmCluster(4, build_dir);
+  ASSERT_NO_THROW(slurm_ = new SlurmCluster(4, build_dir));  // the first node still sees it
   TempDir node_tmp;  // the nodes' TMPDIR (srun passes it on): this test's cache, no other's
   std::filesystem::permissions(node_tmp.path(), std::filesystem::perms(0755));
   auto muster = [&](const std::vector<std::string>& args) {
@@ -259,17 +259,19 @@ TEST_F(Slurm, NodesWithoutMusterGetTheBundleThroughSlurm) {
     argv.insert(argv.end(), args.begin(), args.end());
     return run_command(slurm_->head_command(argv), {}, std::chrono::seconds(180));
   };
-  auto seen = run_command(slurm_->head_command({"salloc", "-N1", "--quiet", "srun", "ls", MUSTER_BINARY}));
-  ASSERT_NE(seen.exit_code, 0) << "the nodes still see " << MUSTER_BINARY;
+  auto seen = run_command(slurm_->head_command({"salloc", "-N2", "--quiet", "srun", "-l", "ls", MUSTER_BINARY}));
+  ASSERT_NE(seen.exit_code, 0) << "the second node still sees " << MUSTER_BINARY << ": " << seen.out;
 
   auto refused = muster({"run", "--no-ship", "--", "true"});
   EXPECT_NE(refused.exit_code, 0);
   EXPECT_NE(refused.err.find(fmt::format("muster: {} is not on node {}, and --no-ship forbids",
-                                         MUSTER_BINARY, slurm_->hosts().host(0))), std::string::npos)
+                                         MUSTER_BINARY, slurm_->hosts().host(1))), std::string::npos)
       << refused.err;
 
+  // The first node runs its own muster, the second the bundle: one job.
   auto ran = muster({"run", "--", "hostname"});
   ASSERT_EQ(ran.exit_code, 0) << ran.err;
+  EXPECT_NE(ran.out.find(slurm_->hosts().host(0)), std::string::npos) << ran.out;
   EXPECT_NE(ran.out.find(slurm_->hosts().host(1)), std::string::npos) << ran.out;
   size_t bundles = 0;
   for (const auto& user : std::filesystem::directory_iterator(node_tmp.path()))
@@ -278,7 +280,7 @@ TEST_F(Slurm, NodesWithoutMusterGetTheBundleThroughSlurm) {
   EXPECT_EQ(bundles, 1u) << "one bundle, unpacked once for the build";
 
   // The next sessions start from what the nodes hold: nothing is shipped again.
-  const std::string shipped = fmt::format("/tmp/muster-{}-", getuid());
+  const std::string shipped = "/tmp/muster-bundle-";
   for (const auto& f : std::filesystem::directory_iterator("/tmp"))
     if (f.path().string().rfind(shipped, 0) == 0) std::filesystem::remove(f.path());
   auto smoke = muster({"smoke", "--max-bytes", "4K"});

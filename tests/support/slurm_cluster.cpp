@@ -95,7 +95,7 @@ SlurmCluster::SlurmCluster(int hosts, const std::string& hidden_from_nodes) : cl
     for (int i = 0; i < hosts; ++i) {
       std::string slurmd = fmt::format("/usr/sbin/slurmd -D -f {}/slurm.conf -N {}", dir_, cluster_.host(i));
       // The host's own mount namespace: the tmpfs hides the directory from this host alone.
-      if (!hidden_from_nodes.empty())
+      if (!hidden_from_nodes.empty() && i > 0)
         slurmd = fmt::format("sh -c 'mount -t tmpfs muster-hidden {} && exec {}'", hidden_from_nodes, slurmd);
       slurmd_.push_back(cluster_.start_on_host(i, slurmd, fmt::format("{}/slurmd-{}.out", dir_, cluster_.host(i))));
     }

@@ -23,8 +23,9 @@ class SlurmCluster {
   static constexpr int kGpusPerNode = 8;
   static constexpr int kCpusPerNode = 8;
 
-  // `hidden_from_nodes`: a directory every slurmd (and so every task) sees empty, as nodes
-  // that do not share the head's file system would (a tmpfs over it in their mount namespace).
+  // `hidden_from_nodes`: a directory that every slurmd but the first (and so every task of
+  // theirs) sees empty, as nodes that do not share the head's file system would, beside a
+  // batch node that does (a tmpfs over it in their mount namespace).
   explicit SlurmCluster(int hosts, const std::string& hidden_from_nodes = "");
   ~SlurmCluster();
   SlurmCluster(const SlurmCluster&) = delete;

@@ -49,22 +49,39 @@ TEST(JobGpus, CudaVisibleDevicesIsReadAsCudaReadsIt) {
   EXPECT_EQ(stopped.gpus, std::vector<int>{1});
   EXPECT_EQ(stopped.unmatched, "9");
   EXPECT_NE(job_gpus_summary(stopped, 8).find("'9' names no GPU here"), std::string::npos);
-  EXPECT_EQ(job_gpus(eight(), Environment{{"CUDA_VISIBLE_DEVICES", "1,1,2"}}).gpus, std::vector<int>{1});
+  // Naming a device twice hides every device; numbers are read as strtoul reads them.
+  EXPECT_TRUE(job_gpus(eight(), Environment{{"CUDA_VISIBLE_DEVICES", "1,1,2"}}).gpus.empty());
+  EXPECT_EQ(job_gpus(eight(), Environment{{"CUDA_VISIBLE_DEVICES", "1abc,+2"}}).gpus, (std::vector<int>{1, 2}));
+  EXPECT_EQ(job_gpus(eight(), Environment{{"CUDA_VISIBLE_DEVICES", "3,-1,4"}}).gpus, std::vector<int>{3});
+  // A list of UUIDs ends at the first word that is not one; a prefix of two names neither.
+  EXPECT_EQ(job_gpus(eight(), Environment{{"CUDA_VISIBLE_DEVICES", "GPU-3a5e-0000,2"}}).gpus, std::vector<int>{3});
   EXPECT_EQ(job_gpus(eight(), Environment{{"CUDA_VISIBLE_DEVICES", "GPU-"}}).gpus, std::vector<int>{});
+  auto mig = job_gpus(eight(), Environment{{"CUDA_VISIBLE_DEVICES", "MIG-7c1e-0000"}});
+  EXPECT_TRUE(mig.gpus.empty());
+  EXPECT_EQ(mig.unmatched, "MIG-7c1e-0000");
   // Set and empty: no GPU at all, as CUDA sees it.
   EXPECT_TRUE(job_gpus(eight(), Environment{{"CUDA_VISIBLE_DEVICES", ""}}).gpus.empty());
 }
 
-TEST(JobGpus, SlurmsStepGpusComeFirstWhereCgroupsRenumberCudaVisibleDevices) {
+TEST(JobGpus, SlurmsGpusNameTheDevicesWhereCgroupsRenumberCudaVisibleDevices) {
   // With ConstrainDevices, Slurm counts CUDA_VISIBLE_DEVICES from 0 within the cgroup; its gres
   // indices name the GPUs of the node.
   const Environment env{{"CUDA_VISIBLE_DEVICES", "0,1,2,3"}, {"SLURM_JOB_GPUS", "0,1,2,3,4,5,6,7"},
                         {"SLURM_STEP_GPUS", "4,5,6,7"}};
   auto job = job_gpus(eight(), env);
   EXPECT_EQ(job.gpus, (std::vector<int>{4, 5, 6, 7}));
-  EXPECT_EQ(job.source, "SLURM_STEP_GPUS=4,5,6,7");
+  EXPECT_EQ(job.source, "CUDA_VISIBLE_DEVICES=0,1,2,3 within SLURM_STEP_GPUS=4,5,6,7");
   auto batch = job_gpus(eight(), Environment{{"CUDA_VISIBLE_DEVICES", "0,1"}, {"SLURM_JOB_GPUS", "2,3"}});
   EXPECT_EQ(batch.gpus, (std::vector<int>{2, 3}));
+  // Without cgroups Slurm's numbers are CUDA's; a user who narrows them further is heeded.
+  EXPECT_EQ(job_gpus(eight(), Environment{{"CUDA_VISIBLE_DEVICES", "4,5,6,7"}, {"SLURM_STEP_GPUS", "4,5,6,7"}}).gpus,
+            (std::vector<int>{4, 5, 6, 7}));
+  EXPECT_EQ(job_gpus(eight(), Environment{{"CUDA_VISIBLE_DEVICES", "5"}, {"SLURM_STEP_GPUS", "4,5,6,7"}}).gpus,
+            std::vector<int>{5});
+  // Slurm's alone (a batch script before any step).
+  auto slurm_only = job_gpus(eight(), Environment{{"SLURM_JOB_GPUS", "6,7"}});
+  EXPECT_EQ(slurm_only.gpus, (std::vector<int>{6, 7}));
+  EXPECT_EQ(slurm_only.source, "SLURM_JOB_GPUS=6,7");
 }
 
 TEST(JobGpus, AnotherVendorsDisplayAdapterIsNoSlotBesideNvidiaGpus) {

@@ -78,6 +78,33 @@ TEST(SlurmJob, ASigtermForAnyOtherCauseStaysAnInterruptAndSaysWhatSlurmSaid) {
       << unanswered.notes[0];
 }
 
+// On one node slurmstepd's SIGTERM may reach a rank before muster: the rank "failed" of it.
+TEST(SlurmJob, ARankKilledBySlurmsSigtermAtTheTimeLimitIsATimeLimitToo) {
+  RecordingScontrol scontrol;
+  scontrol.line = "JobId=7 JobName=wrap JobState=COMPLETING Reason=TimeLimit TimeLimit=00:01:00\n";
+  JobResult r;
+  r.end = JobEnd::RankFailed;
+  r.first_failed_rank = 1;
+  r.ranks = {{0, 10, ExitStatus::signaled(SIGTERM), true}, {1, 11, ExitStatus::signaled(SIGTERM), false}};
+  explain_slurm_signal(r, kInsideJob7, scontrol);
+  EXPECT_EQ(r.end, JobEnd::TimeLimit);
+  EXPECT_EQ(r.exit_code(), 124);
+
+  // A rank that failed on its own (or was killed by another signal) is not Slurm's to explain.
+  JobResult own;
+  own.end = JobEnd::RankFailed;
+  own.first_failed_rank = 0;
+  own.ranks = {{0, 10, ExitStatus::exited(3), false}};
+  JobResult segv = own;
+  segv.ranks = {{0, 10, ExitStatus::signaled(SIGSEGV), false}};
+  RecordingScontrol untouched;
+  untouched.line = scontrol.line;
+  explain_slurm_signal(own, kInsideJob7, untouched);
+  explain_slurm_signal(segv, kInsideJob7, untouched);
+  EXPECT_TRUE(untouched.asked.empty());
+  EXPECT_EQ(own.end, JobEnd::RankFailed);
+}
+
 TEST(SlurmJob, NothingIsAskedOutsideAnAllocationOrForAnotherEnd) {
   RecordingScontrol scontrol;
   scontrol.line = "JobId=7 JobState=TIMEOUT Reason=TimeLimit TimeLimit=00:01:00\n";

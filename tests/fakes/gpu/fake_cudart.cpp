@@ -82,8 +82,9 @@ std::set<cudaStream_t> g_streams;
 thread_local int g_device = 0;
 
 // The machine's GPUs this process may use, as the real runtime reads CUDA_VISIBLE_DEVICES:
-// indices (bus order, the machines' order) or GPU-UUID prefixes, the list ending at the first
-// word that names no GPU or names one again. Unset: every GPU.
+// ordinals (bus order, the machines' order, read as strtoul reads them) or, for a list that
+// begins with "GPU-", UUID prefixes; the list ends at the first word that names no device,
+// and a device named twice hides them all. Unset: every GPU.
 const std::vector<size_t>& visible_devices() {
   static const std::vector<size_t> visible = [] {
     const auto& gpus = muster::fake_gpu::machine();
@@ -93,21 +94,25 @@ const std::vector<size_t>& visible_devices() {
       for (size_t i = 0; i < gpus.size(); ++i) out.push_back(i);
       return out;
     }
-    std::string text = list;
+    const std::string text = list;
+    const bool uuids = text.rfind("GPU-", 0) == 0;
     for (size_t start = 0; start <= text.size();) {
       size_t end = text.find(',', start);
       if (end == std::string::npos) end = text.size();
-      const std::string word = text.substr(start, end - start);
+      std::string word = text.substr(start, end - start);
       start = end + 1;
       std::optional<size_t> gpu;
-      if (word.rfind("GPU-", 0) == 0) {
+      if (uuids) {
+        if (word.rfind("GPU-", 0) != 0) break;
         for (size_t i = 0; i < gpus.size(); ++i)
           if (gpus[i].uuid.rfind(word, 0) == 0) gpu = i;
-      } else if (!word.empty() && word.find_first_not_of("0123456789") == std::string::npos &&
-                 word.size() < 9 && size_t(std::stoul(word)) < gpus.size()) {
-        gpu = size_t(std::stoul(word));
+      } else {
+        char* after = nullptr;
+        const long n = std::strtol(word.c_str(), &after, 10);
+        if (after != word.c_str() && n >= 0 && size_t(n) < gpus.size()) gpu = size_t(n);
       }
-      if (!gpu || std::find(out.begin(), out.end(), *gpu) != out.end()) break;
+      if (!gpu) break;
+      if (std::find(out.begin(), out.end(), *gpu) != out.end()) return std::vector<size_t>{};
       out.push_back(*gpu);
     }
     return out;
