@@ -8,7 +8,6 @@
 #include "launcher/cluster/job_id.h"
 #include "launcher/cluster/local_gpus.h"
 #include "launcher/error.h"
-#include "launcher/cluster/slurm_allocation.h"
 #include "launcher/job/slurm_job.h"
 #include "launcher/json_fields.h"
 #include "launcher/local/node_launch.h"
@@ -152,11 +151,9 @@ LaunchedJob launch_job(ClusterContext& context, const JobOptions& options,
                        const OutputFactory& make_output) {
   LaunchedJob job = context.is_local() ? run_here(context, options, make_output)
                                        : run_across_nodes(context, options, make_output);
-  // A SIGTERM inside an allocation is Slurm's: its time limit, scancel or a preemption.
-  if ((job.result.end == JobEnd::Interrupted || job.result.end == JobEnd::RankFailed) &&
-      inside_slurm_allocation(Environment::current()))
-    explain_slurm_signal(job.result, Environment::current(),
-                         *scontrol_job_query(std::chrono::milliseconds(2000)));
+  // A SIGTERM inside an allocation is Slurm's: its time limit, scancel or a preemption. (The
+  // query asks slurmctld only for such an end.)
+  explain_slurm_signal(job.result, Environment::current(), *scontrol_job_query(std::chrono::milliseconds(2000)));
   return job;
 }
 

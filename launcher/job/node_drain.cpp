@@ -52,19 +52,7 @@ class Scontrol : public SlurmNodeControl {
 
  private:
   CommandOutput checked(const std::vector<std::string>& argv, const std::string& node) {
-    CommandOutput r;
-    try {
-      r = run_within(argv, deadline_);
-    } catch (const Error& e) {
-      throw Error(ErrorKind::Runtime, fmt::format("{}: {}", node, e.what()));
-    }
-    if (!r.status.success()) {
-      std::string said = r.err.empty() ? r.out : r.err;
-      while (!said.empty() && said.back() == '\n') said.pop_back();
-      throw Error(ErrorKind::Runtime, fmt::format("{}: scontrol {} {}: {}", node, argv[1], r.status.describe(),
-                                                  said.substr(0, 300)));
-    }
-    return r;
+    return run_checked_within(argv, deadline_, node);
   }
 
   std::chrono::milliseconds deadline_;

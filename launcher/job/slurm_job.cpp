@@ -24,19 +24,8 @@ class ScontrolJobQuery : public SlurmJobQuery {
  public:
   explicit ScontrolJobQuery(std::chrono::milliseconds deadline) : deadline_(deadline) {}
   SlurmJobState state_of(const std::string& job_id) override {
-    CommandOutput r;
-    try {
-      r = run_within({"scontrol", "show", "job", job_id, "-o"}, deadline_);
-    } catch (const Error& e) {
-      throw Error(ErrorKind::Runtime, fmt::format("job {}: {}", job_id, e.what()));
-    }
-    if (!r.status.success()) {
-      std::string said = r.err.empty() ? r.out : r.err;
-      while (!said.empty() && said.back() == '\n') said.pop_back();
-      throw Error(ErrorKind::Runtime, fmt::format("job {}: scontrol show job {}: {}", job_id,
-                                                  r.status.describe(), said.substr(0, 300)));
-    }
-    return parse_scontrol_job(r.out);
+    return parse_scontrol_job(
+        run_checked_within({"scontrol", "show", "job", job_id, "-o"}, deadline_, "job " + job_id).out);
   }
 
  private:

@@ -78,4 +78,21 @@ CommandOutput run_within(const std::vector<std::string>& argv, std::chrono::mill
   return result;
 }
 
+CommandOutput run_checked_within(const std::vector<std::string>& argv, std::chrono::milliseconds deadline,
+                                 const std::string& subject) {
+  CommandOutput r;
+  try {
+    r = run_within(argv, deadline);
+  } catch (const Error& e) {
+    throw Error(ErrorKind::Runtime, fmt::format("{}: {}", subject, e.what()));
+  }
+  if (!r.status.success()) {
+    std::string said = r.err.empty() ? r.out : r.err;
+    while (!said.empty() && said.back() == '\n') said.pop_back();
+    throw Error(ErrorKind::Runtime, fmt::format("{}: {} {} {}: {}", subject, argv.at(0), argv.size() > 1 ? argv[1] : "",
+                                                r.status.describe(), said.substr(0, 300)));
+  }
+  return r;
+}
+
 }  // namespace muster

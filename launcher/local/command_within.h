@@ -20,4 +20,10 @@ struct CommandOutput {
 // its process group is killed and the call throws Error(Runtime) naming the command.
 CommandOutput run_within(const std::vector<std::string>& argv, std::chrono::milliseconds deadline);
 
+// run_within, for a command that must succeed: throws Error(Runtime) starting "SUBJECT: "
+// when it did not end in time, or ended otherwise than with status 0 ("node1: scontrol
+// update exited with status 1: <the first 300 bytes it said>").
+CommandOutput run_checked_within(const std::vector<std::string>& argv, std::chrono::milliseconds deadline,
+                                 const std::string& subject);
+
 }  // namespace muster

@@ -392,12 +392,11 @@ void SlurmAgentLauncher::ship_bundle() {
   std::error_code size_error;
   if (std::filesystem::file_size(staged, size_error) != archive.size())
     throw Error(ErrorKind::Runtime, fmt::format("cannot write the bundle to {} for sbcast", staged));
+  // Every node of the allocation, each copy within 120 s.
   auto sbcast = [&](const std::string& from, const std::string& to) {
-    const CommandOutput r = run_within({"sbcast", "--force", from, to}, std::chrono::seconds(120));
-    if (!r.status.success())
-      throw Error(ErrorKind::Runtime, fmt::format("muster is not at {} on every node, and sbcast could not "
-                                                  "ship this build's bundle to them ({}): {}", program_,
-                                                  r.status.describe(), r.err.empty() ? r.out : r.err));
+    run_checked_within({"sbcast", "--force", from, to}, std::chrono::seconds(120),
+                       fmt::format("muster is not at {} on every node, and shipping this build's bundle "
+                                   "there failed", program_));
   };
   sbcast(staged, shipped_path_);
   std::ofstream(staged, std::ios::trunc).close();
