@@ -8,6 +8,7 @@
 
 #include "cli/commands.h"
 #include "cli/flag_checks.h"
+#include "launcher/local/self.h"
 #include "launcher/remote/agent.h"
 #include "launcher/remote/slurm_call_back.h"
 
@@ -22,11 +23,15 @@ CommandAction setup_agent(CLI::App& app) {
   auto heads = std::make_shared<std::string>();
   app.add_option("--call-back", *heads, "ADDRESS:PORT,...: call the head back over TCP (the Slurm launcher)");
   return [silence_s, heads]() {
+    skip_hwloc_plugins_the_agent_does_not_read();
     AgentSettings settings;
     settings.head_silence_limit = std::chrono::milliseconds(std::llround(*silence_s * 1000));
-    if (heads->empty()) return run_agent(STDIN_FILENO, STDOUT_FILENO, settings);
-    const int head = call_back_head(*heads, std::chrono::seconds(10));
-    return run_agent(head, head, settings);
+    if (heads->empty()) return run_agent([] { return HeadChannel{STDIN_FILENO, STDOUT_FILENO}; }, settings);
+    const HeadCallBack call_back(*heads);
+    return run_agent([&] {
+      const int fd = call_back.connect(std::chrono::seconds(10));
+      return HeadChannel{fd, fd};
+    }, settings);
   };
 }
 

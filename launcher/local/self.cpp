@@ -10,13 +10,20 @@
 
 #include <fmt/format.h>
 
+#include "probes/digest.h"
+
 namespace muster {
 namespace {
 
 struct HowStarted {
   std::optional<std::string> bundle_dir;
   std::optional<std::string> hwloc_plugins_path;  // the node's own value, if any
+  bool hwloc_blacklist_set = false;               // by muster: the ranks do not inherit it
 };
+
+// hwloc's plugins the agent reads nothing from: X displays (NV-CONTROL) and libxml2, which
+// load libX11 and ICU. A shipped bundle carries only the PCI plugin in any case.
+constexpr const char* kPluginsTheAgentSkips = "hwloc_gl,hwloc_xml_libxml";
 
 HowStarted& how_started() {
   static HowStarted how;
@@ -26,27 +33,29 @@ HowStarted& how_started() {
 // NT_GNU_BUILD_ID in the main program's PT_NOTE segments.
 int find_build_id(dl_phdr_info* info, size_t, void* out) {
   auto* id = static_cast<std::string*>(out);
-  for (int i = 0; i < info->dlpi_phnum; ++i) {
+  for (int i = 0; i < info->dlpi_phnum && id->empty(); ++i) {
     const ElfW(Phdr)& ph = info->dlpi_phdr[i];
-    if (ph.p_type != PT_NOTE) continue;
-    const char* p = reinterpret_cast<const char*>(info->dlpi_addr + ph.p_vaddr);
-    const char* end = p + ph.p_memsz;
-    while (p + sizeof(ElfW(Nhdr)) <= end) {
-      const auto* note = reinterpret_cast<const ElfW(Nhdr)*>(p);
-      const char* name = p + sizeof(ElfW(Nhdr));
-      const char* desc = name + ((note->n_namesz + 3) & ~3u);
-      if (note->n_type == NT_GNU_BUILD_ID && note->n_namesz == 4 && std::memcmp(name, "GNU", 4) == 0) {
-        for (unsigned k = 0; k < note->n_descsz; ++k)
-          *id += fmt::format("{:02x}", static_cast<unsigned char>(desc[k]));
-        return 1;
-      }
-      p = desc + ((note->n_descsz + 3) & ~3u);
-    }
+    if (ph.p_type == PT_NOTE)
+      *id = build_id_in_notes({reinterpret_cast<const char*>(info->dlpi_addr + ph.p_vaddr), ph.p_memsz});
   }
   return 1;  // only the first object, the main program, is of interest
 }
 
 }  // namespace
+
+std::string build_id_in_notes(std::string_view notes) {
+  auto aligned = [](size_t n) { return (n + 3) & ~size_t(3); };
+  for (size_t at = 0; at + sizeof(ElfW(Nhdr)) <= notes.size();) {
+    ElfW(Nhdr) note;
+    std::memcpy(&note, notes.data() + at, sizeof note);
+    const size_t name_at = at + sizeof note, desc_at = name_at + aligned(note.n_namesz);
+    if (desc_at > notes.size() || note.n_descsz > notes.size() - desc_at) break;
+    if (note.n_type == NT_GNU_BUILD_ID && note.n_namesz == 4 && std::memcmp(notes.data() + name_at, "GNU", 4) == 0)
+      return to_hex(notes.substr(desc_at, note.n_descsz));
+    at = desc_at + aligned(note.n_descsz);
+  }
+  return "";
+}
 
 void note_how_muster_started() {
   HowStarted& how = how_started();
@@ -57,6 +66,12 @@ void note_how_muster_started() {
     setenv("HWLOC_PLUGINS_PATH", (std::string(dir) + "/hwloc").c_str(), 1);
   }
   unsetenv(kBundleVariable);
+}
+
+void skip_hwloc_plugins_the_agent_does_not_read() {
+  if (std::getenv("HWLOC_PLUGINS_BLACKLIST")) return;  // the node's own choice stands
+  setenv("HWLOC_PLUGINS_BLACKLIST", kPluginsTheAgentSkips, 1);
+  how_started().hwloc_blacklist_set = true;
 }
 
 void show_as_muster(int argc, char** argv) {
@@ -105,6 +120,7 @@ Environment node_environment() {
     if (how.hwloc_plugins_path) env.set("HWLOC_PLUGINS_PATH", *how.hwloc_plugins_path);
     else env.unset("HWLOC_PLUGINS_PATH");
   }
+  if (how.hwloc_blacklist_set) env.unset("HWLOC_PLUGINS_BLACKLIST");
   return env;
 }
 

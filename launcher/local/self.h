@@ -6,6 +6,7 @@
 
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "launcher/cluster/environment.h"
@@ -20,6 +21,12 @@ inline constexpr const char* kBundleVariable = "MUSTER_BUNDLE";
 // points hwloc at the bundle's plugins.
 void note_how_muster_started();
 
+// Called by the agent before it starts any thread (hwloc reads the variable when it first
+// loads its plugins): hwloc then leaves out the plugins whose libraries (X11, libxml2 and
+// ICU) cost every node's agent a quarter of its start, in page faults alone, for nothing it
+// reads. A node's own HWLOC_PLUGINS_BLACKLIST stands; the ranks do not inherit muster's.
+void skip_hwloc_plugins_the_agent_does_not_read();
+
 // Started from a bundle, muster's command line is the bundle's loader and its options; this
 // rewrites it in place to "muster ARGS..." (as ps shows it), the way daemons set their
 // titles. Call once the arguments have been parsed: argv's strings are overwritten.
@@ -28,6 +35,10 @@ void show_as_muster(int argc, char** argv);
 // The ELF build id of this muster (lower-case hex): the bundle is cached by it. Read from
 // the running program's notes, not from its file.
 const std::string& muster_build_id();
+
+// The NT_GNU_BUILD_ID note among an ELF file's notes (a PT_NOTE segment's bytes), in
+// lower-case hex; empty when there is none.
+std::string build_id_in_notes(std::string_view notes);
 
 // The bundle directory this muster runs from, if it runs from one.
 const std::optional<std::string>& muster_bundle_dir();

@@ -352,26 +352,56 @@ bool run_job(int id, const NodeLaunchSpec& spec, const Topology& topology, HeadL
   return !signalled;
 }
 
+// This node as the job sees it: only the GPUs the job holds count (Slurm's step GPUs, or
+// CUDA_VISIBLE_DEVICES).
+Topology this_node_for_the_job() {
+  const Topology whole = HwlocTopologySource(std::nullopt, PciWalk::OnlyWithGpus).load();
+  return restrict_to_job(whole, job_gpus(whole.gpus, Environment::current()));
+}
+
+// What the agent knows of its node before its hello.
+struct NodeAtStart {
+  Topology topology = this_node_for_the_job();
+  std::string probe_secret = new_job_secret();
+  ProbeServer probe_server{probe_secret};  // other nodes measure their way here
+};
+
 }  // namespace
 
-int run_agent(int in_fd, int out_fd, const AgentSettings& settings) {
-  FrameWriter writer(out_fd);
+int run_agent(const std::function<HeadChannel()>& reach_head, const AgentSettings& settings) {
+  // 1. Look at this node while it reaches the head (a call back over TCP under Slurm): both
+  //    lie on every job's path. What fails here is said to the head once it is reached.
+  std::optional<HeadChannel> channel;
+  std::exception_ptr unreachable;
+  std::thread caller = signal_free_thread([&] {
+    try {
+      channel = reach_head();
+    } catch (...) {
+      unreachable = std::current_exception();
+    }
+  });
+  std::optional<NodeAtStart> node;
+  std::exception_ptr node_failed;
   try {
-    // 1. Say what this node is, so the head can plan (GPU counts) and check identity.
-    // Only the GPUs this job holds: Slurm's step GPUs, or CUDA_VISIBLE_DEVICES.
-    const Topology node = HwlocTopologySource(std::nullopt, PciWalk::OnlyWithGpus).load();
-    const Topology topology = restrict_to_job(node, job_gpus(node.gpus, Environment::current()));
+    node.emplace();
+  } catch (...) {
+    node_failed = std::current_exception();
+  }
+  caller.join();
+  if (unreachable) std::rethrow_exception(unreachable);
+
+  FrameWriter writer(channel->out_fd);
+  try {
+    if (node_failed) std::rethrow_exception(node_failed);
+    const Topology& topology = node->topology;
     ShutdownSignals signals;   // SIGHUP from sshd, SIGTERM from an admin: stop the ranks too
     PosixSpawner spawner;
-    // Other nodes measure their way here while the head asks; only they know the secret,
-    // which reaches the head in the hello, over SSH.
-    const std::string probe_secret = new_job_secret();
-    ProbeServer probe_server(probe_secret);
+    // The probe secret reaches the head in the hello, over SSH or the proven call back.
     writer.send({FrameKind::Hello, -1,
-                 to_json(describe_this_node(topology, probe_server.port(), probe_secret))});
+                 to_json(describe_this_node(topology, node->probe_server.port(), node->probe_secret))});
 
     // 2. Jobs, one at a time, until the head says goodbye or is lost.
-    HeadLink head(in_fd, writer, settings.head_silence_limit);
+    HeadLink head(channel->in_fd, writer, settings.head_silence_limit);
     for (;;) {
       pollfd fds[2] = {{head.ready_fd(), POLLIN, 0}, {signals.fd(), POLLIN, 0}};
       if (poll(fds, 2, -1) < 0 && errno != EINTR) return 1;

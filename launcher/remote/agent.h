@@ -5,6 +5,7 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 
 namespace muster {
 
@@ -16,8 +17,16 @@ struct AgentSettings {
   std::chrono::milliseconds head_silence_limit = kDefaultHeartbeatTimeout;
 };
 
-// Runs the agent protocol on `in_fd` (from the head) and `out_fd` (to the head) until the
-// head says goodbye or is lost. Returns the process exit status.
-int run_agent(int in_fd, int out_fd, const AgentSettings& settings);
+// The agent's ends of its channel to the head: over SSH its stdin and stdout, under Slurm
+// the socket it called back on.
+struct HeadChannel {
+  int in_fd = -1;   // from the head
+  int out_fd = -1;  // to the head
+};
+
+// Runs the agent protocol on the channel `reach_head` returns until the head says goodbye or
+// is lost. `reach_head` runs on a thread of its own while the agent looks at its node; when
+// it throws, so does run_agent. Returns the process exit status.
+int run_agent(const std::function<HeadChannel()>& reach_head, const AgentSettings& settings);
 
 }  // namespace muster

@@ -70,6 +70,22 @@ class MappedFile {
 
 std::string base_name(const std::string& path) { return path.substr(path.rfind('/') + 1); }
 
+// An ELF file's program headers; none when it is no ELF file or they lie outside it.
+std::vector<ElfW(Phdr)> program_headers(std::string_view elf) {
+  std::vector<ElfW(Phdr)> headers;
+  if (elf.size() < sizeof(ElfW(Ehdr)) || std::memcmp(elf.data(), ELFMAG, SELFMAG) != 0) return headers;
+  ElfW(Ehdr) eh;
+  std::memcpy(&eh, elf.data(), sizeof eh);
+  if (eh.e_phentsize != sizeof(ElfW(Phdr))) return headers;
+  for (size_t i = 0, at = eh.e_phoff; i < eh.e_phnum && at <= elf.size() && elf.size() - at >= sizeof(ElfW(Phdr));
+       ++i, at += sizeof(ElfW(Phdr))) {
+    ElfW(Phdr) ph;
+    std::memcpy(&ph, elf.data() + at, sizeof ph);
+    headers.push_back(ph);
+  }
+  return headers;
+}
+
 // Every shared object this process has loaded, by file name (the name the loader was asked
 // for: a soname), with where it came from. The vDSO has no file and is left out.
 std::map<std::string, std::string> loaded_objects() {
@@ -183,26 +199,15 @@ BundleFile bundle_muster() {
 
 std::vector<std::string> needed_libraries(std::string_view elf) {
   std::vector<std::string> needed;
-  if (elf.size() < sizeof(ElfW(Ehdr)) || std::memcmp(elf.data(), ELFMAG, SELFMAG) != 0) return needed;
-  ElfW(Ehdr) eh;
-  std::memcpy(&eh, elf.data(), sizeof eh);
-  auto phdr = [&](int i) {
-    ElfW(Phdr) ph{};
-    size_t at = eh.e_phoff + size_t(i) * eh.e_phentsize;
-    if (at + sizeof ph <= elf.size()) std::memcpy(&ph, elf.data() + at, sizeof ph);
-    return ph;
-  };
+  const std::vector<ElfW(Phdr)> headers = program_headers(elf);
   // File offset of a virtual address, through the loadable segments.
   auto offset_of = [&](ElfW(Addr) address) -> std::optional<size_t> {
-    for (int i = 0; i < eh.e_phnum; ++i) {
-      ElfW(Phdr) ph = phdr(i);
+    for (const auto& ph : headers)
       if (ph.p_type == PT_LOAD && address >= ph.p_vaddr && address < ph.p_vaddr + ph.p_filesz)
         return size_t(address - ph.p_vaddr + ph.p_offset);
-    }
     return std::nullopt;
   };
-  for (int i = 0; i < eh.e_phnum; ++i) {
-    ElfW(Phdr) dyn = phdr(i);
+  for (const auto& dyn : headers) {
     if (dyn.p_type != PT_DYNAMIC) continue;
     std::vector<size_t> name_offsets;
     std::optional<size_t> strtab;
@@ -222,6 +227,33 @@ std::vector<std::string> needed_libraries(std::string_view elf) {
     }
   }
   return needed;
+}
+
+std::string elf_build_id(std::string_view elf) {
+  for (const auto& ph : program_headers(elf))
+    if (ph.p_type == PT_NOTE && ph.p_offset < elf.size())
+      if (std::string id = build_id_in_notes(elf.substr(ph.p_offset, ph.p_filesz)); !id.empty()) return id;
+  return "";
+}
+
+std::optional<std::string> installed_node_program() {
+  const char* image = muster_node_image;
+  const char* image_end = muster_node_image_end;
+  if (muster_bundle_dir() || !image || image_end <= image) return std::nullopt;
+  const std::string wanted = elf_build_id(std::string_view(image, size_t(image_end - image)));
+  std::error_code error;
+  const auto self = std::filesystem::read_symlink("/proc/self/exe", error);
+  if (wanted.empty() || error) return std::nullopt;
+  for (const char* beside : {"muster-node", MUSTER_NODE_FROM_BINDIR}) {
+    const std::string path = (self.parent_path() / beside).lexically_normal().string();
+    if (access(path.c_str(), X_OK) != 0) continue;
+    try {
+      if (elf_build_id(MappedFile(path).bytes()) == wanted) return path;
+    } catch (const Error&) {
+      // Unreadable: not this build's, as far as anyone can tell.
+    }
+  }
+  return std::nullopt;
 }
 
 std::vector<BundleFile> bundle_files() {

@@ -14,6 +14,7 @@
 //   complete         written last, once the bundle was verified on the node
 #pragma once
 
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -39,5 +40,15 @@ std::string write_bundle(const std::string& dir);
 
 // The DT_NEEDED entries of an ELF shared object or executable held in `elf`.
 std::vector<std::string> needed_libraries(std::string_view elf);
+
+// The GNU build id of an ELF file held in `elf`, in lower-case hex; empty when it has none.
+std::string elf_build_id(std::string_view elf);
+
+// muster-node where it is installed beside this muster (build/muster-node in the build
+// tree, libexec/muster/muster-node under an install prefix), when its build id is that of
+// the node side this muster carries: the agent's binary, without libssh, Kerberos and
+// yaml-cpp to load, where the nodes see the same files. Nothing when muster runs from a
+// bundle, carries no node side (the tests that link this library), or none is installed.
+std::optional<std::string> installed_node_program();
 
 }  // namespace muster

@@ -26,22 +26,25 @@ using Clock = SocketClock;
 using Milliseconds = std::chrono::milliseconds;
 }  // namespace
 
-int call_back_head(const std::string& heads, std::chrono::milliseconds limit) {
-  const char* secret_text = std::getenv(kAgentSecretVariable);
-  std::string node = std::getenv("SLURMD_NODENAME") ? std::getenv("SLURMD_NODENAME") : "";
-  if (node.empty()) {
+HeadCallBack::HeadCallBack(const std::string& heads) : heads_(heads) {
+  node_ = std::getenv("SLURMD_NODENAME") ? std::getenv("SLURMD_NODENAME") : "";
+  if (node_.empty()) {
     char name[256] = {};
     gethostname(name, sizeof name - 1);
-    node = name;
+    node_ = name;
   }
-  if (!secret_text)
+  const char* secret = std::getenv(kAgentSecretVariable);
+  if (!secret)
     throw Error(ErrorKind::Runtime, fmt::format("{}: muster agent --call-back: {} is not set; only "
                                                 "muster's own srun step starts agents this way",
-                                                node, kAgentSecretVariable));
-  const std::string secret = secret_text;
+                                                node_, kAgentSecretVariable));
+  secret_ = secret;
   unsetenv(kAgentSecretVariable);  // no rank inherits it
+}
+
+int HeadCallBack::connect(std::chrono::milliseconds limit) const {
   std::vector<std::string> tried;
-  for (const auto& head : split_outside_brackets(heads, ',')) {
+  for (const auto& head : split_outside_brackets(heads_, ',')) {
     const auto colon = head.rfind(':');
     sockaddr_in addr{};
     addr.sin_family = AF_INET;
@@ -52,7 +55,7 @@ int call_back_head(const std::string& heads, std::chrono::milliseconds limit) {
     addr.sin_port = htons(uint16_t(std::atoi(head.c_str() + colon + 1)));
     int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
     const auto deadline = Clock::now() + std::min(limit, Milliseconds(5000));
-    int rc = connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
+    int rc = ::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
     int error = rc == 0 ? 0 : errno;
     if (error == EINPROGRESS) {
       error = ETIMEDOUT;
@@ -61,8 +64,8 @@ int call_back_head(const std::string& heads, std::chrono::milliseconds limit) {
         getsockopt(fd, SOL_SOCKET, SO_ERROR, &error, &len);
       }
     }
-    std::string why = error ? std::strerror(error) : prove_secret(fd, secret, kAgentCallBackPurpose, limit);
-    const std::string line = node + "\n";
+    std::string why = error ? std::strerror(error) : prove_secret(fd, secret_, kAgentCallBackPurpose, limit);
+    const std::string line = node_ + "\n";
     if (why.empty() && send(fd, line.data(), line.size(), MSG_NOSIGNAL) != ssize_t(line.size()))
       why = "the head went away";
     if (why.empty()) {
@@ -74,7 +77,7 @@ int call_back_head(const std::string& heads, std::chrono::milliseconds limit) {
     close(fd);
     tried.push_back(head + ": " + why);
   }
-  throw Error(ErrorKind::Runtime, fmt::format("{}: cannot call back to muster's head ({})", node,
+  throw Error(ErrorKind::Runtime, fmt::format("{}: cannot call back to muster's head ({})", node_,
                                               fmt::format("{}", fmt::join(tried, "; "))));
 }
 

@@ -29,6 +29,7 @@
 #include "launcher/local/command_within.h"
 #include "launcher/local/posix_spawner.h"
 #include "launcher/local/self.h"
+#include "launcher/remote/bundle.h"
 #include "launcher/remote/shell_quote.h"
 #include "launcher/thread.h"
 #include "probes/interfaces.h"
@@ -112,11 +113,24 @@ bool contains_word(const std::string& line, const std::string& word) {
   return false;
 }
 
+// Runs `work` once whoever calls first; every caller then sees the same failure, if any.
+template <typename Work>
+void once_for_all(std::once_flag& once, std::string& failure, Work&& work) {
+  std::call_once(once, [&] {
+    try {
+      work();
+    } catch (const std::exception& e) {
+      failure = e.what();
+    }
+  });
+}
+
 class SlurmAgentLauncher : public AgentLauncher {
  public:
   explicit SlurmAgentLauncher(const ClusterSpec& cluster) : cluster_(cluster) {
     for (size_t i = 0; i < cluster_.nodes.size(); ++i) node_of_host_[cluster_.nodes[i].host] = i;
     agent_fd_.assign(cluster_.nodes.size(), -1);
+    called_back_.assign(cluster_.nodes.size(), false);
     if (pipe2(stop_, O_CLOEXEC | O_NONBLOCK) != 0) throw Error(ErrorKind::Runtime, "cannot create a pipe");
   }
   ~SlurmAgentLauncher() override;
@@ -129,6 +143,7 @@ class SlurmAgentLauncher : public AgentLauncher {
 
  private:
   void start_step(const AgentStartOptions& options);
+  void start_again_through_sh();
   std::string node_script(Shipping shipping) const;
   void launch_srun(const std::vector<std::string>& command);
   bool bundle_wanted_locked() const;
@@ -145,6 +160,7 @@ class SlurmAgentLauncher : public AgentLauncher {
   std::string step_error_, ship_error_;
   std::vector<std::string> agent_args_;  // after the program: the agent's own, and --call-back
   std::string program_;                  // this muster, as the nodes would find it
+  std::optional<std::string> node_program_;  // muster-node beside it, this build's
   Environment env_;                      // srun's: the secret in it, never on a command line
   BundleArchive bundle_;
   std::string shipped_path_;             // where sbcast puts the bundle on every node
@@ -163,6 +179,13 @@ class SlurmAgentLauncher : public AgentLauncher {
   std::mutex mutex_;
   std::condition_variable changed_;
   std::vector<int> agent_fd_;  // by node: -1 until its agent called back
+  std::vector<bool> called_back_;  // by node, in this step
+  size_t called_back_count_ = 0;
+  int step_number_ = 0;           // 1 once the step through sh replaced the direct one
+  bool direct_ = false;           // this step starts the agent program itself, without sh
+  std::vector<std::string> sh_command_;  // the agents' start through sh (node_script)
+  std::once_flag again_once_;
+  std::string again_error_;
   std::string output_;         // what srun printed, its last kMaxSrunOutput bytes
   bool step_ended_ = false;
   int step_status_ = 0;        // srun's wait status once it ended
@@ -190,38 +213,47 @@ SlurmAgentLauncher::~SlurmAgentLauncher() {
 
 NodeAgent SlurmAgentLauncher::start(size_t node, const AgentStartOptions& options,
                                     const std::atomic<bool>& cancelled) {
-  std::call_once(step_once_, [&] {
-    try {
-      start_step(options);
-    } catch (const std::exception& e) {
-      step_error_ = e.what();
-    }
-  });
+  once_for_all(step_once_, step_error_, [&] { start_step(options); });
   const std::string& host = cluster_.nodes.at(node).host;
   if (!step_error_.empty()) throw SshError(SshFailure::RemoteCommand, host, step_error_);
 
   auto deadline = Clock::now() + options.hello_timeout;
   int fd = -1;
-  for (bool shipping_waited = false;; shipping_waited = true) {
-    bool ship = false;
+  int step = 0;
+  for (bool shipping_waited = false;;) {
+    bool ship = false, again = false;
     {
       std::unique_lock lock(mutex_);
-      while (agent_fd_[node] < 0 && !step_ended_ && !cancelled && Clock::now() < deadline &&
-             !(ship = bundle_wanted_locked()))
+      if (step != step_number_) {  // a step in place of the direct one: its agents' whole wait
+        step = step_number_;
+        deadline = Clock::now() + options.hello_timeout;
+      }
+      // Every node's agent, not this one's alone: the step ends on every node when one
+      // fails (--kill-on-bad-exit), and an agent handed out of a direct step that then starts
+      // again through sh would be lost. (Out of a step that just ended, an agent whose hello
+      // arrived is handed out as before: the other node's failure is the one to read.)
+      while (called_back_count_ < agent_fd_.size() && !step_ended_ && !cancelled &&
+             Clock::now() < deadline && !(ship = bundle_wanted_locked()) && step == step_number_)
         changed_.wait_for(lock, Milliseconds(100));
-      std::swap(fd, agent_fd_[node]);
+      if (step != step_number_) continue;
+      again = step_ended_ && direct_ && called_back_count_ < agent_fd_.size();
+      if (!again && !ship) std::swap(fd, agent_fd_[node]);
+    }
+    if (cancelled) break;
+    // The direct step ended before every agent called back: a node without the program
+    // (slurmstepd's "execve(): ..." may be lost as it kills the step), or another failure.
+    // Every node starts again through sh (node_script), which finds another way or says why.
+    if (again) {
+      once_for_all(again_once_, again_error_, [&] { start_again_through_sh(); });
+      if (!again_error_.empty()) throw SshError(SshFailure::RemoteCommand, host, again_error_);
+      continue;
     }
     // A node without this muster waits for its bundle: ship it through Slurm, once for all.
-    if (!ship || fd >= 0 || cancelled) break;
-    std::call_once(ship_once_, [&] {
-      try {
-        ship_bundle();
-      } catch (const std::exception& e) {
-        ship_error_ = e.what();
-      }
-    });
+    if (!ship) break;
+    once_for_all(ship_once_, ship_error_, [&] { ship_bundle(); });
     if (!ship_error_.empty()) throw SshError(SshFailure::RemoteCommand, host, ship_error_);
     if (!shipping_waited) deadline = Clock::now() + options.hello_timeout;
+    shipping_waited = true;
   }
   if (cancelled) {
     if (fd >= 0) close(fd);
@@ -294,19 +326,55 @@ void SlurmAgentLauncher::start_step(const AgentStartOptions& options) {
   const SelfCommand self = self_command();
   program_ = self.program;
   if (program_ == "/proc/self/exe") program_ = std::filesystem::read_symlink("/proc/self/exe").string();
+  node_program_ = installed_node_program();
   shipped_path_ = fmt::format("/tmp/muster-bundle-{}.tar.gz", new_job_secret().substr(0, 16));
-  std::vector<std::string> command = {"/bin/sh", "-c", node_script(options.shipping), "sh", program_};
-  command.insert(command.end(), self.argv.begin() + 1, self.argv.end());
-  command.insert(command.end(), agent_args_.begin(), agent_args_.end());
+  sh_command_ = {"/bin/sh", "-c", node_script(options.shipping), "sh", program_};
+  sh_command_.insert(sh_command_.end(), self.argv.begin() + 1, self.argv.end());
+  sh_command_.insert(sh_command_.end(), agent_args_.begin(), agent_args_.end());
   env_ = Environment::current();
   env_.set(kAgentSecretVariable, secret_);
   for (const auto& [name, value] : self.env) env_.set(name, value);
-  launch_srun(command);
+  // Where the nodes see this muster's files (a package on every node, a shared file system)
+  // srun starts the agent program itself: sh in between is a process more on every node, on
+  // every job's path. Where that fails, the step starts again through sh (see start).
+  direct_ = !muster_bundle_dir();
+  std::vector<std::string> direct = {node_program_.value_or(program_)};
+  direct.insert(direct.end(), agent_args_.begin(), agent_args_.end());
+  launch_srun(direct_ ? direct : sh_command_);
   acceptor_ = signal_free_thread([this] { accept_agents(); });
 }
 
+// The second step, through sh, in place of the direct one, which ended: what called back
+// from it is closed, and a late handshake from it is turned away (step_number_).
+void SlurmAgentLauncher::start_again_through_sh() {
+  {
+    std::lock_guard lock(mutex_);
+    for (size_t i = 0; i < agent_fd_.size(); ++i) {
+      if (agent_fd_[i] >= 0) close(agent_fd_[i]);
+      agent_fd_[i] = -1;
+      called_back_[i] = false;
+    }
+    called_back_count_ = 0;
+    ++step_number_;
+    direct_ = false;
+    output_.clear();
+    step_ended_ = false;
+  }
+  if (watcher_.joinable()) watcher_.join();  // it has reaped the first srun
+  try {
+    launch_srun(sh_command_);
+  } catch (...) {
+    std::lock_guard lock(mutex_);
+    step_ended_ = true;  // no step runs: nothing for anyone to wait for or to signal
+    srun_ = -1;
+    throw;
+  }
+}
+
 // The agent's start on a node, run by sh with this muster's command line as "$@":
-// 1. muster at the head's path, when the node has it;
+// 1. muster-node beside the head's muster, when the head has this build's there and the
+//    node has it too (it loads a third fewer libraries: a node's start is on every job's
+//    path); else muster at the head's path, when the node has it;
 // 2. else a bundle of this build the node already holds, in ${TMPDIR:-/tmp}/muster-UID (used
 //    only when that directory is this user's own and no link: /tmp is everyone's);
 // 3. else (shipping allowed) it says so and waits up to 120 s for the head to sbcast the
@@ -317,11 +385,15 @@ std::string SlurmAgentLauncher::node_script(Shipping shipping) const {
   // (--kill-on-bad-exit), which would otherwise drop them.
   const std::string fail = "fail() { echo \"muster: $*\" >&2; sleep 1; exit 3; }; ";
   const std::string missing = "$1 " + std::string(kNotOnNode) + " $(hostname)";
+  const std::string installed =
+      node_program_ ? "n=" + shell_quote(*node_program_) + "; if [ -x \"$n\" ]; then exec \"$n\" " +
+                          shell_command(agent_args_) + "; fi; "
+                    : "";
   if (shipping == Shipping::Forbidden)
-    return fail + "[ -x \"$1\" ] || fail \"" + missing +
+    return fail + installed + "[ -x \"$1\" ] || fail \"" + missing +
            ", and --no-ship forbids shipping this build's bundle there\"; exec \"$@\"";
   const std::string f = shell_quote(shipped_path_);
-  return fail + "if [ -x \"$1\" ]; then exec \"$@\"; fi; "
+  return fail + installed + "if [ -x \"$1\" ]; then exec \"$@\"; fi; "
          "bid=" + shell_quote(muster_build_id()) + "; c=\"${TMPDIR:-/tmp}/muster-$(id -u)\"; b=\"$c/$bid\"; "
          "[ -e \"$c\" ] || mkdir -m 700 \"$c\" 2>/dev/null || true; "
          "if [ -L \"$c\" ] || [ ! -O \"$c\" ]; then "
@@ -453,6 +525,11 @@ void SlurmAgentLauncher::accept_agents() {
 // Proves the caller holds the secret and learns its node; anything else is turned away.
 void SlurmAgentLauncher::take_agent(int fd) {
   const auto deadline = Clock::now() + kHandshakeLimit;
+  int step_number;
+  {
+    std::lock_guard lock(mutex_);
+    step_number = step_number_;
+  }
   std::optional<std::string> name;
   if (check_secret(fd, secret_, kAgentCallBackPurpose, kHandshakeLimit).empty()) name = read_line(fd, deadline);
   auto it = name ? node_of_host_.find(*name) : node_of_host_.end();
@@ -463,11 +540,13 @@ void SlurmAgentLauncher::take_agent(int fd) {
   int one = 1;
   setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
   std::lock_guard lock(mutex_);
-  if (agent_fd_[it->second] >= 0) {  // a node calls back once
+  if (called_back_[it->second] || step_number != step_number_) {  // a node calls back once a step
     close(fd);
     return;
   }
   agent_fd_[it->second] = fd;
+  called_back_[it->second] = true;
+  ++called_back_count_;
   changed_.notify_all();
 }
 

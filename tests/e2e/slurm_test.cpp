@@ -240,6 +240,39 @@ TEST_F(Slurm, AJobOnHalfTheGpusOfItsNodesUsesOnlyThose) {
   }
 }
 
+// The agents' start is on every job's path: where the nodes see the head's files, srun
+// starts muster-node (the node side alone) itself, and hwloc loads no display or libxml2
+// plugin in it; none of that reaches the ranks' environment.
+TEST_F(Slurm, AgentsStartAsThisBuildsMusterNodeWithoutDisplayPlugins) {
+  const std::string rank_says =
+      "echo \"parent=$(readlink /proc/$PPID/exe) gl=$(grep -c hwloc_gl /proc/$PPID/maps) "
+      "blacklist=${HWLOC_PLUGINS_BLACKLIST:-unset}\"";
+  auto r = run_command(slurm_->salloc_muster(4, {"run", "--", "sh", "-c", rank_says}));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::string node_side = std::string(MUSTER_BINARY) + "-node";
+  for (int rank = 0; rank < 4; ++rank)
+    EXPECT_NE(r.out.find(fmt::format("[{}] parent={} gl=0 blacklist=unset", rank, node_side)),
+              std::string::npos) << r.out;
+
+  // A node's own choice of plugins stands, and reaches its ranks.
+  auto own = run_command(slurm_->head_command(
+      {"env", "HWLOC_PLUGINS_BLACKLIST=hwloc_opencl", "salloc", "-N1", "--quiet", MUSTER_BINARY,
+       "run", "--", "sh", "-c", rank_says}));
+  ASSERT_EQ(own.exit_code, 0) << own.err;
+  EXPECT_NE(own.out.find("blacklist=hwloc_opencl"), std::string::npos) << own.out;
+
+  // Beside a muster whose muster-node is another build's, the agents run that muster.
+  TempDir copy;
+  std::filesystem::copy_file(MUSTER_BINARY, copy.file("muster"));
+  std::filesystem::copy_file("/bin/true", copy.file("muster-node"));
+  auto other = run_command(slurm_->head_command(
+      {"salloc", "-N2", "--quiet", copy.file("muster"), "run", "--", "sh", "-c", rank_says}));
+  ASSERT_EQ(other.exit_code, 0) << other.err;
+  for (int rank = 0; rank < 2; ++rank)
+    EXPECT_NE(other.out.find(fmt::format("[{}] parent={} ", rank, copy.file("muster"))), std::string::npos)
+        << other.out;
+}
+
 // Nodes that cannot see the head's muster (each slurmd's mount namespace hides the build
 // directory): the bundle of this build goes to them through sbcast and starts from node-local
 // storage, where the next session finds it; with --no-ship nothing is shipped and the missing

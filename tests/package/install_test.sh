@@ -21,6 +21,9 @@ for f in bin/muster share/man/man1/muster.1 share/muster/doctor.schema.json \
   [[ -e $work/prefix/$f ]] || fail "cmake --install did not install $f"
 done
 "$work/prefix/bin/muster" --version | grep -q "^build " || fail "the installed muster does not run"
+# The agent's binary, where an installed muster looks for it (launcher/remote/bundle.h).
+cmp -s "$work/prefix/libexec/muster/muster-node" "$build/muster-node" ||
+  fail "cmake --install did not install muster-node in libexec/muster"
 # The bundle an installed muster writes carries the node binary muster holds inside itself,
 # which loads neither libssh, Kerberos nor yaml-cpp.
 bundle=$("$work/prefix/bin/muster" bundle "$work/bundle" 2>&1 | grep -o "$work/bundle/[0-9a-f]*" | head -1)
@@ -51,7 +54,7 @@ touch "$root/var/lib/dpkg/status"
 # The fresh root has none of the libraries: the binary runs with this machine's.
 dpkg --root="$root" --force-depends --force-not-root --force-script-chrootless \
   --log=/dev/null -i "$deb" >"$work/dpkg.log" 2>&1 || { cat "$work/dpkg.log"; fail "dpkg -i failed"; }
-for f in usr/bin/muster usr/share/man/man1/muster.1 usr/share/muster/doctor.schema.json \
+for f in usr/bin/muster usr/libexec/muster/muster-node usr/share/man/man1/muster.1 usr/share/muster/doctor.schema.json \
          usr/share/bash-completion/completions/muster usr/share/zsh/vendor-completions/_muster; do
   [[ -e $root/$f ]] || fail "the package did not install /$f"
 done

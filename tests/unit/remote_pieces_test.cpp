@@ -1,4 +1,6 @@
 // Pure pieces of remote launch: quoting, checksums, and the agent's wire format.
+#include <elf.h>
+#include <link.h>
 #include <stdlib.h>
 #include <sys/wait.h>
 
@@ -11,6 +13,7 @@
 #include "launcher/local/self.h"
 #include "launcher/remote/agent_protocol.h"
 #include "launcher/remote/agent_start.h"
+#include "launcher/remote/bundle.h"
 #include "launcher/error.h"
 #include "launcher/remote/launch_spec.h"
 #include "probes/digest.h"
@@ -73,6 +76,25 @@ TEST_F(ShipCommand, ABundleThatSaysItIsAnotherBuildIsRefusedAndLeavesNothing) {
   EXPECT_NE(s.err.find("the shipped bundle says it is another build: 0123456789abcdef"),
             std::string::npos) << s.err;
   EXPECT_TRUE(std::filesystem::is_empty(cache())) << "the unpacked copy is removed";
+}
+
+// muster trusts a muster-node beside it by this: the same build id as the one it carries.
+TEST(ElfBuildId, ReadsTheNoteOfAnElfFileAndNothingElse) {
+  std::ifstream in("/proc/self/exe", std::ios::binary);
+  const std::string self((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  ASSERT_FALSE(muster_build_id().empty());
+  EXPECT_EQ(elf_build_id(self), muster_build_id());
+  EXPECT_EQ(elf_build_id("#!/bin/sh\necho muster-node\n"), "");
+  EXPECT_EQ(elf_build_id(self.substr(0, 40)), "") << "headers cut short";
+
+  // A note that says it is longer than its segment is no build id.
+  ElfW(Nhdr) note{4, 20, NT_GNU_BUILD_ID};
+  std::string notes(reinterpret_cast<const char*>(&note), sizeof note);
+  notes += std::string("GNU\0", 4) + std::string(20, '\x5a');
+  std::string hex;
+  for (int i = 0; i < 20; ++i) hex += "5a";
+  EXPECT_EQ(build_id_in_notes(notes), hex);
+  EXPECT_EQ(build_id_in_notes(notes.substr(0, notes.size() - 1)), "");
 }
 
 TEST(ShellQuote, EveryArgumentIsOneInertWord) {
