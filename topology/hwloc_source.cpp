@@ -222,6 +222,10 @@ TopologyHandle open_topology(const std::optional<std::string>& xml_path, bool pc
   if (hwloc_topology_init(&raw) != 0) throw Error(ErrorKind::Runtime, "hwloc failed to start");
   TopologyHandle topo(raw, &hwloc_topology_destroy);
   hwloc_topology_set_io_types_filter(raw, pci_walk ? HWLOC_TYPE_FILTER_KEEP_ALL : HWLOC_TYPE_FILTER_KEEP_NONE);
+  // muster reads no display. hwloc's gl component would try X displays :0 to :9 on every
+  // discovery, each with a name lookup: one lost DNS reply cost a fresh node 5 s. Left out
+  // of this topology only, through hwloc's API: the ranks' own hwloc is theirs.
+  hwloc_topology_set_components(raw, HWLOC_TOPOLOGY_COMPONENTS_FLAG_BLACKLIST, "gl");
   if (xml_path) {
     int fd = open(xml_path->c_str(), O_RDONLY);
     if (fd < 0)

@@ -1,6 +1,15 @@
 // `muster topo` and binding, through the real binary.
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstddef>
+#include <cstring>
 #include <map>
 #include <set>
+#include <thread>
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -35,6 +44,41 @@ TEST(TopoCli, ThisMachineJsonIsConsistent) {
   auto text = run_muster({"topo"});
   EXPECT_EQ(text.exit_code, 0);
   EXPECT_NE(text.out.find("this machine: "), std::string::npos) << text.out;
+}
+
+// hwloc's gl component knocks on X displays :0 to :9 on every discovery, each after a name
+// lookup; muster reads no display. A stand-in X server on display :0's abstract socket
+// (where Xlib knocks first) counts the knocks, closing each at once.
+TEST(TopoCli, DiscoveryKnocksOnNoXDisplay) {
+  const int x = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  ASSERT_GE(x, 0);
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  const std::string display0 = std::string(1, '\0') + "/tmp/.X11-unix/X0";
+  std::memcpy(addr.sun_path, display0.data(), display0.size());
+  const auto size = socklen_t(offsetof(sockaddr_un, sun_path) + display0.size());
+  if (bind(x, reinterpret_cast<sockaddr*>(&addr), size) != 0 || listen(x, 16) != 0) {
+    close(x);
+    GTEST_SKIP() << "an X server holds display :0 here";
+  }
+  std::atomic<bool> done{false};
+  std::atomic<int> knocks{0};
+  std::thread server([&] {
+    while (!done) {
+      pollfd p{x, POLLIN, 0};
+      if (poll(&p, 1, 50) <= 0) continue;
+      const int c = accept4(x, nullptr, nullptr, SOCK_CLOEXEC);
+      if (c >= 0) ++knocks, close(c);
+    }
+  });
+  auto r = run_muster({"topo"});
+  auto j = run_muster({"topo", "--json"});
+  done = true;
+  server.join();
+  close(x);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(j.exit_code, 0) << j.err;
+  EXPECT_EQ(knocks, 0) << "muster topo connected to X display :0";
 }
 
 TEST(TopoCli, XmlJsonHasTheDocumentedShape) {
