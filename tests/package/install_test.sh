@@ -14,7 +14,9 @@ cmake --install "$build" --prefix "$work/prefix" >/dev/null
 while read -r path; do
   [[ $path == "$work/prefix/"* ]] || fail "cmake --install wrote outside the prefix: $path"
 done <"$build/install_manifest.txt"
-for f in bin/muster share/man/man1/muster.1 share/muster/doctor.schema.json \
+for f in bin/muster share/man/man1/muster.1 share/man/man5/muster-cluster.5 \
+         share/doc/muster/remote-start.md share/doc/muster/slurm.md share/doc/muster/smoke.md \
+         share/doc/muster/reliability.md share/muster/doctor.schema.json \
          share/muster/topology.schema.json share/muster/cluster.example.yaml \
          share/muster/ci/github-actions.yml share/muster/monitoring/muster-doctor.timer \
          share/bash-completion/completions/muster share/zsh/site-functions/_muster; do
@@ -39,6 +41,12 @@ echo "== cpack -G DEB"
 deb=$(ls "$work"/deb/muster_*.deb)
 depends=$(dpkg-deb -f "$deb" Depends)
 echo "Depends: $depends"
+# What the package holds (checked in the .deb itself: a site's dpkg may leave docs out).
+contents=$(dpkg-deb -c "$deb")
+for f in ./usr/share/man/man5/muster-cluster.5 ./usr/share/doc/muster/remote-start.md \
+         ./usr/share/doc/muster/slurm.md ./usr/share/doc/muster/smoke.md; do
+  grep -q " $f\$" <<<"$contents" || fail "the package does not hold /${f#./}"
+done
 for lib in libssh libhwloc libyaml-cpp libgloo libfmt libc6; do
   [[ $depends == *"$lib"* ]] || fail "the package's Depends lacks $lib: $depends"
 done
