@@ -27,32 +27,31 @@ struct SmokeOptions {
 
 namespace {
 
-std::string table(const std::vector<SmokeRow>& rows, const RankPlan& plan) {
+// One row of the tables nccl-tests prints, after the table's header when `r` starts a new
+// one (`current` is the title of the table printed last).
+std::string table_row(const SmokeRow& r, const RankPlan& plan, std::string& current) {
+  if (r.op == CollectiveOp::Barrier) return "";
   std::string out;
-  std::string current;
-  for (const auto& r : rows) {
-    if (r.op == CollectiveOp::Barrier) continue;
-    std::string title = fmt::format("{} ({}, {} ranks)", op_name(r.op), r.group, r.ranks);
-    if (title != current) {
-      current = title;
-      out += fmt::format("\n# {}\n#{:>11} {:>12} {:>6} {:>6} {:>5} {:>11} {:>8} {:>8} {:>7} {:>11}  {}\n",
-                         title, "size", "count", "type", "redop", "root", "time(us)",
-                         "algbw", "busbw", "#wrong", "max(us)", "slowest");
-    }
-    bool reduces = r.op == CollectiveOp::AllReduce || r.op == CollectiveOp::ReduceScatter;
-    out += fmt::format(" {:>11} {:>12} {:>6} {:>6} {:>5} {:>11.1f} {:>8.3f} {:>8.3f} {:>7} {:>11.1f}  {}\n",
-                       r.bytes, r.count, "float", reduces ? "sum" : "none",
-                       r.op == CollectiveOp::Broadcast ? "0" : "-1", r.time_us, r.algbw_gbps,
-                       r.busbw_gbps, r.wrong, r.max_time_us, rank_and_host(plan, r.slowest_rank));
+  std::string title = fmt::format("{} ({}, {} ranks)", op_name(r.op), r.group, r.ranks);
+  if (title != current) {
+    current = title;
+    out += fmt::format("\n# {}\n#{:>11} {:>12} {:>6} {:>6} {:>5} {:>11} {:>8} {:>8} {:>7} {:>11}  {}\n",
+                       title, "size", "count", "type", "redop", "root", "time(us)",
+                       "algbw", "busbw", "#wrong", "max(us)", "slowest");
   }
+  bool reduces = r.op == CollectiveOp::AllReduce || r.op == CollectiveOp::ReduceScatter;
+  out += fmt::format(" {:>11} {:>12} {:>6} {:>6} {:>5} {:>11.1f} {:>8.3f} {:>8.3f} {:>7} {:>11.1f}  {}\n",
+                     r.bytes, r.count, "float", reduces ? "sum" : "none",
+                     r.op == CollectiveOp::Broadcast ? "0" : "-1", r.time_us, r.algbw_gbps,
+                     r.busbw_gbps, r.wrong, r.max_time_us, rank_and_host(plan, r.slowest_rank));
   return out;
 }
 
-// One line per rank, as nccl-tests prints them: where it ran and on which GPU (every field
-// read here was checked when the hello was kept).
-std::string hello_lines(const SmokeOutcome& o) {
-  std::string out;
-  for (const auto& h : o.hellos) {
+// "hello from N of M ranks; backend B", then one line per rank, as nccl-tests prints them:
+// where it ran and on which GPU (every field read here was checked when the hello was kept).
+std::string hello_lines(const std::vector<nlohmann::json>& hellos, int world_size, const std::string& backend) {
+  std::string out = fmt::format("hello from {} of {} ranks; backend {}\n", hellos.size(), world_size, backend);
+  for (const auto& h : hellos) {
     const auto& gpu = h.at("gpu");
     out += fmt::format("#  rank {:>3} on {} (node {}) pid {}: {}\n", h.at("rank").get<int>(),
                        h.at("host").get<std::string>(), h.at("node_rank").get<int>(),
@@ -66,6 +65,32 @@ std::string hello_lines(const SmokeOutcome& o) {
   }
   return out;
 }
+
+// The text report printed as the sweep goes, as nccl-tests prints it: the hellos before the
+// first row, then each row as soon as it is measured.
+class StreamedTables {
+ public:
+  void row(const SmokeRow& r, const SmokeReport& so_far) {
+    if (!hellos_printed_) {
+      std::vector<nlohmann::json> hellos;
+      for (const auto& [rank, list] : so_far.hellos) hellos.insert(hellos.end(), list.begin(), list.end());
+      print_hellos(hellos, so_far.plan.world_size(), so_far.backend);
+    }
+    print_out(table_row(r, so_far.plan, current_));
+  }
+  // The job ended: the hellos, if no row came to print them.
+  void end(const SmokeOutcome& o) {
+    if (!hellos_printed_ && o.started) print_hellos(o.hellos, o.plan.world_size(), o.backend);
+  }
+
+ private:
+  void print_hellos(const std::vector<nlohmann::json>& hellos, int world_size, const std::string& backend) {
+    hellos_printed_ = true;
+    print_out(hello_lines(hellos, world_size, backend));
+  }
+  bool hellos_printed_ = false;
+  std::string current_;
+};
 
 nlohmann::json report_json(const SmokeOutcome& o) {
   nlohmann::json results = nlohmann::json::array(), problems = nlohmann::json::array();
@@ -103,15 +128,16 @@ int run_smoke_command(SmokeOptions& options) {
   request.on_other_line = [](int rank, std::string_view text) {
     print_note_raw(fmt::format("[{}] {}\n", rank, text));
   };
+  StreamedTables tables;
+  if (!options.json)
+    request.on_row = [&tables](const SmokeRow& row, const SmokeReport& so_far) { tables.row(row, so_far); };
   ClusterContext context(load_cluster(options.cluster), options.remote.settings());
   SmokeOutcome outcome = run_smoke(context, request);
   for (const auto& w : outcome.warnings) print_warning(w);
   if (options.json) {
     print_out(report_json(outcome).dump(2) + "\n");
   } else {
-    print_out(fmt::format("hello from {} of {} ranks; backend {}\n", outcome.hellos.size(),
-                          outcome.plan.world_size(), outcome.backend) +
-              hello_lines(outcome) + table(outcome.rows, outcome.plan));
+    tables.end(outcome);
     print_out(outcome.problems.empty() ? "\nall checks passed\n" : "\n");
     for (const auto& p : outcome.problems) print_out(fmt::format("FAIL {}\n", p.message));
   }
@@ -154,13 +180,13 @@ CommandAction setup_smoke(CLI::App& app) {
   app.add_option("--min-bytes", options->min_bytes, "smallest size (nccl-tests -b)")->capture_default_str();
   app.add_option("--max-bytes", options->max_bytes, "largest size (nccl-tests -e)")->capture_default_str();
   app.add_option("--step-factor", request.settings.step_factor, "size multiplier (nccl-tests -f)")
-      ->check(CLI::Range(1.01, 1024.0))
+      ->check(in_range(1.01, 1024))
       ->capture_default_str();
   app.add_option("--iters", request.settings.iters, "timed iterations per size")
-      ->check(CLI::Range(1, 100000))
+      ->check(in_range(1, 100000, true))
       ->capture_default_str();
   app.add_option("--warmup", request.settings.warmup, "untimed iterations per size")
-      ->check(CLI::Range(0, 100000))
+      ->check(in_range(0, 100000, true))
       ->capture_default_str();
   app.add_option("--split", options->split, "node: also within every node and across nodes")
       ->check(CLI::IsMember({"node"}));
@@ -170,7 +196,8 @@ CommandAction setup_smoke(CLI::App& app) {
       ->check(positive())
       ->capture_default_str();
   app.add_flag("--json", options->json, "print the hellos and per-size results as JSON");
-  app.footer("Exit status: 0 when every check passed, 1 when one failed, 2 for usage or "
+  app.footer("Exit status: 0 when every check passed, 1 when one failed (a node lost during "
+             "the test among them), 255 when a node could not be reached, 2 for usage or "
              "configuration errors.");
   return [options]() { return run_smoke_command(*options); };
 }

@@ -91,8 +91,13 @@ class Sweeper {
       for (size_t bytes : sizes) run_one(c, group, op, bytes);
   }
 
-  // Keeps every rank's sequence numbers in step, whether or not it is in a group.
-  void skip(size_t steps) { seq_ += int(steps); }
+  // Keeps every rank's sequence numbers in step, whether or not it is in a group, and says
+  // it passed them: the head waits for no result of this rank there.
+  void skip(size_t steps) {
+    if (steps == 0) return;
+    seq_ += int(steps);
+    emit_(SmokeEvent{SmokeEvent::Kind::Skip, seq_, "", CollectiveOp::Barrier, 0, 0, 0, 0, ""});
+  }
 
  private:
   void run_one(Collective& c, const std::string& group, CollectiveOp op, size_t bytes) {
@@ -206,34 +211,39 @@ void run_smoke_sweep(Collective& world, const SmokeSettings& settings,
   }
 }
 
+void add_to_row(SmokeRow& row, int rank, const SmokeEvent& e) {
+  row.group = e.group;
+  row.op = e.op;
+  row.bytes = e.bytes;
+  row.count = e.count;
+  row.ranks += 1;
+  row.wrong += e.wrong;
+  row.time_us_by_rank[rank] = e.time_us;
+  if (e.time_us >= row.max_time_us) {
+    row.max_time_us = e.time_us;
+    row.slowest_rank = rank;
+  }
+}
+
+void finish_row(SmokeRow& row) {
+  // nccl-tests' default (-a 1): bandwidth from the average of the ranks' times.
+  double total = 0;
+  for (const auto& [rank, t] : row.time_us_by_rank) total += t;
+  row.time_us = row.time_us_by_rank.empty() ? 0 : total / double(row.time_us_by_rank.size());
+  if (row.op != CollectiveOp::Barrier && row.time_us > 0) {
+    row.algbw_gbps = double(row.bytes) / 1e9 / (row.time_us / 1e6);
+    row.busbw_gbps = row.algbw_gbps * bus_factor(row.op, row.ranks);
+  }
+}
+
 std::vector<SmokeRow> summarize_smoke(const std::map<int, std::vector<SmokeEvent>>& results) {
   std::map<int, SmokeRow> by_seq;
   for (const auto& [rank, events] : results)
-    for (const auto& e : events) {
-      if (e.kind != SmokeEvent::Kind::Result) continue;
-      SmokeRow& row = by_seq[e.seq];
-      row.group = e.group;
-      row.op = e.op;
-      row.bytes = e.bytes;
-      row.count = e.count;
-      row.ranks += 1;
-      row.wrong += e.wrong;
-      row.time_us_by_rank[rank] = e.time_us;
-      if (e.time_us >= row.max_time_us) {
-        row.max_time_us = e.time_us;
-        row.slowest_rank = rank;
-      }
-    }
+    for (const auto& e : events)
+      if (e.kind == SmokeEvent::Kind::Result) add_to_row(by_seq[e.seq], rank, e);
   std::vector<SmokeRow> rows;
   for (auto& [seq, row] : by_seq) {
-    // nccl-tests' default (-a 1): bandwidth from the average of the ranks' times.
-    double total = 0;
-    for (const auto& [rank, t] : row.time_us_by_rank) total += t;
-    row.time_us = row.time_us_by_rank.empty() ? 0 : total / double(row.time_us_by_rank.size());
-    if (row.op != CollectiveOp::Barrier && row.time_us > 0) {
-      row.algbw_gbps = double(row.bytes) / 1e9 / (row.time_us / 1e6);
-      row.busbw_gbps = row.algbw_gbps * bus_factor(row.op, row.ranks);
-    }
+    finish_row(row);
     rows.push_back(std::move(row));
   }
   return rows;

@@ -26,7 +26,8 @@ struct SmokeSettings {
 
 // What a rank reports as it goes.
 struct SmokeEvent {
-  enum class Kind { Enter, Result, Error };
+  // Skip: the rank is in no group of the steps up to `seq` and has passed them.
+  enum class Kind { Enter, Result, Error, Skip };
   Kind kind = Kind::Enter;
   int seq = 0;                 // position in the sequence every rank walks
   std::string group;           // "world", "node 2", "across nodes", "pair 0-3"
@@ -71,6 +72,11 @@ struct SmokeRow {
 
 // Rows from every rank's Result events (keyed by rank), in the order they were run.
 std::vector<SmokeRow> summarize_smoke(const std::map<int, std::vector<SmokeEvent>>& results);
+
+// A row built as results arrive: add each rank's Result of the step, then finish it once
+// every rank's is in (its time and bandwidths). What summarize_smoke does for every step.
+void add_to_row(SmokeRow& row, int rank, const SmokeEvent& result);
+void finish_row(SmokeRow& row);
 
 // The ranks that never arrived at step `failing_seq` (the first step that failed): those
 // whose last Enter is before it.

@@ -1,6 +1,7 @@
 #include "launcher/job/smoke_check.h"
 
 #include <algorithm>
+#include <limits>
 #include <map>
 #include <set>
 
@@ -178,6 +179,9 @@ void SmokeReport::record(int rank, const nlohmann::json& j) {
     if (std::find(failures.begin(), failures.end(), f) == failures.end()) failures.push_back(f);
   } else if (type == "enter") {
     last_enter[rank] = j.at("seq");
+    done_upto(rank, last_enter[rank] - 1);
+  } else if (type == "skip") {
+    done_upto(rank, j.at("seq").get<int>());
   } else if (type == "result" || type == "error") {
     SmokeEvent e = smoke_event_from_json(j);
     if (e.kind == SmokeEvent::Kind::Error) {
@@ -186,8 +190,38 @@ void SmokeReport::record(int rank, const nlohmann::json& j) {
       if (!first_error || e.seq < first_error->seq) first_error = e;
     }
     results[rank].push_back(e);
+    if (on_row_ && e.kind == SmokeEvent::Kind::Result && e.seq > passed_upto_)
+      add_to_row(open_rows_[e.seq], rank, e);
+    done_upto(rank, e.seq);
   }
 }
+
+void SmokeReport::expect(const RankPlan& planned) {
+  plan = planned;
+  for (int r = 0; r < plan.world_size(); ++r) done_upto_[r] = 0;
+  ranks_done_upto_ = {{0, plan.world_size()}};
+}
+
+void SmokeReport::done_upto(int rank, int seq) {
+  auto it = done_upto_.find(rank);
+  if (it == done_upto_.end() || seq <= it->second) return;  // a rank outside the plan waits for none
+  if (--ranks_done_upto_[it->second] == 0) ranks_done_upto_.erase(it->second);
+  ++ranks_done_upto_[seq];
+  it->second = seq;
+  pass_on_rows_up_to(ranks_done_upto_.begin()->first);
+}
+
+void SmokeReport::pass_on_rows_up_to(int seq) {
+  passed_upto_ = std::max(passed_upto_, seq);
+  while (!open_rows_.empty() && open_rows_.begin()->first <= seq) {
+    SmokeRow row = std::move(open_rows_.begin()->second);
+    open_rows_.erase(open_rows_.begin());
+    finish_row(row);
+    on_row_(row, *this);
+  }
+}
+
+void SmokeReport::finish() { pass_on_rows_up_to(std::numeric_limits<int>::max()); }
 
 std::string rank_and_host(const RankPlan& plan, int rank) {
   return fmt::format("rank {} ({})", rank,
@@ -200,7 +234,37 @@ JobOptions probe_rank_options() {
   return options;
 }
 
+namespace {
+// --backend nccl on a node without a GPU for each of its ranks: said once per node before
+// anything starts, rather than by whichever rank got there first.
+std::vector<Finding> ranks_without_gpus(const RankPlan& plan) {
+  std::vector<Finding> found;
+  for (const auto& node : plan.nodes) {
+    const size_t without = size_t(std::count_if(node.ranks.begin(), node.ranks.end(), [&](int r) {
+      return !plan.ranks[size_t(r)].gpu.has_value();
+    }));
+    if (without == 0) continue;
+    const std::string which = without == node.ranks.size()
+                                  ? fmt::format("its {}", node.ranks.size())
+                                  : fmt::format("{} of its {}", without, node.ranks.size());
+    found.push_back(problem(FindingKind::Hello,
+                            fmt::format("{}: cannot use NCCL: no NVIDIA GPU for {} rank{} (--backend "
+                                        "nccl needs one GPU per rank); use --backend gloo, or auto",
+                                        node.host, which, node.ranks.size() == 1 ? "" : "s")));
+  }
+  return found;
+}
+}  // namespace
+
 SmokeOutcome run_smoke(ClusterContext& context, const SmokeRequest& request) {
+  if (request.backend == "nccl") {
+    SmokeOutcome outcome;
+    outcome.plan = plan_job(context, request.launch.ranks, request.launch.map_by);
+    outcome.backend = "nccl";
+    outcome.started = false;
+    outcome.problems = ranks_without_gpus(outcome.plan);
+    if (!outcome.problems.empty()) return outcome;
+  }
   const SmokeSettings& settings = request.settings;
   const long timeout_ms = long(request.collective_timeout_s * 1000);
   JobOptions launch = request.launch;
@@ -217,10 +281,12 @@ SmokeOutcome run_smoke(ClusterContext& context, const SmokeRequest& request) {
   launch.gave_up_exit_code = kSmokeRankGaveUpExitCode;
   launch.settle_s = request.collective_timeout_s + 1;
 
-  SmokeReport c(request.on_other_line);
-  LaunchedJob job = launch_job(context, launch, [&](const RankPlan&) -> std::unique_ptr<JobOutput> {
+  SmokeReport c(request.on_other_line, request.on_row);
+  LaunchedJob job = launch_job(context, launch, [&](const RankPlan& plan) -> std::unique_ptr<JobOutput> {
+    c.expect(plan);
     return std::make_unique<JobOutputRef>(c);
   });
+  c.finish();
 
   // Ctrl-C is not a finding: the user stopped the test.
   if (job.result.end == JobEnd::Interrupted)

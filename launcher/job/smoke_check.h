@@ -26,6 +26,8 @@ namespace muster {
 // had a floor of about 4 ms that torch's unbound ranks do not have (tests/bench/smoke_bench.sh).
 JobOptions probe_rank_options();
 
+class SmokeReport;
+
 struct SmokeRequest {
   JobOptions launch = probe_rank_options();  // its command is set to the probe rank
   SmokeSettings settings;
@@ -33,9 +35,14 @@ struct SmokeRequest {
   double collective_timeout_s = 60;   // one collective, or the rendezvous
   // Lines a probe rank printed that are not smoke lines (a library's warnings, a crash).
   std::function<void(int rank, std::string_view line)> on_other_line;
+  // Each row of the sweep as soon as every rank is past its step, in the order run, as
+  // nccl-tests prints them (the hellos and the backend are in by then); the rows still open
+  // when the job ends follow at its end.
+  std::function<void(const SmokeRow& row, const SmokeReport& so_far)> on_row;
 };
 
 struct SmokeOutcome {
+  bool started = true;                 // false: a problem found from the plan stopped it first
   RankPlan plan;
   std::vector<SmokeRow> rows;
   std::string backend;                 // what the ranks agreed on; "?" if they never did
@@ -50,7 +57,14 @@ struct SmokeOutcome {
 class SmokeReport : public JobOutput {
  public:
   using OtherLine = std::function<void(int rank, std::string_view line)>;
-  explicit SmokeReport(OtherLine on_other_line) : on_other_line_(std::move(on_other_line)) {}
+  using RowDone = std::function<void(const SmokeRow& row, const SmokeReport& so_far)>;
+  explicit SmokeReport(OtherLine on_other_line, RowDone on_row = {})
+      : on_other_line_(std::move(on_other_line)), on_row_(std::move(on_row)) {}
+
+  // The ranks to wait for before a row is done; rows are passed on from then.
+  void expect(const RankPlan& plan);
+  // The job ended: the rows not passed on yet go now, whoever never finished them.
+  void finish();
   void line(int rank, OutputStream stream, std::string_view text) override;
   void flush() override {}
   void launch_warning(const std::string& text) override { warnings.push_back(text); }
@@ -63,10 +77,20 @@ class SmokeReport : public JobOutput {
   std::optional<SmokeEvent> first_error;               // the earliest step that failed
   std::set<int> steps_given_up;  // steps at which some rank gave up waiting for its peers
   std::string backend = "?";
+  RankPlan plan;                                       // as expect() gave it
 
  private:
   void record(int rank, const nlohmann::json& j);
+  // Rank `rank` is done with every step up to `seq`: it has that step's result or error, or
+  // entered a later one (a rank outside a step's group skips it).
+  void done_upto(int rank, int seq);
+  void pass_on_rows_up_to(int seq);
   OtherLine on_other_line_;
+  RowDone on_row_;
+  std::map<int, int> done_upto_;        // by rank
+  std::map<int, int> ranks_done_upto_;  // how many ranks are done up to each step; the first is the least
+  std::map<int, SmokeRow> open_rows_;   // by step: the results in so far, while on_row_ is set
+  int passed_upto_ = 0;                 // every step up to this one was passed on
 };
 
 // The checks on what the ranks said and how the job ended: hellos (every rank once, none

@@ -5,7 +5,13 @@ namespace muster {
 
 namespace {
 const char* kind_name(SmokeEvent::Kind k) {
-  return k == SmokeEvent::Kind::Enter ? "enter" : k == SmokeEvent::Kind::Result ? "result" : "error";
+  switch (k) {
+    case SmokeEvent::Kind::Enter: return "enter";
+    case SmokeEvent::Kind::Result: return "result";
+    case SmokeEvent::Kind::Skip: return "skip";
+    case SmokeEvent::Kind::Error: break;
+  }
+  return "error";
 }
 }  // namespace
 
@@ -19,7 +25,8 @@ SmokeEvent smoke_event_from_json(const nlohmann::json& j) {
   SmokeEvent e;
   std::string type = j.at("type");
   e.kind = type == "enter" ? SmokeEvent::Kind::Enter
-           : type == "result" ? SmokeEvent::Kind::Result : SmokeEvent::Kind::Error;
+           : type == "result" ? SmokeEvent::Kind::Result
+           : type == "skip" ? SmokeEvent::Kind::Skip : SmokeEvent::Kind::Error;
   e.seq = j.at("seq");
   e.group = j.at("group");
   e.op = op_from_name(j.at("op")).value_or(CollectiveOp::Barrier);

@@ -146,11 +146,37 @@ TEST(Smoke, ARankKilledMidTestFailsTheRunNamingIt) {
       << report["problems"].dump(2);
 }
 
+// One line per node, the same every run: no race between a rank that found no GPU and one
+// that had not said hello yet.
 TEST(Smoke, ExplicitNcclWithoutAGpuIsOneClearLine) {
-  auto r = run_muster({"smoke", "-n", "1", "--backend", "nccl", "--max-bytes", "1K", "--json"});
-  EXPECT_EQ(r.exit_code, 1);
-  auto report = nlohmann::json::parse(r.out);
-  EXPECT_TRUE(has_problem(report, "cannot use NCCL")) << report["problems"].dump(2);
+  for (int run = 0; run < 3; ++run) {
+    auto r = run_muster({"smoke", "-n", "2", "--backend", "nccl", "--max-bytes", "1K", "--json"});
+    EXPECT_EQ(r.exit_code, 1);
+    auto report = nlohmann::json::parse(r.out);
+    ASSERT_EQ(report["problems"].size(), 1u) << report["problems"].dump(2);
+    EXPECT_TRUE(has_problem(report, ": cannot use NCCL: no NVIDIA GPU for its 2 ranks")) << report["problems"].dump(2);
+    EXPECT_TRUE(report["hellos"].empty()) << r.out;  // nothing was started
+  }
+  auto text = run_muster({"smoke", "-n", "2", "--backend", "nccl", "--max-bytes", "1K"});
+  EXPECT_EQ(text.exit_code, 1);
+  EXPECT_EQ(text.out.find("never said hello"), std::string::npos) << text.out;
+}
+
+// As nccl-tests does, each row is printed as soon as it is measured, not at the end: here
+// while rank 1 is still stopped before a later step, which keeps muster running until the
+// collective's timeout.
+TEST(Smoke, EachRowIsPrintedAsSoonAsItIsMeasured) {
+  RunningCommand smoke({MUSTER_BINARY, "smoke", "-n", "2", "--max-bytes", "1K", "--timeout", "3"},
+                       {"MUSTER_SMOKE_STALL=1:5"});
+  const std::string early = smoke.read_out_until("   sum    -1 ", std::chrono::seconds(60));
+  EXPECT_NE(early.find("# all_reduce (world, 2 ranks)"), std::string::npos) << early;
+  // Rank 1 holds muster for the 3 s timeout and the settle after it: a second after the
+  // first row, muster runs still unless that row came only at its end.
+  std::this_thread::sleep_for(std::chrono::seconds(1));
+  EXPECT_TRUE(process_alive(smoke.pid())) << "the first row came only when muster ended:\n" << early;
+  auto r = smoke.wait();
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_NE(r.out.find("FAIL "), std::string::npos) << r.out;
 }
 
 }  // namespace

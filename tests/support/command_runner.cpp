@@ -71,8 +71,28 @@ RunningCommand::~RunningCommand() {
 
 void RunningCommand::signal(int sig) { kill(pid_, sig); }
 
+std::string RunningCommand::read_out_until(const std::string& text, std::chrono::seconds limit) {
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  char buffer[65536];
+  while (out_fd_ >= 0 && out_read_early_.find(text) == std::string::npos) {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) break;
+    pollfd fd = {out_fd_, POLLIN, 0};
+    if (poll(&fd, 1, int(std::min<long>(left.count(), 1000))) <= 0) continue;
+    ssize_t n = read(out_fd_, buffer, sizeof buffer);
+    if (n <= 0) {
+      close(out_fd_);
+      out_fd_ = -1;
+    } else {
+      out_read_early_.append(buffer, size_t(n));
+    }
+  }
+  return out_read_early_;
+}
+
 CommandResult RunningCommand::wait(std::chrono::seconds limit) {
   CommandResult result;
+  result.out = out_read_early_;
   auto deadline = std::chrono::steady_clock::now() + limit;
   char buffer[65536];
   bool killed = false;
