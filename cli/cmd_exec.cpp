@@ -14,6 +14,8 @@
 #include "launcher/cluster/cluster_input.h"
 #include "launcher/cluster/hostlist.h"
 #include "launcher/error.h"
+#include "launcher/job/exec_here.h"
+#include "launcher/cluster/hostfile.h"
 #include "launcher/remote/remote_exec.h"
 #include "launcher/remote/slurm_exec.h"
 
@@ -66,6 +68,12 @@ int run_exec(const ExecOptions& options) {
     print_note_raw(step.srun_said);
     return step.exit_status;
   }
+  // This machine alone: the command runs here, as run's ranks do, with no SSH.
+  if (only_this_machine(cluster)) {
+    auto results = exec_here(cluster, options.command, options.fold ? ExecLineSink() : sink);
+    if (options.fold) print_folded(results);
+    return exec_exit_status(results);
+  }
   auto transport = make_libssh_transport();
   auto results = exec_on_nodes(*transport, cluster, options.command, options.remote.fanout,
                                options.fold ? ExecLineSink() : sink);
@@ -91,8 +99,10 @@ CommandAction setup_exec(CLI::App& app) {
       ->excludes(no_prefix);
   fold->excludes(no_prefix);
   app.add_option("command", options->command, "the command, after --; its words arrive verbatim");
-  app.footer("Exit status: the largest remote one (255 for a node that could not be reached, "
-             "128+N for a command killed by signal N).");
+  app.footer("Without -f, -H or --hostfile: this machine, without SSH.\n"
+             "Exit status: the largest of the nodes' (255 for a node that could not be reached, "
+             "128+N for a command killed by signal N); 127 when the command is not found here, "
+             "126 when it is not executable; 2 for usage or configuration errors.");
   return [options]() { return run_exec(*options); };
 }
 

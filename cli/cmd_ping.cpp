@@ -1,5 +1,6 @@
 // muster ping: how every node is reached, the RTT between every pair, and the interface
 // choice that follows.
+#include <algorithm>
 #include <functional>
 #include <memory>
 
@@ -9,6 +10,7 @@
 
 #include "cli/cluster_input.h"
 #include "cli/commands.h"
+#include "cli/flag_checks.h"
 #include "cli/remote_options.h"
 #include "cli/terminal_output.h"
 #include "launcher/cluster/cluster_input.h"
@@ -43,7 +45,7 @@ nlohmann::json report_json(const PingReport& r) {
   nlohmann::json nodes = nlohmann::json::array();
   for (const auto& n : r.nodes) {
     nlohmann::json node = {
-        {"host", n.host}, {"address", n.address}, {"reachable", n.reach.ok},
+        {"host", n.host}, {"address", n.address}, {"this_machine", n.here}, {"reachable", n.reach.ok},
         {"error", n.reach.ok ? nlohmann::json(nullptr) : nlohmann::json(n.reach.failure)},
         {"steps_ms", {{"resolve", n.reach.timings.resolve_ms},
                       {"tcp_connect", n.reach.timings.tcp_connect_ms},
@@ -93,17 +95,26 @@ nlohmann::json report_json(const PingReport& r) {
           {"passed", !r.failed()}};
 }
 
-// A node-by-node matrix, row to column, one cell per ordered pair.
+// A node-by-node matrix, row to column, one cell per ordered pair. Past what 80 columns
+// hold, the columns come in blocks, each under its own header, as a wide table is printed.
 std::string matrix_text(const PingReport& r, size_t width, const std::string& title,
                         const std::function<std::string(const PairProbe*, size_t, size_t)>& cell) {
-  std::string out = fmt::format("\n{}, row to column:\n{:<{}}", title, "", width + 2);
-  for (const auto& n : r.nodes) out += fmt::format("{:>10}", n.host.substr(0, 9));
-  out += "\n";
-  for (size_t i = 0; i < r.nodes.size(); ++i) {
-    out += fmt::format("  {:<{}}", r.nodes[i].host, width);
-    for (size_t j = 0; j < r.nodes.size(); ++j)
-      out += fmt::format("{:>10}", i == j ? "-" : cell(shown_probe(r, int(i), int(j)), i, j));
+  constexpr size_t kCell = 10;
+  const size_t n = r.nodes.size();
+  const size_t per_block = std::max<size_t>(1, (kColumns - std::min(kColumns, width + 2)) / kCell);
+  std::string out = fmt::format("\n{}, row to column:\n", title);
+  for (size_t first = 0; first < n; first += per_block) {
+    const size_t last = std::min(n, first + per_block);
+    if (first > 0) out += "\n";
+    out += fmt::format("{:<{}}", "", width + 2);
+    for (size_t j = first; j < last; ++j) out += fmt::format("{:>{}}", r.nodes[j].host.substr(0, kCell - 1), kCell);
     out += "\n";
+    for (size_t i = 0; i < n; ++i) {
+      out += fmt::format("  {:<{}}", r.nodes[i].host, width);
+      for (size_t j = first; j < last; ++j)
+        out += fmt::format("{:>{}}", i == j ? "-" : cell(shown_probe(r, int(i), int(j)), i, j), kCell);
+      out += "\n";
+    }
   }
   return out;
 }
@@ -117,6 +128,10 @@ std::string report_text(const PingReport& r) {
       out += fmt::format("  {:<{}}  FAILED  {}\n", n.host, width, n.reach.failure);
       continue;
     }
+    if (n.here) {
+      out += fmt::format("  {:<{}}  this machine: muster runs here, no SSH\n", n.host, width);
+      continue;
+    }
     out += fmt::format("  {:<{}}  {:6.2f} {:6.2f} {:7.2f} {:7.2f}   clock {:+.2f} ms\n", n.host,
                        width, n.reach.timings.resolve_ms, n.reach.timings.tcp_connect_ms,
                        n.reach.timings.ssh_ms, n.reach.command_rtt_ms, n.clock_offset_ms.value_or(0));
@@ -125,7 +140,9 @@ std::string report_text(const PingReport& r) {
   for (const auto& p : r.problems)
     if (p.kind == FindingKind::Rtt && p.severity == Finding::Severity::Warn && p.node)
       outliers.push_back(*p.node);
-  out += matrix_text(r, width, "median RTT (us)", [&](const PairProbe* p, size_t i, size_t j) {
+  const bool here = std::all_of(r.nodes.begin(), r.nodes.end(), [](const NodeStatus& n) { return n.here; });
+  if (here) out += "\nno pairs to probe: every node is this machine\n";
+  else out += matrix_text(r, width, "median RTT (us)", [&](const PairProbe* p, size_t i, size_t j) {
     if (!p) return std::string("?");
     if (!p->result.reachable) return std::string("UNREACH");
     bool marked = std::count(outliers.begin(), outliers.end(), int(i)) ||
@@ -157,21 +174,26 @@ CommandAction setup_ping(CLI::App& app) {
   add_cluster_input_options(app, options->cluster, RankFlags::Omitted);
   add_remote_flags(app, options->remote, RemoteUse::Agents);
   app.add_option("--count", options->count, "round trips per pair and address (K)")
-      ->check(CLI::Range(1, 100000))
+      ->check(in_range(1, 100000, true))
       ->capture_default_str();
   app.add_flag("--bandwidth", options->bandwidth, "also measure bulk TCP throughput per pair");
   app.add_flag("--json", options->json, "print the whole report as JSON");
-  app.footer("Exit status: 0 when every check passed, 1 when one failed, 2 for usage or "
-             "configuration errors.");
+  app.footer("Without -f, -H or --hostfile: this machine, without SSH.\n"
+             "Exit status: 0 when every check passed, 1 when one failed, 255 when a node "
+             "could not be reached, 2 for usage or configuration errors.");
   return [options]() {
     ClusterContext context(load_cluster(options->cluster), options->remote.settings());
     PingOptions ping;
     ping.round_trips = options->count;
     ping.bandwidth = options->bandwidth;
-    PingReport report = ping_cluster(context.session(Reach::BestEffort), context.cluster(),
-                                     ping, context.interrupt_fds());
+    // This machine alone is reached without SSH, as run and doctor reach it.
+    PingReport report = context.is_local() ? ping_here(context.cluster())
+                                           : ping_cluster(context.session(Reach::BestEffort),
+                                                          context.cluster(), ping, context.interrupt_fds());
     print_out(options->json ? report_json(report).dump(2) + "\n" : report_text(report));
-    return report.failed() ? 1 : 0;
+    const bool unreached = std::any_of(report.nodes.begin(), report.nodes.end(),
+                                       [](const NodeStatus& n) { return !n.reach.ok; });
+    return unreached ? 255 : report.failed() ? 1 : 0;
   };
 }
 

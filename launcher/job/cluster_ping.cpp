@@ -9,6 +9,8 @@
 #include <nlohmann/json.hpp>
 
 #include "launcher/job/node_facts.h"
+#include "launcher/remote/agent.h"
+#include "topology/topology_source.h"
 #include "launcher/json_fields.h"
 
 namespace muster {
@@ -232,6 +234,31 @@ std::vector<std::string> PingReport::blocking_problems() const {
         (p.kind == FindingKind::Identity || p.kind == FindingKind::Rendezvous))
       out.push_back(p.message);
   return out;
+}
+
+PingReport ping_here(const ClusterSpec& cluster) {
+  PingReport report;
+  const NodeHello self = describe_this_node(HwlocTopologySource().load(), 0, "");
+  for (const auto& node : cluster.nodes) {
+    NodeStatus status;
+    status.host = node.host;
+    status.address = node.address;
+    status.here = true;
+    status.reach.ok = true;
+    status.clock_offset_ms = 0;  // the head's own clock
+    status.facts = self;
+    report.nodes.push_back(std::move(status));
+  }
+  analyze_probes(cluster, report);
+  // The ranks rendezvous on loopback and use no socket interface, as run starts them here:
+  // nothing about pairs or interfaces applies.
+  std::erase_if(report.problems, [](const Finding& f) {
+    return f.kind == FindingKind::Rendezvous || f.kind == FindingKind::Interfaces || f.kind == FindingKind::Pair;
+  });
+  report.choice.master_addr = "127.0.0.1";
+  report.choice.interface_of.clear();
+  report.choice.subnet.clear();
+  return report;
 }
 
 PingReport ping_cluster(ClusterSession& session, const ClusterSpec& cluster,

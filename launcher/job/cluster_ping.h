@@ -36,6 +36,7 @@ struct NodeStatus {
   NodeReach reach;
   std::optional<double> clock_offset_ms;        // node clock minus head clock
   std::optional<NodeHello> facts;
+  bool here = false;                            // this machine: reached without SSH
 };
 
 struct PingReport {
@@ -55,6 +56,11 @@ struct PingReport {
 // cluster's checks. Throws Interrupted on a byte from `interrupt_fds`.
 PingReport ping_cluster(ClusterSession& session, const ClusterSpec& cluster,
                         const PingOptions& options, const std::vector<int>& interrupt_fds);
+
+// The pass for a cluster whose every node is this machine (no cluster named): each node
+// reached without SSH and described as an agent would describe it; no pairs to probe. Two
+// entries for this machine are found to be the same machine, as over SSH.
+PingReport ping_here(const ClusterSpec& cluster);
 
 // What the measurements in `report` (nodes and pairs) allow: the rendezvous address and
 // interfaces, and the problems found. The last step of ping_cluster, on its own for the

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <functional>
 #include <memory>
+#include <map>
 #include <set>
 
 #include <unistd.h>
@@ -77,14 +78,14 @@ class Doctor {
     const bool selected = name == "cluster" ||
                           ((request_.only.empty() || contains(request_.only, name)) &&
                            !contains(request_.skip, name));
-    std::string failed_need;
+    std::string failed_need;  // the stage that failed, itself or through a stage it skipped
     for (const auto& need : needs)
-      if (failed_.count(need)) failed_need = need;
+      if (auto it = failed_.find(need); it != failed_.end()) failed_need = it->second;
     if (!selected || !failed_need.empty()) {
       result.status = CheckStatus::Skip;
       result.reason = selected ? fmt::format("skipped: the {} stage failed", failed_need)
                                : "not selected (--only / --skip)";
-      if (!failed_need.empty()) failed_.insert(name);  // what needs it is skipped too
+      if (!failed_need.empty()) failed_[name] = failed_need;  // what needs it is skipped too
       add(name, "stage", std::nullopt, CheckStatus::Skip, result.reason);
     } else {
       begin(name);
@@ -380,7 +381,7 @@ class Doctor {
         result.reason = report_.checks[i].reason;
         break;
       }
-    if (result.status == CheckStatus::Fail && !any_passed) failed_.insert(result.name);
+    if (result.status == CheckStatus::Fail && !any_passed) failed_[result.name] = result.name;
   }
 
   // The launch and smoke stages' ranks: every slot of every node that answered. A lone
@@ -427,7 +428,9 @@ class Doctor {
   DoctorObserver& observer_;
   DoctorReport report_;
   std::unique_ptr<ClusterContext> context_;
-  std::set<std::string> failed_;
+  // Each stage that cannot be built on, to the stage whose failure caused it (itself, or
+  // the failed stage that made it skip): "skipped: the cluster stage failed", not "ssh".
+  std::map<std::string, std::string> failed_;
   std::optional<ClusterHealth> health_;  // the health stage's first read, for the counters' second
   // A node's checks take well under a second; a hung NVML or file system costs this, no more.
   static constexpr std::chrono::milliseconds kHealthLimit{20000};

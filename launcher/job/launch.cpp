@@ -58,9 +58,7 @@ LaunchedJob run_here(ClusterContext& context, const JobOptions& options,
 
   // 2. Everything a rank will see, checked before anything starts.
   const Environment muster_env = node_environment();
-  if (options.command.front() != kMusterSelf && !find_program(options.command.front(), muster_env))
-    throw Error(ErrorKind::Usage, fmt::format("'{}': command not found in PATH",
-                                              options.command.front()));
+  if (options.command.front() != kMusterSelf) check_command_runs(options.command.front(), muster_env);
   LaunchRequest request = launch_request(options, cluster, muster_env);
   request.job.master_addr = "127.0.0.1";  // every rank is on this machine
   request.job.master_port = find_free_tcp_port();

@@ -37,13 +37,13 @@ int JobResult::exit_code() const {
     case JobEnd::TimedOut:
     case JobEnd::TimeLimit: return 124;  // timeout(1)'s convention
     case JobEnd::Interrupted: return 128 + received_signal;
-    case JobEnd::StartFailed: return 127;  // the shell's "command not found / not executable"
     case JobEnd::NodeLost: return 255;
+    case JobEnd::StartFailed:  // the rank's 126 or 127 when known, as a shell says them
     case JobEnd::RankFailed:
       for (const auto& r : ranks)
         if (first_failed_rank && r.rank == *first_failed_rank && r.status)
           return r.status->shell_code();
-      return 1;
+      return end == JobEnd::StartFailed ? 127 : 1;
   }
   return 1;
 }
@@ -71,7 +71,7 @@ class LocalJob {
     try {
       start_ranks(ranks);
       supervise_until_ranks_end();
-      clear_leftover_processes();
+      if (policy_.stop_what_ranks_leave || tearing_down_) clear_leftover_processes();
       drain_and_close_output();
     } catch (...) {
       // An output sink that threw, memory that ran out: nothing of the job may outlive it.
@@ -97,7 +97,10 @@ class LocalJob {
       } catch (const Error& e) {
         result_.start_error = e.what();
         result_.first_failed_rank = ranks[i].rank;
-        output_.rank_ended(ranks[i].rank, ExitStatus::exited(127));
+        // A shell's numbers: 126 for a file that cannot be executed, else 127.
+        slots_[i].outcome.status =
+            ExitStatus::exited(e.kind() == ErrorKind::CommandNotExecutable ? 126 : 127);
+        output_.rank_ended(ranks[i].rank, *slots_[i].outcome.status);
         begin_teardown(JobEnd::StartFailed);
       }
     }
@@ -295,6 +298,7 @@ class LocalJob {
     if (!first_failure) return;
     if (!result_.first_failed_rank) result_.first_failed_rank = first_failure->rank;
     result_.end = JobEnd::RankFailed;
+    if (!policy_.failure_stops_the_others) return;
     if (!only_gave_up) begin_teardown(JobEnd::RankFailed);
     else if (!settle_until_) settle_until_ = Clock::now() + policy_.settle;
   }

@@ -45,6 +45,12 @@ struct TeardownPolicy {
   // let every rank still waiting say so, so that the one still silent is the one that hung.
   std::optional<int> gave_up_exit_code;
   Milliseconds settle{0};
+  // False for commands run once per node (exec, like pdsh): each ends in its own time and a
+  // failure stops no other. Teardown still follows a signal to muster or the timeout.
+  bool failure_stops_the_others = true;
+  // False for exec too: what a command started and left running (a daemon, `cmd &`) stays,
+  // as it does after pdsh or ssh. A job's ranks leave nothing behind.
+  bool stop_what_ranks_leave = true;
 };
 
 // True when `status` is the policy's gave_up_exit_code: a failure that waits out the settle.

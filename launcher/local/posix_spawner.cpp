@@ -105,20 +105,57 @@ std::vector<char*> c_strings(std::vector<std::string>& strings) {
 
 }  // namespace
 
+namespace {
+// Where a command `name` (no '/') may be, in the PATH's order.
+std::vector<std::string> places_in_path(const std::string& name, const Environment& env) {
+  std::vector<std::string> places;
+  std::istringstream dirs(env.has("PATH") ? env.get("PATH") : "/usr/local/bin:/usr/bin:/bin");
+  std::string dir;
+  while (std::getline(dirs, dir, ':')) places.push_back((dir.empty() ? "." : dir) + "/" + name);
+  return places;
+}
+}  // namespace
+
 // execvpe searches the PATH of the calling process; a rank's PATH is in its own spec.
 std::optional<std::string> find_program(const std::string& name, const Environment& env) {
   if (name.find('/') != std::string::npos) {
     if (access(name.c_str(), X_OK) == 0) return name;
     return std::nullopt;
   }
-  std::string path = env.has("PATH") ? env.get("PATH") : "/usr/local/bin:/usr/bin:/bin";
-  std::istringstream dirs(path);
-  std::string dir;
-  while (std::getline(dirs, dir, ':')) {
-    std::string candidate = (dir.empty() ? "." : dir) + "/" + name;
+  for (const auto& candidate : places_in_path(name, env))
     if (access(candidate.c_str(), X_OK) == 0) return candidate;
-  }
   return std::nullopt;
+}
+
+namespace {
+// Why the file `path`, which exists, is not a command; "" when it is one.
+std::string why_not_executable(const std::string& path) {
+  struct stat st = {};
+  if (stat(path.c_str(), &st) != 0) return "";
+  if (S_ISDIR(st.st_mode)) return "is a directory, not a program";
+  if (access(path.c_str(), X_OK) != 0)
+    return fmt::format("is not executable (mode {:04o}); make it so with chmod +x, or name its "
+                       "interpreter first (python3 {})", st.st_mode & 07777, path);
+  return "";
+}
+}  // namespace
+
+void check_command_runs(const std::string& name, const Environment& env) {
+  if (name.find('/') != std::string::npos) {
+    if (access(name.c_str(), F_OK) != 0)
+      throw Error(ErrorKind::CommandNotFound, fmt::format("'{}': no such file", name));
+    if (std::string why = why_not_executable(name); !why.empty())
+      throw Error(ErrorKind::CommandNotExecutable, fmt::format("'{}': {}", name, why));
+    return;
+  }
+  if (find_program(name, env)) return;
+  // A file of that name in the PATH that is not executable is what a shell would report.
+  for (const auto& candidate : places_in_path(name, env)) {
+    if (access(candidate.c_str(), F_OK) != 0) continue;
+    if (std::string why = why_not_executable(candidate); !why.empty())
+      throw Error(ErrorKind::CommandNotExecutable, fmt::format("'{}': {} {}", name, candidate, why));
+  }
+  throw Error(ErrorKind::CommandNotFound, fmt::format("'{}': command not found in PATH", name));
 }
 
 PosixSpawner::PosixSpawner() {
@@ -271,9 +308,20 @@ SpawnedProcess PosixSpawner::spawn(const ProcessSpec& spec) {
     close(err[0]);
     // posix_spawn gives an errno, not the step that failed: a directory that cannot be
     // entered is the likelier cause when there is one.
-    std::string what = workdir && !can_enter(workdir) ? fmt::format("cannot enter '{}'", *spec.workdir)
-                                                      : fmt::format("cannot execute '{}'", spec.argv[0]);
-    throw Error(ErrorKind::Runtime, fmt::format("{}: {}", what, strerror(failure)));
+    // Else the command itself, found or refused as a shell would (127 and 126).
+    if (workdir && !can_enter(workdir))
+      throw Error(ErrorKind::Runtime, fmt::format("cannot enter '{}': {}", *spec.workdir, strerror(failure)));
+    // A file that is there but names an interpreter that is not ("#!/usr/bin/python4") is
+    // ENOENT too; a shell says "bad interpreter" and 126 for it.
+    const bool there = access(program.c_str(), F_OK) == 0;
+    ErrorKind kind = ErrorKind::Runtime;  // out of memory, processes or file descriptors
+    if ((failure == ENOENT || failure == ENOTDIR) && !there) kind = ErrorKind::CommandNotFound;
+    else if (failure == ENOENT || failure == EACCES || failure == ENOEXEC || failure == EISDIR ||
+             failure == ETXTBSY || failure == EPERM)
+      kind = ErrorKind::CommandNotExecutable;
+    throw Error(kind, fmt::format("cannot execute '{}': {}", spec.argv[0],
+                                  failure == ENOENT && there ? "its interpreter (#!) is not there"
+                                                             : strerror(failure)));
   }
   fcntl(out[0], F_SETFL, O_NONBLOCK);
   fcntl(err[0], F_SETFL, O_NONBLOCK);

@@ -10,6 +10,12 @@ namespace muster {
 // The executable `name` resolves to through the PATH of `env`, if any.
 std::optional<std::string> find_program(const std::string& name, const Environment& env);
 
+// Checks that `name` can be executed as a command in `env`, as a shell would before running
+// it: throws Error(CommandNotFound) when there is no such file or none in the PATH, and
+// Error(CommandNotExecutable) when the file is there but cannot be executed (a directory, a
+// file without the execute bit), each message naming the file and the fix.
+void check_command_runs(const std::string& name, const Environment& env);
+
 // Starts a helper program (srun) with posix_spawn, which is safe in a process with threads
 // where fork is not: from the PATH of `env`, stdin from /dev/null, stdout and stderr onto
 // `out_fd` and `err_fd`, no signal blocked. With `own_session` it is cut off from the

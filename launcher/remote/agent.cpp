@@ -95,6 +95,8 @@ class AgentOutput : public JobOutput {
 // them when this node holds rank 0.
 std::vector<int> two_free_ports() { return {find_free_tcp_port(), find_free_tcp_port()}; }
 
+}  // namespace
+
 NodeHello describe_this_node(const Topology& topology, int probe_port, const std::string& probe_secret) {
   NodeHello hello;
   char name[256] = {};
@@ -116,6 +118,8 @@ NodeHello describe_this_node(const Topology& topology, int probe_port, const std
   if (uname(&u) == 0) hello.kernel = u.release;
   return hello;
 }
+
+namespace {
 
 // Probes the given addresses of other nodes one after the other; the head's schedule makes
 // sure this node is in one measurement at a time.

@@ -6,6 +6,10 @@
 
 #include <chrono>
 #include <functional>
+#include <string>
+
+#include "launcher/remote/launch_spec.h"
+#include "topology/topology.h"
 
 namespace muster {
 
@@ -28,5 +32,9 @@ struct HeadChannel {
 // is lost. `reach_head` runs on a thread of its own while the agent looks at its node; when
 // it throws, so does run_agent. Returns the process exit status.
 int run_agent(const std::function<HeadChannel()>& reach_head, const AgentSettings& settings);
+
+// What an agent tells the head of this node in its hello: identity, GPUs, addresses, free
+// ports, and where its probe server listens (0 and "" where there is none).
+NodeHello describe_this_node(const Topology& topology, int probe_port, const std::string& probe_secret);
 
 }  // namespace muster

@@ -320,7 +320,7 @@ std::unique_ptr<ClusterSession> ClusterSession::open(std::shared_ptr<AgentLaunch
   if (!problems.empty() && options.reach == Reach::AllOrNothing) {
     problems.push_back(fmt::format("{} of {} node{} could not be reached; nothing was started",
                                    problems.size(), n, n == 1 ? "" : "s"));
-    throw Error(ErrorKind::Runtime, problems);
+    throw Error(ErrorKind::Unreachable, problems);
   }
   for (size_t i = 0; i < n; ++i) {
     Link& link = *session->links_[i];

@@ -123,9 +123,25 @@ TEST(Doctor, OnATerminalProgressIsRedrawnAndColourFollowsNoColor) {
   ASSERT_EQ(tty.exit_code, 0) << tty.out << tty.err;
   EXPECT_NE(tty.out.find("\r\033[K"), std::string::npos);         // the progress line redrawn
   EXPECT_NE(tty.out.find("\033[32mPASS\033[0m"), std::string::npos);  // coloured status
+  // Each result once: the progress is replaced stage after stage, and the table says them.
+  EXPECT_EQ(tty.out.find("doctor: smoke pass"), std::string::npos) << tty.out;
+  EXPECT_NE(tty.out.find("smoke     hello"), std::string::npos) << tty.out;
   auto plain = run_command({"script", "-qec", command, "/dev/null"}, {"NO_COLOR=1"});
   EXPECT_EQ(plain.out.find("\033[32m"), std::string::npos) << plain.out;
   EXPECT_NE(plain.out.find("PASS in"), std::string::npos);
+}
+
+// The table fits 80 columns: a long REASON wraps under itself; --json keeps it whole.
+TEST(Doctor, TheTableFitsEightyColumnsAndJsonKeepsEachReasonWhole) {
+  TempDir dir;
+  auto r = run_muster({"doctor", "--json", dir.file("report.json")});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto report = read_json(dir.file("report.json"));
+  for (const auto& c : report["checks"])
+    EXPECT_EQ(c["reason"].get<std::string>().find('\n'), std::string::npos) << c.dump();
+  ASSERT_NE(r.out.find("STAGE "), std::string::npos) << r.out;  // the report went to its file
+  std::istringstream lines(r.out);
+  for (std::string line; std::getline(lines, line);) EXPECT_LE(line.size(), 80u) << line;
 }
 
 TEST(Doctor, OnlyAndSkipSelectStagesAndUnknownStagesAreUsageErrors) {
@@ -173,9 +189,11 @@ TEST(Doctor, AnInvalidClusterFileIsAConfigurationError) {
   auto report = read_json(dir.file("report.json"));
   EXPECT_NE((*find_check(report, "cluster", "cluster file"))["reason"].get<std::string>().find(
                 "unknown key 'hots' in a node entry, did you mean 'host'?"), std::string::npos);
+  // Every later stage names the stage that failed, not the one between that was skipped.
   for (const auto& s : report["stages"]) {
     if (s["name"] != "cluster") {
       EXPECT_EQ(s["status"], "skip");
+      EXPECT_EQ(s["reason"], "skipped: the cluster stage failed") << s.dump();
     }
   }
 }

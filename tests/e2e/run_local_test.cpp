@@ -247,8 +247,6 @@ TEST(RunLocal, BadInputStartsNothingAndExits2) {
     std::vector<std::string> args;
     std::string message;
   } cases[] = {
-      {{"run", "-n", "2", "--", "no-such-command-xyz"},
-       "muster: error: 'no-such-command-xyz': command not found in PATH"},
       {{"run", "-f", dir.file("bad.yaml"), "--", "touch", dir.file("started")},
        "muster: error: " + dir.file("bad.yaml") +
            ":3:5: unknown key 'slot' in a node entry, did you mean 'slots'?"},
@@ -263,7 +261,27 @@ TEST(RunLocal, BadInputStartsNothingAndExits2) {
       {{"run", "--grace", "soon", "--", "touch", dir.file("started")},
        "muster: error: --grace: 'soon' is not a number"},
       {{"rnu", "-n", "2", "--", "touch", dir.file("started")},
-       "muster: error: 'rnu' is not a muster command; the commands are doctor, health, run,"},
+       "muster: error: 'rnu' is not a muster command, did you mean 'run'?"},
+      {{"frobnicate", "-n", "2", "--", "touch", dir.file("started")},
+       "muster: error: 'frobnicate' is not a muster command; the commands are doctor, health, run,"},
+      {{"run", "--tga", "none", "-n", "2", "--", "touch", dir.file("started")},
+       "muster: error: unknown option '--tga' for 'muster run', did you mean '--tag'?"},
+      // mpirun's habit: the command straight after the flags, its own options and all.
+      {{"run", "-n", "2", "--tag", "none", "touch", "-c", dir.file("started")},
+       "muster: error: put the command after --: muster run -n 2 --tag none -- touch -c " + dir.file("started")},
+      {{"run", "-n", "2", "hostname", "-f"}, "muster: error: put the command after --: muster run -n 2 -- hostname -f"},
+      {{"run", "--bogus", "touch", "-c", dir.file("started")}, "muster: error: unknown option '--bogus' for 'muster run'"},
+      {{"run", "-np", "2", "--", "touch", dir.file("started")},
+       "muster: error: '-np' is mpirun's spelling; muster's is '--np' or '-n', as in 'muster run --np 4'"},
+      {{"run", "-n", "2", "-n", "3", "--", "touch", dir.file("started")},
+       "muster: error: -n/--np is given more than once; give it once"},
+      {{"plan", "-n", "2", "extra", "two words"},
+       "muster: error: 'muster plan' takes no argument 'extra two words'; see 'muster plan --help'"},
+      {{"hostlist"}, "muster: error: 'muster hostlist' needs host lists"},
+      {{"run", "-x"}, "muster: error: -x/--export needs a value after it; see 'muster run --help'"},
+      {{"exec", "--fold", "-N", "--", "touch", dir.file("started")},
+       "muster: error: --fold and --no-prefix cannot be used together"},
+      {{"ping", "--count", "1.5"}, "muster: error: --count: '1.5' is not a whole number; see 'muster ping --help'"},
       {{"-n", "2", "run", "--", "touch", dir.file("started")},
        "muster: error: '-n': the command comes first, as in 'muster run -n 2 -- CMD'"},
   };
@@ -272,16 +290,81 @@ TEST(RunLocal, BadInputStartsNothingAndExits2) {
     EXPECT_EQ(r.exit_code, 2) << c.message << "\n" << r.err;
     EXPECT_NE(r.err.find(c.message), std::string::npos) << r.err;
   }
-  // A node that cannot be reached is a runtime failure (1), named with its cause.
+  // A command that is not there is a shell's 127; a file that is not a program its 126.
+  dir.write("not-a-program.sh", "touch started\n");
+  struct Refused {
+    std::string command;
+    int exit_code;
+    std::string message;
+  } refused[] = {
+      {"no-such-command-xyz", 127, "muster: error: 'no-such-command-xyz': command not found in PATH"},
+      {dir.file("nothing-here"), 127, "muster: error: '" + dir.file("nothing-here") + "': no such file"},
+      {dir.file("not-a-program.sh"), 126,
+       "muster: error: '" + dir.file("not-a-program.sh") + "': is not executable (mode 0644)"},
+      {dir.path(), 126, "muster: error: '" + dir.path() + "': is a directory, not a program"},
+  };
+  for (const auto& c : refused) {
+    auto r = run_muster({"run", "-n", "2", "--", c.command});
+    EXPECT_EQ(r.exit_code, c.exit_code) << r.err;
+    EXPECT_NE(r.err.find(c.message), std::string::npos) << r.err;
+  }
+  // A script whose interpreter is not there: 126 and "bad interpreter", as bash says.
+  dir.write("old-script", "#!/no/such/python4\n");
+  std::filesystem::permissions(dir.file("old-script"), std::filesystem::perms::owner_all);
+  auto interpreter = run_muster({"run", "-n", "2", "--", dir.file("old-script")});
+  EXPECT_EQ(interpreter.exit_code, 126) << interpreter.err;
+  EXPECT_NE(interpreter.err.find("its interpreter (#!) is not there"), std::string::npos) << interpreter.err;
+  // A node that cannot be reached is ssh's and pdsh's 255, named with its cause.
   auto unreachable = run_muster({"run", "-H", "elsewhere-host.invalid:2", "--", "touch",
                                  dir.file("started")});
-  EXPECT_EQ(unreachable.exit_code, 1);
+  EXPECT_EQ(unreachable.exit_code, 255);
   EXPECT_NE(unreachable.err.find("muster: error: elsewhere-host.invalid: name resolution: "),
             std::string::npos) << unreachable.err;
   // Both problems of bad.yaml in one run.
   auto r = run_muster({"run", "-f", dir.file("bad.yaml"), "--", "true"});
   EXPECT_NE(r.err.find(":4:11: host 'localhost' is listed twice"), std::string::npos) << r.err;
   EXPECT_FALSE(std::filesystem::exists(dir.file("started")));
+}
+
+// With no cluster named, exec runs here as run does: a child of muster, not of sshd.
+TEST(ExecLocal, WithNoClusterTheCommandRunsHereWithoutSsh) {
+  auto r = run_muster({"exec", "--", "sh", "-c", "cat /proc/$PPID/comm; echo oops >&2; exit 3"});
+  EXPECT_EQ(r.exit_code, 3) << r.err;
+  auto lines = r.out_lines();
+  ASSERT_EQ(lines.size(), 1u) << r.out;
+  EXPECT_EQ(lines[0].substr(lines[0].find("] ") + 2), "muster") << r.out;
+  EXPECT_NE(r.err.find("] oops"), std::string::npos) << r.err;
+  auto folded = run_muster({"exec", "-H", "localhost,127.0.0.1", "--fold", "--", "echo", "same"});
+  EXPECT_EQ(folded.exit_code, 0) << folded.err;
+  EXPECT_NE(folded.out.find("127.0.0.1,localhost (2)"), std::string::npos) << folded.out;
+  // What a command leaves running stays, as after pdsh: exec is not a job's teardown.
+  auto daemon = run_muster({"exec", "--", "sh", "-c", "setsid sleep 31.7 </dev/null >/dev/null 2>&1 &"});
+  EXPECT_EQ(daemon.exit_code, 0) << daemon.err;
+  std::vector<pid_t> left;
+  EXPECT_TRUE(wait_until([&] { return (left = processes_running({"sleep", "31.7"})).size() == 1; },
+                         std::chrono::seconds(10)));
+  for (pid_t pid : left) kill(pid, SIGKILL);
+  auto missing = run_muster({"exec", "--", "no-such-command-xyz"});
+  EXPECT_EQ(missing.exit_code, 127) << missing.err;
+  EXPECT_NE(missing.err.find("'no-such-command-xyz': command not found in PATH"), std::string::npos) << missing.err;
+}
+
+// With no cluster named, ping describes this machine, as doctor does, and the rendezvous run
+// would use here; a node that cannot be reached is 255, as for exec and run.
+TEST(PingLocal, WithNoClusterThisMachineIsReachedWithoutSsh) {
+  auto r = run_muster({"ping"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("this machine: muster runs here, no SSH"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("MASTER_ADDR: 127.0.0.1"), std::string::npos) << r.out;
+  auto unreachable = run_muster({"ping", "-H", "node[01-12].invalid"});
+  EXPECT_EQ(unreachable.exit_code, 255) << unreachable.err;
+  // Twelve columns come in two blocks, each within 80 columns.
+  for (const auto& line : unreachable.out_lines()) {
+    if (line.find("FAIL") != std::string::npos) continue;  // the reach lines say why in full
+    EXPECT_LE(line.size(), 80u) << line;
+  }
+  EXPECT_NE(unreachable.out.find("  node12.invalid         ?         ?         ?"), std::string::npos)
+      << unreachable.out;
 }
 
 }  // namespace

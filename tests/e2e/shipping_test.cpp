@@ -138,7 +138,7 @@ TEST_F(Shipping, WithShippingOffAStartFailureIsToldInTheNodesOwnWords) {
   broken.installed_muster = true;
   cluster_->set_up_host(1, broken);
   auto r = cluster_->muster({"run", "-f", file_, "--no-ship", "--", "true"});
-  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.exit_code, 255);
   EXPECT_NE(r.err.find("muster: error: node2: remote command: muster could not start there (exit "
                        "status 127, started as installed /usr/local/bin/muster): "
                        "/usr/local/bin/muster: error while loading shared libraries: "
@@ -152,7 +152,7 @@ TEST_F(Shipping, WithShippingOffAStartFailureIsToldInTheNodesOwnWords) {
   broken.installed_muster = false;
   cluster_->set_up_host(1, broken);
   auto none = cluster_->muster({"run", "-f", file_, "--no-ship", "--", "true"});
-  EXPECT_EQ(none.exit_code, 1);
+  EXPECT_EQ(none.exit_code, 255);
   EXPECT_NE(none.err.find(fmt::format("node2: remote command: no muster bundle of this build ({}) in "
                                       "~/.cache/muster, /usr/local/lib/muster or /usr/lib/muster, "
                                       "and no muster on the node's PATH", build_id())),
@@ -165,7 +165,7 @@ TEST_F(Shipping, AStartKilledByASignalIsToldWithItsSignal) {
   ASSERT_NO_FATAL_FAILURE(ship_to_a_cache_of_its_own(1));
   fs::copy_file(CRASH_ON_START_BINARY, bundle(1) + "/muster", fs::copy_options::overwrite_existing);
   auto r = cluster_->muster({"run", "-f", file_, "--no-ship", "--", "true"});
-  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.exit_code, 255);
   EXPECT_NE(r.err.find("node2: remote command: muster could not start there (was killed by SIGKILL (signal 9)"),
             std::string::npos) << r.err;
   EXPECT_NE(r.err.find("the bundle there may be damaged"), std::string::npos) << r.err;

@@ -136,8 +136,8 @@ TEST_F(SshCluster, AStoppedSshdFailsOnlyItsHostAndIsNamed) {
   EXPECT_EQ(exec.exit_code, 255);
   EXPECT_NE(exec.err.find("muster: error: node3: connection refused"), std::string::npos) << exec.err;
   EXPECT_EQ(lines_by_tag(exec.out).size(), 3u) << exec.out;  // the others still ran
-  // run starts nothing unless every node is there.
-  EXPECT_EQ(run.exit_code, 1);
+  // run starts nothing unless every node is there, and says so as exec does: 255.
+  EXPECT_EQ(run.exit_code, 255);
   EXPECT_NE(run.err.find("node3: connection refused"), std::string::npos) << run.err;
   EXPECT_NE(run.err.find("1 of 4 nodes could not be reached; nothing was started"),
             std::string::npos) << run.err;
@@ -324,7 +324,7 @@ TEST_F(SshCluster, MusterIsShippedToNodesThatLackItAndRefusedWithNoShip) {
   std::filesystem::remove(cached, ignored);
   auto refused = cluster_->muster({"run", "-f", cluster_->write_cluster_file(), "--no-ship", "--",
                                    "true"});
-  EXPECT_EQ(refused.exit_code, 1);
+  EXPECT_EQ(refused.exit_code, 255);
   EXPECT_NE(refused.err.find("node1: remote command: no muster bundle of this build (" + id + ")"),
             std::string::npos) << refused.err;
   auto shipped = cluster_->muster({"run", "-f", cluster_->write_cluster_file(), "--", "true"});
