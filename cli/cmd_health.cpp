@@ -54,7 +54,7 @@ CommandAction setup_health(CLI::App& app) {
   app.add_option("--timeout", options->timeout_s,
                  "fail, naming the check that hangs, when the checks take longer (default 60)")
       ->type_name("S")
-      ->check(CLI::Range(0.1, 86400.0));
+      ->check(in_range(0.1, 86400));
   app.add_flag("--drain", options->drain,
                "as Slurm's health check: drain this node (SLURMD_NODENAME) when sick, with the first "
                "finding as its reason; resume it once healthy if muster drained it");

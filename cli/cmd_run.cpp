@@ -66,8 +66,9 @@ CommandAction setup_run(CLI::App& app) {
   app.add_option("command", options->job.command, "the command each rank runs, after --");
   app.footer("Example: muster run -n 4 -- python3 train.py --epochs 1\n"
              "Exit status: 0 when every rank exits 0; else the first failed rank's status "
-             "(128+N for signal N); 124 on --timeout or a Slurm time limit; 255 when a node was lost; 2 for usage or "
-             "configuration errors.");
+             "(128+N for signal N); 124 on --timeout or a Slurm time limit; 127 when the command is "
+             "not found, 126 when it is not executable; 255 when a node could not be reached or was "
+             "lost; 2 for usage or configuration errors.");
   return [options]() { return run_job(*options); };
 }
 

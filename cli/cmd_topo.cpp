@@ -99,11 +99,16 @@ std::string topology_text(const Topology& t, const std::optional<JobGpus>& job) 
     out += fmt::format("  NUMA {}: {:.1f} GiB, CPUs {}\n", n.index,
                        double(n.memory_bytes) / (1024.0 * 1024 * 1024), format_cpu_list(n.cpus));
   if (t.gpus.empty()) out += "GPUs: none\n";
-  for (const auto& g : t.gpus)
-    out += fmt::format("GPU{}  {}  {}{}  NUMA {}  CPUs {}\n", g.index, g.location.bus_id,
-                       g.model.rfind(g.vendor, 0) == 0 ? g.model : g.vendor + " " + g.model, g.uuid ? "  " + *g.uuid : "",
-                       g.location.numa ? std::to_string(*g.location.numa) : "-",
-                       format_cpu_list(g.location.cpus));
+  // A line per device that fits 80 columns: the model last, wrapped under the bus id, and
+  // the UUID (36 columns of its own) on the line below.
+  for (const auto& g : t.gpus) {
+    const std::string head = fmt::format("GPU{}  {}  NUMA {}  CPUs {}  ", g.index, g.location.bus_id,
+                                         g.location.numa ? std::to_string(*g.location.numa) : "-",
+                                         format_cpu_list(g.location.cpus));
+    const std::string model = g.model.rfind(g.vendor, 0) == 0 ? g.model : g.vendor + " " + g.model;
+    out += head + wrap_words(model, kColumns, 6, head.size()) + "\n";
+    if (g.uuid) out += fmt::format("      {}\n", *g.uuid);
+  }
   if (job && !job_gpus_summary(*job, t.gpus.size()).empty()) {
     std::vector<std::string> held;
     for (size_t d = 0; d < job->gpus.size(); ++d) held.push_back(fmt::format("GPU{} as device {}", job->gpus[d], d));
@@ -157,20 +162,23 @@ std::string topology_text(const Topology& t, const std::optional<JobGpus>& job) 
       out += fmt::format("  GPU{}: {} ({})\n", g, fmt::join(names, ", "),
                          gpu_to_nic(t, int(g), nearest.front()).str());
     }
-    out += fmt::format(
-        "\nLegend:\n"
-        "  X    = Self\n"
-        "  SYS  = Connection traversing PCIe as well as the SMP interconnect between NUMA nodes\n"
-        "  NODE = Connection traversing PCIe as well as the interconnect between PCIe Host "
-        "Bridges within a NUMA node\n"
-        "  PHB  = Connection traversing PCIe as well as a PCIe Host Bridge (typically the CPU)\n"
-        "  PXB  = Connection traversing multiple PCIe bridges (without traversing the PCIe Host "
-        "Bridge)\n"
-        "  PIX  = Connection traversing at most a single PCIe bridge (a PCIe switch counts as one)\n"
-        "  NV#  = Connection traversing a bonded set of # NVLinks\n"
-        "GPUs are numbered in PCI bus id order, as CUDA numbers them with "
-        "CUDA_DEVICE_ORDER=PCI_BUS_ID.\n"
-        "NVLink: {}\n", t.nvlinks ? "from " + t.nvlink_source : t.nvlink_source);
+    // nvidia-smi topo -m's words, wrapped to 80 columns.
+    static const char* const kLegend[][2] = {
+        {"X", "Self"},
+        {"SYS", "Connection traversing PCIe as well as the SMP interconnect between NUMA nodes"},
+        {"NODE", "Connection traversing PCIe as well as the interconnect between PCIe Host Bridges "
+                 "within a NUMA node"},
+        {"PHB", "Connection traversing PCIe as well as a PCIe Host Bridge (typically the CPU)"},
+        {"PXB", "Connection traversing multiple PCIe bridges (without traversing the PCIe Host Bridge)"},
+        {"PIX", "Connection traversing at most a single PCIe bridge (a PCIe switch counts as one)"},
+        {"NV#", "Connection traversing a bonded set of # NVLinks"},
+    };
+    out += "\nLegend:\n";
+    for (const auto& [code, meaning] : kLegend)
+      out += fmt::format("  {:<4} = {}\n", code, wrap_words(meaning, kColumns, 9, 9));
+    out += wrap_words("GPUs are numbered in PCI bus id order, as CUDA numbers them with "
+                      "CUDA_DEVICE_ORDER=PCI_BUS_ID.", kColumns, 0) + "\n";
+    out += fmt::format("NVLink: {}\n", t.nvlinks ? "from " + t.nvlink_source : t.nvlink_source);
   }
   return out;
 }

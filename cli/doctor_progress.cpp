@@ -50,8 +50,10 @@ void DoctorProgress::end_stage(const std::string& name, CheckStatus status,
   double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count();
   std::lock_guard lock(mutex_);
   stage_.clear();
-  print_note_raw(fmt::format("{}muster: doctor: {} {}: {} ({:.1f}s)\n", live_ ? "\r\033[K" : "",
-                             name, status_name(status), reason, elapsed));
+  // On a terminal the progress line is replaced, stage after stage, and the table that
+  // follows says each result once; a log keeps a line per stage, for a run that never ends.
+  if (live_) print_note_raw("\r\033[K");
+  else print_note(fmt::format("doctor: {} {}: {} ({:.1f}s)", name, status_name(status), reason, elapsed));
 }
 
 void DoctorProgress::other_line(int rank, std::string_view text) {

@@ -7,6 +7,8 @@
 
 #include <fmt/format.h>
 
+#include "cli/terminal_output.h"
+
 namespace muster::cli {
 
 nlohmann::json doctor_json(const DoctorReport& report) {
@@ -207,10 +209,15 @@ std::string doctor_summary(const DoctorReport& report, bool colour) {
   }
   std::string out = fmt::format("\n{:<{}}  {:<{}}  {:<{}}  {:<6}  {}\n", "STAGE", stage_w, "CHECK",
                                 name_w, "NODE", node_w, "STATUS", "REASON");
+  // REASON is wrapped under itself to fit 80 columns (--json keeps each on one line), with
+  // room for 30 columns of it however wide the node names make the columns before.
+  const size_t reason_at = stage_w + name_w + node_w + 6 + 4 * 2;
+  const size_t width = std::max(kColumns, reason_at + 30);
   for (const auto& c : report.checks)
     out += fmt::format("{:<{}}  {:<{}}  {:<{}}  {}{}  {}\n", c.stage, stage_w, c.name, name_w,
                        c.node.value_or("-"), node_w, paint(c.status),
-                       std::string(6 - std::string(status_name(c.status)).size(), ' '), c.reason);
+                       std::string(6 - std::string(status_name(c.status)).size(), ' '),
+                       wrap_words(c.reason, width, reason_at, reason_at));
   auto count = [&](CheckStatus s) {
     return std::count_if(report.checks.begin(), report.checks.end(),
                          [&](const Check& c) { return c.status == s; });

@@ -2,6 +2,7 @@
 // (CLI11's own print the whole range of a double).
 #pragma once
 
+#include <cmath>
 #include <map>
 #include <string>
 #include <vector>
@@ -46,6 +47,28 @@ inline CLI::Validator at_most(double max) {
       fmt::format("NUMBER <= {:.15g}", max));
 }
 
+// The flag's value must be a number from `min` to `max`, a whole one when `whole`.
+inline CLI::Validator in_range(double min, double max, bool whole = false) {
+  return CLI::Validator(
+      [min, max, whole](std::string& text) -> std::string {
+        // A whole number is digits alone, as the integer it is converted to reads it.
+        const size_t digits = text.find_first_not_of("+-") == 1 ? 1 : 0;
+        if (whole && (text.size() == digits || text.find_first_not_of("0123456789", digits) != std::string::npos))
+          return fmt::format("'{}' is not a whole number", text);
+        double value = 0;
+        try {
+          size_t used = 0;
+          value = std::stod(text, &used);
+          if (used != text.size() || !std::isfinite(value)) throw std::invalid_argument(text);
+        } catch (const std::exception&) {
+          return fmt::format("'{}' is not a number", text);
+        }
+        if (value >= min && value <= max) return "";
+        return fmt::format("{} is out of range: it must be from {:.15g} to {:.15g}", text, min, max);
+      },
+      fmt::format("{}..{}", min, max));
+}
+
 // The flag's value names a file to write: a word that starts with '-' is an option that
 // landed there (doctor --json -f c.yaml), not a file, unless it is - for standard output.
 inline CLI::Validator file_not_option(const std::string& example, bool dash_is_standard_output) {
@@ -74,20 +97,6 @@ CLI::Option* add_choice(CLI::App& app, const std::string& name, T& target,
                      ->check(CLI::IsMember(names));
   if (!default_name.empty()) option->default_str(default_name);
   return option;
-}
-
-// The first word before "--" that looks like an option but is not one of `command`'s
-// ("--tag" in 'muster exec --tag none'), or "" when there is none.
-inline std::string first_unknown_option(const CLI::App& command, int argc, char** argv) {
-  for (int i = 2; i < argc; ++i) {
-    std::string word = argv[i];
-    if (word == "--") break;
-    if (word.size() < 2 || word[0] != '-' || (word[1] >= '0' && word[1] <= '9')) continue;
-    std::string name = word.substr(0, word.find('='));
-    if (name.size() > 2 && name[1] != '-') name = name.substr(0, 2);  // -n4 is -n
-    if (!command.get_option_no_throw(name)) return name;
-  }
-  return "";
 }
 
 // "8", "64K", "128M", "1G" as bytes (K, M, G are powers of 1024). Throws Error(Usage)

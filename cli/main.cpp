@@ -12,7 +12,8 @@
 #include <fmt/ranges.h>
 
 #include "cli/commands.h"
-#include "cli/flag_checks.h"
+#include "cli/help_format.h"
+#include "cli/usage_errors.h"
 #include "cli/terminal_output.h"
 #include "launcher/error.h"
 #include "launcher/local/self.h"
@@ -29,7 +30,11 @@ int main(int argc, char** argv) {
   CLI::App app{"muster: bring up distributed jobs on GPU clusters and check that the "
                "cluster will pass muster", "muster"};
   app.set_version_flag("--version", fmt::format("muster {}\nbuild {}\nbuilt with {}", MUSTER_VERSION,
-                                               muster_build_id(), MUSTER_LIBRARY_VERSIONS));
+                                               muster_build_id(), MUSTER_LIBRARY_VERSIONS),
+                       "print muster's version, build id and libraries, and exit");
+  // Before the subcommands, which inherit both.
+  app.formatter(cli::help_formatter());
+  app.set_help_flag("-h,--help", "print this help and exit");
   app.require_subcommand(1);
   app.fallthrough(false);
 
@@ -55,6 +60,10 @@ int main(int argc, char** argv) {
                                  fmt::join(listed, ", ")));
     return cli::kUsageExit;
   }
+  if (auto habit = cli::habit_to_correct(app, argc, argv)) {
+    cli::print_error(*habit);
+    return cli::kUsageExit;
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -64,18 +73,7 @@ int main(int argc, char** argv) {
   } catch (const CLI::CallForVersion& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
-    // Name the subcommand whose flags were wrong, so the hint is its own --help.
-    const auto parsed = app.get_subcommands();
-    if (parsed.empty()) {
-      cli::print_error(fmt::format("'{}' is not a muster command; the commands are {}", argv[1],
-                                   fmt::join(listed, ", ")));
-    } else {
-      const std::string name = parsed.front()->get_name();
-      const std::string unknown = cli::first_unknown_option(*parsed.front(), argc, argv);
-      cli::print_error(unknown.empty() ? fmt::format("{}; see 'muster {} --help'", e.what(), name)
-                                       : fmt::format("unknown option '{}' for 'muster {}'; see "
-                                                     "'muster {} --help'", unknown, name, name));
-    }
+    cli::print_error(cli::explain_parse_error(app, e, argc, argv, listed));
     return cli::kUsageExit;
   }
 
@@ -89,7 +87,7 @@ int main(int argc, char** argv) {
     std::quick_exit(128 + e.signal());
   } catch (const Error& e) {
     for (const auto& message : e.messages()) cli::print_error(message);
-    return e.kind() == ErrorKind::Runtime ? 1 : cli::kUsageExit;
+    return exit_status_of(e.kind());
   } catch (const std::exception& e) {
     cli::print_error(e.what());
     return 1;

@@ -19,7 +19,7 @@ RemoteSettings RemoteFlags::settings() const {
 void add_remote_flags(CLI::App& app, RemoteFlags& flags, RemoteUse use) {
   app.add_option("--fanout", flags.fanout,
                  "at most this many SSH handshakes at once (below sshd's MaxStartups of 10)")
-      ->check(CLI::Range(1, 1024))
+      ->check(in_range(1, 1024, true))
       ->capture_default_str();
   if (use == RemoteUse::Command) return;
   app.add_flag("--no-ship", flags.no_ship,

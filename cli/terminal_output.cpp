@@ -2,7 +2,10 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <sstream>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -86,6 +89,60 @@ void TaggedOutput::flush() {
     write_all(i == 0 ? STDOUT_FILENO : STDERR_FILENO, pending_[i]);
     pending_[i].clear();
   }
+}
+
+namespace {
+// `word` in pieces of at most `room` columns, cut after a comma where one allows (a list
+// such as "mlx4,mlx5,rxe"), else anywhere.
+std::vector<std::string> pieces_of(const std::string& word, size_t room) {
+  std::vector<std::string> pieces;
+  size_t start = 0;
+  while (word.size() - start > room) {
+    size_t cut = word.rfind(',', start + room - 1);
+    cut = cut == std::string::npos || cut < start ? start + room : cut + 1;
+    pieces.push_back(word.substr(start, cut - start));
+    start = cut;
+  }
+  pieces.push_back(word.substr(start));
+  return pieces;
+}
+}  // namespace
+
+std::string wrap_words(const std::string& text, size_t width, size_t indent, size_t first_column) {
+  const size_t room = std::max<size_t>(1, width > indent ? width - indent : 1);
+  const std::string new_line = "\n" + std::string(indent, ' ');
+  std::string out;
+  size_t column = first_column;
+  std::istringstream paragraphs(text);
+  std::string paragraph;
+  bool first_paragraph = true;
+  while (std::getline(paragraphs, paragraph)) {
+    if (!first_paragraph) {
+      out += new_line;
+      column = indent;
+    }
+    first_paragraph = false;
+    std::istringstream words(paragraph);
+    std::string word;
+    bool line_has_words = false;
+    while (words >> word) {
+      bool glued = false;  // the piece continues the word before it: no space between
+      for (const auto& piece : pieces_of(word, room)) {
+        const size_t space = line_has_words && !glued ? 1 : 0;
+        if (line_has_words && column + space + piece.size() > width) {
+          out += new_line;
+          column = indent;
+        } else if (space) {
+          out += ' ';
+          ++column;
+        }
+        out += piece;
+        column += piece.size();
+        line_has_words = glued = true;
+      }
+    }
+  }
+  return out;
 }
 
 }  // namespace muster::cli

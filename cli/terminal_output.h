@@ -12,6 +12,14 @@ namespace muster::cli {
 // Exit status for usage and configuration errors (getopt and argparse convention).
 inline constexpr int kUsageExit = 2;
 
+// What muster's tables, help and reports are laid out for: an 80-column terminal.
+inline constexpr size_t kColumns = 80;
+
+// `text` in lines of at most `width` columns, each but the first indented by `indent`
+// spaces, the first starting at column `first_column`; the text's own line breaks are kept.
+// A word longer than a line stands alone.
+std::string wrap_words(const std::string& text, size_t width, size_t indent, size_t first_column = 0);
+
 // Prints "muster: error: MESSAGE" on stderr.
 void print_error(std::string_view message);
 // Prints "muster: warning: MESSAGE" on stderr.
