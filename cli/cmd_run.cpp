@@ -59,10 +59,10 @@ CommandAction setup_run(CLI::App& app) {
                "print each rank's CPUs, NUMA node and GPU before starting");
   app.add_option("--grace", options->job.grace_s,
                  "seconds between SIGTERM and SIGKILL when tearing the job down")
-      ->check(at_least(0))
+      ->check(in_range(0, kLongestWaitSeconds))
       ->capture_default_str();
   app.add_option("--timeout", options->job.timeout_s, "stop the job after this many seconds (0: never)")
-      ->check(at_least(0));
+      ->check(in_range(0, kLongestWaitSeconds));
   app.add_option("command", options->job.command, "the command each rank runs, after --");
   app.footer("Example: muster run -n 4 -- python3 train.py --epochs 1\n"
              "Exit status: 0 when every rank exits 0; else the first failed rank's status "

@@ -194,6 +194,7 @@ CommandAction setup_smoke(CLI::App& app) {
   app.add_option("--timeout", request.collective_timeout_s,
                  "seconds one collective (or the rendezvous) may take before it is aborted")
       ->check(positive())
+      ->check(at_most(kLongestWaitSeconds))
       ->capture_default_str();
   app.add_flag("--json", options->json, "print the hellos and per-size results as JSON");
   app.footer("Exit status: 0 when every check passed, 1 when one failed (a node lost during "

@@ -81,6 +81,10 @@ inline CLI::Validator file_not_option(const std::string& example, bool dash_is_s
       "");
 }
 
+// The longest wait a duration flag takes: a week. Longer is a typo, and past about 292 years
+// (1e300 s) a deadline overflows the clock's time_point.
+inline constexpr double kLongestWaitSeconds = 7 * 24 * 3600;
+
 // The flag's value must be a number above zero.
 inline CLI::Validator positive() { return at_least(0, true); }
 

@@ -27,7 +27,7 @@ void add_remote_flags(CLI::App& app, RemoteFlags& flags, RemoteUse use) {
   app.add_option("--heartbeat-timeout", flags.heartbeat_timeout_s,
                  "seconds of silence after which a node (or, on the node, the head) is taken for "
                  "lost and the job is stopped")
-      ->check(at_least(1))
+      ->check(in_range(1, kLongestWaitSeconds))
       ->capture_default_str();
 }
 

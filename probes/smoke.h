@@ -16,7 +16,7 @@ struct SmokeSettings {
   std::vector<CollectiveOp> ops = {CollectiveOp::AllReduce, CollectiveOp::AllGather,
                                    CollectiveOp::ReduceScatter, CollectiveOp::Broadcast};
   size_t min_bytes = 8;
-  size_t max_bytes = 16 << 20;
+  size_t max_bytes = 4 << 20;   // as smoke's --max-bytes
   double step_factor = 4;
   int iters = 20;
   int warmup = 5;

@@ -48,7 +48,11 @@ constexpr size_t kMaxNodeName = 256;
 constexpr size_t kMaxSrunOutput = size_t(64) << 10;
 // Handshakes in progress at once; a client that holds one open only holds its own slot.
 constexpr size_t kMaxPendingHandshakes = 64;
-constexpr Milliseconds kHandshakeLimit{3000};
+// How long a caller has to prove it holds the secret and name its node. Each handshake has
+// its own thread and slot, so a long limit holds up no other; a short one turned away an
+// agent of a loaded node (4 slurmds and two jobs on 2 cores), whose direct step then ended
+// and started again through sh.
+constexpr Milliseconds kHandshakeLimit{10000};
 // What the agents' start command says on a node that lacks this muster.
 constexpr const char* kNotOnNode = "is not on node";
 

@@ -260,6 +260,11 @@ TEST(RunLocal, BadInputStartsNothingAndExits2) {
        "muster: error: --np: 0 is too small: it must be at least 1; see 'muster run --help'"},
       {{"run", "--grace", "soon", "--", "touch", dir.file("started")},
        "muster: error: --grace: 'soon' is not a number"},
+      // A deadline that far would overflow the clock: a week is the longest wait.
+      {{"run", "--timeout", "1e300", "--", "touch", dir.file("started")},
+       "muster: error: --timeout: 1e300 is out of range: it must be from 0 to 604800"},
+      {{"run", "--heartbeat-timeout", "inf", "--", "touch", dir.file("started")},
+       "muster: error: --heartbeat-timeout: 'inf' is not a number"},
       {{"rnu", "-n", "2", "--", "touch", dir.file("started")},
        "muster: error: 'rnu' is not a muster command, did you mean 'run'?"},
       {{"frobnicate", "-n", "2", "--", "touch", dir.file("started")},
