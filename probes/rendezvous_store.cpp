@@ -135,21 +135,21 @@ RendezvousClient::RendezvousClient(const std::string& host, int port, const std:
     hints.ai_family = AF_INET;
     hints.ai_socktype = SOCK_STREAM;
     if (getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &found) == 0) {
-      int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-      if (connect(fd, found->ai_addr, found->ai_addrlen) == 0) {
+      const TcpConnection connection = connect_before(found->ai_addr, found->ai_addrlen, deadline);
+      freeaddrinfo(found);
+      if (const int fd = connection.fd; fd >= 0) {
+        fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);  // reads are bounded by set_deadline
         int yes = 1;
         setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &yes, sizeof yes);
         why = prove_secret(fd, secret, kRendezvousPurpose, std::chrono::seconds(5));
         if (why.empty()) {
-          freeaddrinfo(found);
           fd_ = fd;
           return;
         }
+        close(fd);
       } else {
-        why = std::strerror(errno);
+        why = connection.error == ETIMEDOUT ? "no answer" : std::strerror(connection.error);
       }
-      close(fd);
-      freeaddrinfo(found);
     } else {
       why = "cannot resolve " + host;
     }

@@ -82,4 +82,30 @@ inline bool write_before(int fd, const char* data, size_t size, SocketClock::tim
   return true;
 }
 
+// A TCP connection opened before a deadline, or why not.
+struct TcpConnection {
+  int fd = -1;    // connected, non-blocking and close-on-exec; -1 when it failed
+  int error = 0;  // an errno when it failed: ETIMEDOUT when the deadline came first
+};
+
+// Opens a TCP connection to `address` before `deadline`. A blocking connect() waits out the
+// kernel's SYN retries, about 127 s against an address that drops them, whatever limit the
+// caller had: this one gives up at the deadline. Every connection muster opens goes here.
+inline TcpConnection connect_before(const sockaddr* address, socklen_t length,
+                                    SocketClock::time_point deadline) {
+  const int fd = socket(address->sa_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  if (fd < 0) return {-1, errno};
+  int error = ::connect(fd, address, length) == 0 ? 0 : errno;
+  if (error == EINPROGRESS || error == EINTR) {
+    error = ETIMEDOUT;
+    if (wait_ready(fd, POLLOUT, deadline)) {
+      socklen_t size = sizeof error;
+      if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &error, &size) != 0) error = errno;
+    }
+  }
+  if (error == 0) return {fd, 0};
+  close(fd);
+  return {-1, error};
+}
+
 }  // namespace muster

@@ -95,22 +95,15 @@ ProbeResult probe_peer(const std::string& address, int port, const std::string& 
       error = "not an IPv4 address";
       return false;
     }
-    fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-    int rc = connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
-    if (rc != 0 && errno != EINPROGRESS) {
-      error = std::strerror(errno);
-      return false;
-    }
-    pollfd p{fd, POLLOUT, 0};
-    if (rc != 0 && poll(&p, 1, int(timeout.count())) <= 0) {
+    const TcpConnection connection =
+        connect_before(reinterpret_cast<sockaddr*>(&addr), sizeof addr, SocketClock::now() + timeout);
+    fd = connection.fd;
+    if (connection.error == ETIMEDOUT) {
       error = fmt::format("no answer within {} ms", timeout.count());
       return false;
     }
-    int err = 0;
-    socklen_t len = sizeof err;
-    getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len);
-    if (err != 0) {
-      error = std::strerror(err);
+    if (connection.error != 0) {
+      error = std::strerror(connection.error);
       return false;
     }
     fcntl(fd, F_SETFL, 0);  // blocking from here, with a receive limit

@@ -29,7 +29,7 @@ void measure_clocks(ClusterSession& session, PingReport& report, const std::vect
     const AskAnswer& a = answers[k];
     if (!a.payload) continue;
     auto j = parse_untrusted_json_or_discarded(*a.payload);
-    if (!j.is_object() || !j.contains("unix_ns")) continue;
+    if (!j.is_object() || !j.contains("unix_ns") || !j["unix_ns"].is_number()) continue;  // no offset
     double remote_ns = j.at("unix_ns").get<double>();
     double middle_ns = double(std::chrono::duration_cast<std::chrono::nanoseconds>(
                                   (a.sent + (a.answered - a.sent) / 2).time_since_epoch()).count());

@@ -85,8 +85,11 @@ std::pair<int, int> rendezvous_ports(ClusterContext& context, int node) {
   auto answers = session.ask({{size_t(node), R"({"op":"ports"})"}}, std::chrono::seconds(10),
                              context.interrupt_fds());
   auto j = parse_untrusted_json_or_discarded(answers[0].payload.value_or("{}"));
+  auto is_port = [](const nlohmann::json& p) {
+    return p.is_number_unsigned() && p.get<std::uint64_t>() >= 1 && p.get<std::uint64_t>() <= 65535;
+  };
   if (!j.is_object() || !j.contains("ports") || !j["ports"].is_array() || j["ports"].size() < 2 ||
-      !j["ports"][0].is_number_unsigned() || !j["ports"][1].is_number_unsigned())
+      !is_port(j["ports"][0]) || !is_port(j["ports"][1]))
     throw Error(ErrorKind::Runtime,
                 fmt::format("{} did not say which ports are free for the rendezvous: {}",
                             context.cluster().nodes[size_t(node)].host,

@@ -122,6 +122,30 @@ std::string to_json(const NodeHello& h) {
       .dump();
 }
 
+namespace {
+// The hello's numbers, each within what a node can have: what a plan, a port or a
+// prefix is made from is checked here, before anything is sized or dialled from it.
+int number_within(const json& j, const char* key, int min, int max) {
+  const long long value = j.at(key).get<long long>();
+  if (value < min || value > max)
+    throw Error(ErrorKind::Runtime, fmt::format("malformed hello from agent: {} {} is not in {}..{}",
+                                                key, value, min, max));
+  return int(value);
+}
+
+// A list of the hello, at most `max` long.
+const json& list_within(const json& j, const char* key, size_t max) {
+  const json& list = j.at(key);
+  if (!list.is_array() || list.size() > max)
+    throw Error(ErrorKind::Runtime, fmt::format("malformed hello from agent: {} is not a list of at "
+                                                "most {}", key, max));
+  return list;
+}
+
+constexpr int kMostGpus = 1024, kMostCpus = 1 << 20, kMostNics = 4096;
+constexpr size_t kMostAddresses = 4096;
+}  // namespace
+
 NodeHello node_hello_from_json(const std::string& text) {
   return read_payload("hello from agent", text, [](const json& j) {
     if (j.at("protocol").get<int>() != kAgentProtocol)
@@ -131,15 +155,20 @@ NodeHello node_hello_from_json(const std::string& text) {
     h.version = j.at("version");
     h.machine_id = j.at("machine_id");
     h.boot_id = j.at("boot_id");
-    h.gpus = j.at("gpus");
-    h.gpu_models = j.at("gpu_models").get<std::vector<std::string>>();
-    h.cpus = j.at("cpus");
-    h.free_ports = j.at("free_ports").get<std::vector<int>>();
-    h.probe_port = j.at("probe_port");
+    h.gpus = number_within(j, "gpus", 0, kMostGpus);
+    h.gpu_models = list_within(j, "gpu_models", kMostGpus).get<std::vector<std::string>>();
+    h.cpus = number_within(j, "cpus", 0, kMostCpus);
+    for (const auto& port : list_within(j, "free_ports", 16)) {
+      const int p = port.get<int>();
+      if (p < 1 || p > 65535)
+        throw Error(ErrorKind::Runtime, fmt::format("malformed hello from agent: free port {} is not a port", p));
+      h.free_ports.push_back(p);
+    }
+    h.probe_port = number_within(j, "probe_port", 0, 65535);  // 0: no probe server
     h.probe_secret = j.at("probe_secret");
-    for (const auto& a : j.at("addresses"))
-      h.addresses.push_back({a.at("interface"), a.at("address"), a.at("prefix_length")});
-    h.nics = j.at("nics");
+    for (const auto& a : list_within(j, "addresses", kMostAddresses))
+      h.addresses.push_back({a.at("interface"), a.at("address"), number_within(a, "prefix_length", 0, 32)});
+    h.nics = number_within(j, "nics", 0, kMostNics);
     h.memory_bytes = j.at("memory_bytes");
     h.kernel = j.at("kernel");
     return h;

@@ -19,6 +19,7 @@
 #include <fmt/format.h>
 
 #include "launcher/remote/ssh_transport.h"
+#include "probes/socket_io.h"
 
 namespace muster {
 
@@ -228,32 +229,17 @@ class LibsshTransport : public SshTransport {
     std::string why;
     SshFailure failure = SshFailure::Connection;
     for (addrinfo* a = found; a && fd < 0; a = a->ai_next) {
-      int s = socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK, a->ai_protocol);
-      if (s < 0) continue;
-      int r = ::connect(s, a->ai_addr, a->ai_addrlen);
-      if (r != 0 && errno == EINPROGRESS) {
-        pollfd p{s, POLLOUT, 0};
-        r = poll(&p, 1, int(timeout_ms)) > 0 ? 0 : -1;
-        if (r != 0) {
-          why = fmt::format("no answer from {} port {} within {:g} s", address, port,
-                            double(timeout_ms) / 1000);
-          failure = SshFailure::Timeout;
-        } else {
-          int err = 0;
-          socklen_t len = sizeof err;
-          getsockopt(s, SOL_SOCKET, SO_ERROR, &err, &len);
-          if (err != 0) {
-            r = -1;
-            errno = err;
-          }
-        }
+      const TcpConnection connection =
+          connect_before(a->ai_addr, a->ai_addrlen, Clock::now() + std::chrono::milliseconds(timeout_ms));
+      fd = connection.fd;
+      if (connection.error == ETIMEDOUT) {
+        why = fmt::format("no answer from {} port {} within {:g} s", address, port,
+                          double(timeout_ms) / 1000);
+        failure = SshFailure::Timeout;
+      } else if (connection.error != 0) {
+        failure = connection.error == ECONNREFUSED ? SshFailure::ConnectionRefused : SshFailure::Connection;
+        why = fmt::format("{} port {}: {}", address, port, std::strerror(connection.error));
       }
-      if (r != 0 && failure != SshFailure::Timeout) {
-        failure = errno == ECONNREFUSED ? SshFailure::ConnectionRefused : SshFailure::Connection;
-        why = fmt::format("{} port {}: {}", address, port, std::strerror(errno));
-      }
-      if (r == 0) fd = s;
-      else close(s);
     }
     freeaddrinfo(found);
     if (fd < 0) throw SshError(failure, target.host, why);

@@ -53,18 +53,14 @@ int HeadCallBack::connect(std::chrono::milliseconds limit) const {
       continue;
     }
     addr.sin_port = htons(uint16_t(std::atoi(head.c_str() + colon + 1)));
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-    const auto deadline = Clock::now() + std::min(limit, Milliseconds(5000));
-    int rc = ::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
-    int error = rc == 0 ? 0 : errno;
-    if (error == EINPROGRESS) {
-      error = ETIMEDOUT;
-      if (wait_ready(fd, POLLOUT, deadline)) {
-        socklen_t len = sizeof error;
-        getsockopt(fd, SOL_SOCKET, SO_ERROR, &error, &len);
-      }
+    const TcpConnection connection = connect_before(reinterpret_cast<sockaddr*>(&addr), sizeof addr,
+                                                    Clock::now() + std::min(limit, Milliseconds(5000)));
+    const int fd = connection.fd;
+    if (fd < 0) {
+      tried.push_back(head + ": " + std::strerror(connection.error));
+      continue;
     }
-    std::string why = error ? std::strerror(error) : prove_secret(fd, secret_, kAgentCallBackPurpose, limit);
+    std::string why = prove_secret(fd, secret_, kAgentCallBackPurpose, limit);
     const std::string line = node_ + "\n";
     if (why.empty() && send(fd, line.data(), line.size(), MSG_NOSIGNAL) != ssize_t(line.size()))
       why = "the head went away";

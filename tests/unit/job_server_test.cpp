@@ -8,6 +8,7 @@
 #include <cstring>
 #include <memory>
 #include <thread>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -37,6 +38,44 @@ int connect_to(int port) {
   return fd;
 }
 
+sockaddr_in loopback(int port) {
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(uint16_t(port));
+  inet_pton(AF_INET, "127.0.0.1", &addr.sin_addr);
+  return addr;
+}
+
+// An address that drops every SYN, as a blackholed MASTER_ADDR or a wedged node does: a
+// listener whose accept queue (backlog 0) is full and never drained.
+class SilentListener {
+ public:
+  SilentListener() {
+    fd_ = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in addr = loopback(0);
+    socklen_t size = sizeof addr;
+    bind(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
+    listen(fd_, 0);
+    getsockname(fd_, reinterpret_cast<sockaddr*>(&addr), &size);
+    port_ = ntohs(addr.sin_port);
+    for (int i = 0; i < 3; ++i) {  // connections that are never accepted fill the queue
+      int filler = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+      connect(filler, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
+      fillers_.push_back(filler);
+    }
+    std::this_thread::sleep_for(milliseconds(100));
+  }
+  ~SilentListener() {
+    for (int f : fillers_) close(f);
+    close(fd_);
+  }
+  int port() const { return port_; }
+
+ private:
+  int fd_ = -1, port_ = 0;
+  std::vector<int> fillers_;
+};
+
 // True when the server closed `fd` (reads end), after taking whatever it had sent first.
 bool closed_by_server(int fd) {
   char buffer[256];
@@ -56,6 +95,40 @@ std::string message(char op, const std::string& key, const std::string& value) {
   m.append(reinterpret_cast<const char*>(&n), 4);
   m += value;
   return m;
+}
+
+// A blocking connect() waits out the kernel's SYN retries (about 127 s) whatever the
+// caller's limit; connect_before gives up at its deadline, and says a refusal as one.
+TEST(ConnectBefore, AnAddressThatDropsEverySynIsGivenUpAtTheDeadline) {
+  SilentListener silent;
+  sockaddr_in addr = loopback(silent.port());
+  TcpConnection c = connect_before(reinterpret_cast<sockaddr*>(&addr), sizeof addr,
+                                   SocketClock::now() + milliseconds(300));
+  EXPECT_EQ(c.fd, -1);
+  EXPECT_EQ(c.error, ETIMEDOUT);
+  int closed = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);  // bound, never listening
+  sockaddr_in unused = loopback(0);
+  socklen_t size = sizeof unused;
+  bind(closed, reinterpret_cast<sockaddr*>(&unused), sizeof unused);
+  getsockname(closed, reinterpret_cast<sockaddr*>(&unused), &size);
+  TcpConnection refused = connect_before(reinterpret_cast<sockaddr*>(&unused), sizeof unused,
+                                         SocketClock::now() + milliseconds(5000));
+  close(closed);
+  EXPECT_EQ(refused.fd, -1);
+  EXPECT_EQ(refused.error, ECONNREFUSED);
+}
+
+TEST(RendezvousClient, ABlackholedAddressFailsWithinItsLimitNotTheKernels) {
+  SilentListener silent;
+  try {
+    RendezvousClient client("127.0.0.1", silent.port(), "secret", milliseconds(500));
+    ADD_FAILURE() << "reached a listener that answers nothing";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("(no answer)"), std::string::npos) << e.what();
+  }
+  ProbeResult probe = probe_peer("127.0.0.1", silent.port(), "secret", 1, milliseconds(300), std::nullopt);
+  EXPECT_FALSE(probe.reachable);
+  EXPECT_NE(probe.error.find("no answer within 300 ms"), std::string::npos) << probe.error;
 }
 
 TEST(JobServer, AClientWithoutTheSecretIsRefusedAndChangesNothing) {

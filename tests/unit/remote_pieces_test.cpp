@@ -185,6 +185,42 @@ TEST(LaunchSpec, ASpecFromAnotherVersionOrMangledIsRefused) {
   EXPECT_THROW(node_launch_spec_from_json("not json"), Error);
 }
 
+// What an agent says of its node is bounded before anything is sized or dialled from it.
+TEST(LaunchSpec, AHelloWithImpossibleCountsPortsOrPrefixesIsRefused) {
+  NodeHello hello;
+  hello.hostname = "node1";
+  hello.gpus = 8;
+  hello.cpus = 64;
+  hello.free_ports = {40000, 40001};
+  hello.probe_port = 40002;
+  hello.addresses = {{"eth0", "10.0.0.1", 24}};
+  const std::string good = to_json(hello);
+  EXPECT_EQ(node_hello_from_json(good).gpus, 8);
+  struct Case {
+    const char* from;
+    const char* to;
+    const char* said;
+  } cases[] = {
+      {"\"gpus\":8", "\"gpus\":-1", "gpus -1 is not in 0..1024"},
+      {"\"gpus\":8", "\"gpus\":100000000", "gpus 100000000 is not in 0..1024"},
+      {"\"cpus\":64", "\"cpus\":4294967296", "cpus 4294967296 is not in 0..1048576"},
+      {"\"free_ports\":[40000,40001]", "\"free_ports\":[0,70000]", "free port 0 is not a port"},
+      {"\"probe_port\":40002", "\"probe_port\":65536", "probe_port 65536 is not in 0..65535"},
+      {"\"prefix_length\":24", "\"prefix_length\":99", "prefix_length 99 is not in 0..32"},
+  };
+  for (const auto& c : cases) {
+    std::string text = good;
+    ASSERT_NE(text.find(c.from), std::string::npos) << good;
+    text.replace(text.find(c.from), std::string(c.from).size(), c.to);
+    try {
+      node_hello_from_json(text);
+      ADD_FAILURE() << "accepted " << c.to;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(c.said), std::string::npos) << e.what();
+    }
+  }
+}
+
 TEST(LaunchSpec, ExitsAndReportsSurviveTheTripBackToTheHead) {
   EXPECT_EQ(exit_from_json(exit_to_json(ExitStatus::exited(3))), ExitStatus::exited(3));
   EXPECT_EQ(exit_from_json(exit_to_json(ExitStatus::signaled(9))), ExitStatus::signaled(9));
