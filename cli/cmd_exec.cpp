@@ -13,9 +13,9 @@
 #include "cli/terminal_output.h"
 #include "launcher/cluster/cluster_input.h"
 #include "launcher/cluster/hostlist.h"
+#include "launcher/cluster/hostfile.h"
 #include "launcher/error.h"
 #include "launcher/job/exec_here.h"
-#include "launcher/cluster/hostfile.h"
 #include "launcher/remote/remote_exec.h"
 #include "launcher/remote/slurm_exec.h"
 

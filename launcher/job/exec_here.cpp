@@ -1,6 +1,5 @@
 #include "launcher/job/exec_here.h"
 
-
 #include "launcher/error.h"
 #include "launcher/local/local_job.h"
 #include "launcher/local/posix_spawner.h"
@@ -18,12 +17,7 @@ class ExecOutput : public JobOutput {
   void line(int node, OutputStream stream, std::string_view text) override {
     NodeExecResult& r = results_[size_t(node)];
     if (sink_) return sink_(r.host, stream, text);
-    std::string& kept = stream == OutputStream::Stdout ? r.out : r.err;
-    if (r.cut || r.out.size() + r.err.size() + text.size() + 1 > kMaxKeptOutput) {
-      r.cut = true;
-      return;
-    }
-    kept.append(text).push_back('\n');
+    r.keep_line(stream, text);
   }
   void flush() override {}
   void rank_ended(int node, const ExitStatus& status) override {

@@ -159,13 +159,7 @@ SrunExec exec_through_srun(const ClusterSpec& cluster, const std::vector<std::st
     }
     NodeExecResult& node = result.nodes[node_of_task[*task]];
     if (sink) return sink(node.host, to, text);
-    std::string& kept = stream == 0 ? node.out : node.err;
-    if (node.cut) return;
-    if (node.out.size() + node.err.size() + text.size() + 1 > kMaxKeptOutput) {
-      node.cut = true;
-      return;
-    }
-    kept.append(text).append("\n");
+    node.keep_line(to, text);
   });
   return result;
 }
