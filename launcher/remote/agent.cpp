@@ -167,8 +167,8 @@ std::string answer(const std::string& payload) {
 }
 
 // The agent's side of the channel to the head, on threads of its own: one reads every frame
-// the head sends (and notices silence), one sends a heartbeat every second, one answers
-// requests. The main thread takes the jobs (specs) from it, one at a time.
+// the head sends (and notices silence) and never writes, one sends a heartbeat every second,
+// one answers requests. The main thread takes the jobs (specs) from it, one at a time.
 class HeadLink {
  public:
   HeadLink(int in_fd, FrameWriter& writer, std::chrono::milliseconds silence_limit)
@@ -236,7 +236,7 @@ class HeadLink {
   // Reads until the head says goodbye, the channel closes, garbage arrives or nothing at all
   // arrives for the silence limit (the network to the head is gone).
   void read_frames() {
-    FrameReader reader;
+    FrameReader reader(kMaxHeadFramePayload);
     char buffer[65536];
     auto last_heard = Clock::now();
     std::string why;
@@ -276,13 +276,19 @@ class HeadLink {
   // One frame from the head; false when it ends the session.
   bool handle(Frame& frame) {
     std::lock_guard lock(mutex_);
+    // The head waits for each answer before it asks again; one that does not is not muster.
+    if (asks_.size() + replies_.size() >= kMaxPendingFromHead)
+      throw Error(ErrorKind::Runtime, "too many requests unanswered");
     switch (frame.kind) {
       case FrameKind::Spec:
         try {
           specs_.emplace_back(frame.rank, node_launch_spec_from_json(frame.payload));
           wake(ready_[1], 1);
         } catch (const Error& e) {
-          writer_.send({FrameKind::Fail, frame.rank, e.what()});  // this run only
+          // This run only. Said by the answering thread: this one never writes, so that a
+          // head that stops reading cannot keep it from hearing Stop, Bye or a closed channel.
+          replies_.push_back({FrameKind::Fail, frame.rank, e.what()});
+          changed_.notify_all();
         }
         break;
       case FrameKind::Stop:
@@ -309,11 +315,20 @@ class HeadLink {
     }
   }
 
+  // Answers requests, and sends what the reading thread has to say.
   void answer_asks() {
     std::unique_lock lock(mutex_);
     for (;;) {
-      changed_.wait(lock, [&] { return quitting_ || gone_ || !asks_.empty(); });
+      changed_.wait(lock, [&] { return quitting_ || gone_ || !asks_.empty() || !replies_.empty(); });
       if (quitting_ || gone_) return;
+      if (!replies_.empty()) {
+        Frame reply = std::move(replies_.front());
+        replies_.pop_front();
+        lock.unlock();
+        writer_.send(reply);
+        lock.lock();
+        continue;
+      }
       Frame ask = std::move(asks_.front());
       asks_.pop_front();
       lock.unlock();
@@ -321,6 +336,8 @@ class HeadLink {
       lock.lock();
     }
   }
+
+  static constexpr size_t kMaxPendingFromHead = 1024;
 
   int in_fd_;
   FrameWriter& writer_;
@@ -331,6 +348,7 @@ class HeadLink {
   std::condition_variable changed_;
   std::deque<std::pair<int, NodeLaunchSpec>> specs_;
   std::deque<Frame> asks_;
+  std::deque<Frame> replies_;  // for the head, from the reading thread
   int current_run_ = -1;
   int stopped_up_to_ = -1;
   bool gone_ = false;

@@ -18,7 +18,6 @@ constexpr std::pair<FrameKind, const char*> kNames[] = {
 };
 
 constexpr size_t kMaxHeader = 64;
-constexpr size_t kMaxPayload = size_t(1) << 30;
 
 }  // namespace
 
@@ -40,11 +39,14 @@ std::optional<Frame> FrameReader::next() {
   long rank = 0;
   unsigned long long length = 0;
   std::string header = buffer_.substr(0, newline);
-  if (std::sscanf(header.c_str(), "%15s %ld %llu", name, &rank, &length) != 3 ||
-      length > kMaxPayload)
+  if (std::sscanf(header.c_str(), "%15s %ld %llu", name, &rank, &length) != 3)
     throw Error(ErrorKind::Runtime,
                 fmt::format("the agent's output is not muster's protocol: '{}'",
                             header.substr(0, kMaxHeader)));
+  if (length > max_payload_)
+    throw Error(ErrorKind::Runtime,
+                fmt::format("a {} message of {} bytes is over the protocol's limit of {} MiB", name,
+                            length, max_payload_ >> 20));
   if (buffer_.size() < newline + 1 + length) return std::nullopt;
   Frame frame;
   bool known = false;

@@ -39,14 +39,24 @@ struct Frame {
 // One frame in wire form.
 std::string encode_frame(const Frame& frame);
 
+// The most a frame may carry, by who sends it; a longer one ends the channel before its
+// bytes are kept. An agent sends a rank's line (at most LineBuffer's 1 MiB) or a report or
+// answer far smaller; the head sends a spec, which holds the whole rank plan (up to
+// kMaxRanks ranks, about 70 bytes each) and the job's command and environment.
+inline constexpr size_t kMaxAgentFramePayload = size_t(16) << 20;
+inline constexpr size_t kMaxHeadFramePayload = size_t(256) << 20;
+
 // Accumulates received bytes and returns whole frames. Throws Error(Runtime) on a header
-// that is not a frame header (the other side is not a muster agent of this version).
+// that is not a frame header (the other side is not a muster agent of this version) or a
+// length over `max_payload`.
 class FrameReader {
  public:
+  explicit FrameReader(size_t max_payload) : max_payload_(max_payload) {}
   void feed(std::string_view bytes) { buffer_.append(bytes); }
   std::optional<Frame> next();
 
  private:
+  size_t max_payload_;
   std::string buffer_;
 };
 

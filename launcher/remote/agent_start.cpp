@@ -97,6 +97,7 @@ Attempt attempt_start(SshConnection& connection, const std::string& host, Shippi
     if (cancelled.load()) throw SshError(SshFailure::Connection, host, "called off");
     std::string out;
     const bool open = a.agent.command->read(out, a.agent.stderr_text, std::chrono::milliseconds(100));
+    if (a.agent.stderr_text.size() > kKeptStderr) a.agent.stderr_text.resize(kKeptStderr);  // its first words
     const StartOutput::Seen before = seen;
     seen = start_output.take(out, open, a.agent.reader, a.started_as);
     // The first line is the node's shell answering a command: a remote command's round
@@ -148,9 +149,12 @@ void ship(SshConnection& connection, const std::string& host, BundleArchive& bun
   }
   command->close_stdin();
   const auto deadline = Clock::now() + std::chrono::minutes(5);
-  while (command->read(out, err, std::chrono::milliseconds(200)))
+  while (command->read(out, err, std::chrono::milliseconds(200))) {
     if (Clock::now() > deadline)
       throw SshError(SshFailure::Timeout, host, "shipping muster's bundle did not finish within 5 minutes");
+    if (err.size() > kKeptStderr) err.resize(kKeptStderr);                  // its first words
+    if (out.size() > kKeptStderr) out.erase(0, out.size() - kKeptStderr);  // "shipped" comes last
+  }
   const auto ending = command->exit_status();
   if (ending && ending->success() && out.find(kShipped) != std::string::npos) return;
   throw SshError(SshFailure::RemoteCommand, host,

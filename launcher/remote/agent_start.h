@@ -38,7 +38,7 @@ class BundleArchive {
 struct StartedAgent {
   std::unique_ptr<RemoteCommand> command;
   NodeHello hello;
-  FrameReader reader;       // what came after the hello
+  FrameReader reader{kMaxAgentFramePayload};  // what came after the hello
   std::string stderr_text;  // what the node printed on stderr so far
   double command_rtt_ms = 0;  // until the start command's first line: a remote command's round trip
   bool shipped = false;     // the bundle was shipped to the node on the way

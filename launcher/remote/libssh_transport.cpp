@@ -70,9 +70,11 @@ class LibsshCommand : public RemoteCommand {
       // Wait only on stdout; stderr is drained without waiting.
       int wait = stream == 0 ? int(limit.count()) : 0;
       int n = ssh_channel_read_timeout(channel_, buffer, sizeof buffer, stream, wait);
-      while (n > 0) {
+      for (size_t taken = 0; n > 0;) {
         (stream == 0 ? out : err).append(buffer, size_t(n));
         got = true;
+        taken += size_t(n);
+        if (taken >= kMaxReadPerCall) break;  // the rest waits for the next call
         n = ssh_channel_read_timeout(channel_, buffer, sizeof buffer, stream, 0);
       }
       if (n == SSH_ERROR) return false;
@@ -341,6 +343,9 @@ std::string describe_ending(const std::optional<ExitStatus>& ending) {
                                                   : ending->describe();
 }
 
+// A setup command prints a line or two (where muster is, what a node has).
+constexpr size_t kMaxSetupOutput = size_t(1) << 20;
+
 std::string run_remote(SshConnection& connection, const std::string& host,
                        const std::string& command_line, const std::string& input,
                        std::chrono::seconds limit) {
@@ -349,9 +354,15 @@ std::string run_remote(SshConnection& connection, const std::string& host,
   command->close_stdin();
   std::string out, err;
   auto deadline = std::chrono::steady_clock::now() + limit;
-  while (command->read(out, err, std::chrono::milliseconds(200)))
+  while (command->read(out, err, std::chrono::milliseconds(200))) {
     if (std::chrono::steady_clock::now() > deadline)
       throw SshError(SshFailure::Timeout, host, "a setup command did not finish in time");
+    if (out.size() > kMaxSetupOutput)
+      throw SshError(SshFailure::RemoteCommand, host,
+                     "a setup command printed more than 1 MiB: a login script (~/.bashrc) that prints "
+                     "on every command? 'ssh " + host + " true' shows it");
+    if (err.size() > kKeptStderr) err.resize(kKeptStderr);
+  }
   if (auto ending = command->exit_status(); !ending || !ending->success())
     throw SshError(SshFailure::RemoteCommand, host,
                    describe_ending(ending) + (err.empty() ? std::string() : ": " + err.substr(0, 500)));

@@ -93,7 +93,7 @@ struct ClusterSession::Link {
   std::string host;
   std::unique_ptr<SshConnection> connection;
   std::unique_ptr<RemoteCommand> agent;
-  FrameReader reader;
+  FrameReader reader{kMaxAgentFramePayload};
   std::string agent_stderr;
   std::thread io;
   int wake[2] = {-1, -1};       // a byte: there is something to send, or the link closes
@@ -159,8 +159,13 @@ void drive_link(ClusterSession::Link& link, size_t node, ClusterSession::Events&
       const bool room = events.has_room();
       std::string in;
       bool open = true;
-      if (room) open = link.agent->read(in, link.agent_stderr, Milliseconds(0));
-      else link.heard();
+      if (room) {
+        open = link.agent->read(in, link.agent_stderr, Milliseconds(0));
+        if (link.agent_stderr.size() > kKeptStderr)  // a ring: its last words are kept
+          link.agent_stderr.erase(0, link.agent_stderr.size() - kKeptStderr);
+      } else {
+        link.heard();
+      }
       if (!in.empty()) {
         link.heard();
         link.reader.feed(in);
@@ -184,7 +189,8 @@ void drive_link(ClusterSession::Link& link, size_t node, ClusterSession::Events&
   } catch (const std::exception& e) {
     why = e.what();
   }
-  if (!link.agent_stderr.empty()) why += ": " + link.agent_stderr.substr(0, 300);
+  if (!link.agent_stderr.empty())  // the agent's last words, which say why it ended
+    why += ": " + link.agent_stderr.substr(link.agent_stderr.size() - std::min<size_t>(300, link.agent_stderr.size()));
   events.push({node, std::nullopt, why, std::chrono::system_clock::now()});
 }
 

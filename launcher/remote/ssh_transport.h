@@ -62,6 +62,14 @@ struct SshTarget {
   SshOptions options;   // from the cluster file; unset fields come from ~/.ssh/config
 };
 
+// What one RemoteCommand::read appends at most, per stream: a node that floods its output
+// is read in pieces its reader can bound, never all at once.
+inline constexpr size_t kMaxReadPerCall = size_t(1) << 20;
+
+// How much of a node's stderr muster keeps to quote in a message (its first words while it
+// starts, its last ones once it runs): enough for any error, and no more however much comes.
+inline constexpr size_t kKeptStderr = 4096;
+
 // A command running on a node. Not thread-safe: one thread drives it.
 class RemoteCommand {
  public:
@@ -70,8 +78,8 @@ class RemoteCommand {
   virtual void write(std::string_view bytes) = 0;
   // Closes the command's stdin (it sees end of file).
   virtual void close_stdin() = 0;
-  // Waits up to `limit` for output; appends what came. Returns false once both streams
-  // have ended.
+  // Waits up to `limit` for output; appends what came, at most kMaxReadPerCall bytes of
+  // each stream (call again for more). Returns false once both streams have ended.
   virtual bool read(std::string& out, std::string& err, std::chrono::milliseconds limit) = 0;
   // How the command ended, once it has: its exit code or the signal that killed it;
   // nullopt when the connection dropped first.

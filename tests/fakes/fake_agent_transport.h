@@ -27,6 +27,7 @@ struct FakeAgentNode {
   bool shell_hangs = false;         // the node's shell never gets to muster's start command
   int dies_at_run = 0;              // the channel ends when the spec of this job (1, 2, ...) arrives
   int silent_from_run = 0;          // from the spec of this job on, nothing is sent (no heartbeats)
+  int stderr_mib_as_it_dies = 0;    // at dies_at_run, this much stderr, then its last words
   int gpus = 0;
   bool ranks_wait_for_stop = false; // a job's ranks run until the head stops them
   std::string prints;               // each job's first rank prints this line
@@ -99,8 +100,18 @@ class FakeAgentTransport : public SshTransport {
       ready_.notify_all();
     }
     void close_stdin() override {}
-    bool read(std::string& out, std::string&, std::chrono::milliseconds limit) override {
+    bool read(std::string& out, std::string& err, std::chrono::milliseconds limit) override {
       std::unique_lock lock(mutex_);
+      if (dying_mib_left_ > 0) {  // as much stderr as a read gives at most, each time
+        static const std::string mebibyte(kMaxReadPerCall, 'e');
+        err += mebibyte;
+        out += encode_frame({FrameKind::Beat, -1, ""});  // alive while it floods
+        if (--dying_mib_left_ == 0) {
+          err += "\nmuster: agent: the last words of a dying agent\n";
+          ended_ = true;
+        }
+        return true;
+      }
       // As the real start command does, before it execs the agent.
       if (!node_.shell_hangs && !started_as_said_) out += "MUSTER-START bundle /root/.cache/muster/fake\n";
       started_as_said_ = true;
@@ -146,7 +157,8 @@ class FakeAgentTransport : public SshTransport {
         case FrameKind::Spec: {
           ++jobs_;
           if (node_.dies_at_run == jobs_) {
-            ended_ = true;
+            dying_mib_left_ = node_.stderr_mib_as_it_dies;
+            ended_ = dying_mib_left_ == 0;
             return;
           }
           NodeLaunchSpec spec = node_launch_spec_from_json(frame.payload);
@@ -179,11 +191,12 @@ class FakeAgentTransport : public SshTransport {
     std::vector<int> ranks_;  // of the job running now
     std::mutex mutex_;
     std::condition_variable ready_;
-    FrameReader reader_;
+    FrameReader reader_{kMaxHeadFramePayload};
     std::string out_;
     bool ended_ = false;
     bool started_as_said_ = false;
     int jobs_ = 0;
+    int dying_mib_left_ = 0;
     std::chrono::steady_clock::time_point last_beat_{};
   };
 

@@ -11,7 +11,7 @@
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::string_view bytes(reinterpret_cast<const char*>(data), size);
-  muster::FrameReader reader;
+  muster::FrameReader reader(muster::kMaxAgentFramePayload);
   try {
     // Fed in pieces whose sizes come from the input itself.
     while (!bytes.empty()) {

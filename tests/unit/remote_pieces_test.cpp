@@ -8,6 +8,7 @@
 #include <fstream>
 #include <sstream>
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include "launcher/local/self.h"
@@ -116,7 +117,7 @@ TEST(Sha256, MatchesTheStandardTestVectors) {
 TEST(AgentProtocol, FramesSurviveArbitraryPayloadsAndSplitReads) {
   const std::string tricky = "a line\nwith 'quotes' $(x) `y`; \xc3\xa9\n\0end";
   std::string wire = encode_frame({FrameKind::Out, 3, tricky}) + encode_frame({FrameKind::Stop, -1, ""});
-  FrameReader reader;
+  FrameReader reader(kMaxAgentFramePayload);
   std::vector<Frame> frames;
   for (char c : wire) {  // one byte at a time: the worst split a channel can deliver
     reader.feed(std::string_view(&c, 1));
@@ -129,8 +130,27 @@ TEST(AgentProtocol, FramesSurviveArbitraryPayloadsAndSplitReads) {
   EXPECT_EQ(frames[1].kind, FrameKind::Stop);
 }
 
+// A frame longer than its sender ever needs is refused from its header, before its bytes are
+// kept: an agent says a line (at most 1 MiB) or a report, never a gigabyte.
+TEST(AgentProtocol, AFrameOverItsSendersLimitIsRefusedFromItsHeader) {
+  FrameReader from_agent(kMaxAgentFramePayload);
+  from_agent.feed(fmt::format("OUT 0 {}\n", kMaxAgentFramePayload + 1));
+  try {
+    from_agent.next();
+    ADD_FAILURE() << "a frame over the limit was awaited";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("over the protocol's limit of 16 MiB"), std::string::npos) << e.what();
+  }
+  FrameReader exactly(kMaxAgentFramePayload);
+  exactly.feed(fmt::format("OUT 0 {}\n", kMaxAgentFramePayload));
+  EXPECT_FALSE(exactly.next());  // at the limit: awaited
+  FrameReader from_head(kMaxHeadFramePayload);
+  from_head.feed(fmt::format("SPEC 1 {}\n", kMaxHeadFramePayload + 1));
+  EXPECT_THROW(from_head.next(), Error);
+}
+
 TEST(AgentProtocol, SomethingElseOnTheChannelIsAClearError) {
-  FrameReader reader;
+  FrameReader reader(kMaxAgentFramePayload);
   reader.feed("bash: muster: command not found\n");
   EXPECT_THROW(reader.next(), Error);
 }

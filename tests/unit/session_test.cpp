@@ -2,6 +2,7 @@
 // agent per node for any number of steps, and what later steps see after a node failed, was
 // never heard from, or a step failed.
 #include <gtest/gtest.h>
+#include <sys/resource.h>
 
 #include <algorithm>
 #include <stdexcept>
@@ -116,6 +117,28 @@ TEST_F(SessionTest, AShellThatNeverRunsTheStartCommandIsToldApartFromASilentAgen
   EXPECT_NE(session->reach()[1].failure.find("n2: timeout: the node's shell did not run muster's start "
                                              "command within 0.5 s: a login script (~/.bashrc)"),
             std::string::npos) << session->reach()[1].failure;
+}
+
+// However much an agent writes to stderr, its link keeps a few KiB of it: the last words,
+// which say why it ended.
+TEST_F(SessionTest, AnAgentFloodingStderrIsHeldToItsLastWords) {
+  ClusterSpec c = cluster(2);
+  node(2).dies_at_run = 1;
+  node(2).stderr_mib_as_it_dies = 512;
+  auto session = open(c);
+  rusage before{};
+  getrusage(RUSAGE_SELF, &before);
+  JobResult result = run(*session, c);
+  rusage after{};
+  getrusage(RUSAGE_SELF, &after);
+  EXPECT_EQ(result.end, JobEnd::NodeLost);
+  ASSERT_FALSE(result.notes.empty());
+  EXPECT_NE(result.notes[0].find("lost contact with n2"), std::string::npos) << result.notes[0];
+  EXPECT_NE(result.notes[0].find("the last words of a dying agent"), std::string::npos)
+      << result.notes[0].substr(0, 400);
+  EXPECT_LT(result.notes[0].size(), 1000u);
+  // Peak memory (KiB) grew by far less than the 512 MiB the agent wrote.
+  EXPECT_LT(after.ru_maxrss - before.ru_maxrss, 128 << 10);
 }
 
 TEST_F(SessionTest, StepsAfterANodeDiedNameItAndTheOthersGoOn) {

@@ -1,0 +1,79 @@
+// The real agent (run_agent) on pipes, with the test as its head: what it does when the head
+// misbehaves.
+#include <fcntl.h>
+#include <poll.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <future>
+#include <memory>
+#include <thread>
+
+#include <gtest/gtest.h>
+
+#include "launcher/remote/agent.h"
+#include "launcher/remote/agent_protocol.h"
+
+namespace muster {
+namespace {
+
+using namespace std::chrono_literals;
+
+// The head's ends of the agent's channel, and how run_agent ended. Shared with the agent's
+// thread, which a failed test leaves behind.
+struct Channel {
+  int to_agent[2] = {-1, -1};
+  int from_agent[2] = {-1, -1};
+  std::promise<int> ended;
+};
+
+// Reads frames from the agent until one of `kind` arrives or 30 s pass.
+std::optional<Frame> read_until(int fd, FrameKind kind) {
+  FrameReader reader(kMaxAgentFramePayload);
+  const auto deadline = std::chrono::steady_clock::now() + 30s;
+  char buffer[4096];
+  while (std::chrono::steady_clock::now() < deadline) {
+    while (auto frame = reader.next())
+      if (frame->kind == kind) return frame;
+    pollfd p{fd, POLLIN, 0};
+    if (poll(&p, 1, 100) <= 0) continue;
+    ssize_t n = read(fd, buffer, sizeof buffer);
+    if (n <= 0) return std::nullopt;
+    reader.feed(std::string_view(buffer, size_t(n)));
+  }
+  return std::nullopt;
+}
+
+// A head that stops reading (stalled, or its machine swapping) fills the channel; the agent's
+// replies then wait. It must still hear the head: a Stop, a Bye, a closed channel.
+TEST(Agent, AHeadThatStopsReadingCanStillEndTheSession) {
+  auto channel = std::make_shared<Channel>();
+  ASSERT_EQ(pipe2(channel->to_agent, O_CLOEXEC), 0);
+  ASSERT_EQ(pipe2(channel->from_agent, O_CLOEXEC), 0);
+  fcntl(channel->from_agent[1], F_SETPIPE_SZ, 4096);  // the smallest a pipe holds: fills soon
+  auto ended = channel->ended.get_future();
+  std::thread([channel] {
+    AgentSettings settings;
+    settings.head_silence_limit = 60s;  // the head is slow, not silent
+    channel->ended.set_value(
+        run_agent([&] { return HeadChannel{channel->to_agent[0], channel->from_agent[1]}; }, settings));
+  }).detach();
+  ASSERT_TRUE(read_until(channel->from_agent[0], FrameKind::Hello));
+
+  // The head stops reading and sends specs the agent cannot take: each gets a Fail, far more
+  // of them than the channel holds. Then it says goodbye.
+  std::string frames;
+  for (int run = 1; run <= 200; ++run)
+    frames += encode_frame({FrameKind::Spec, run, "not a spec " + std::string(100, 'x')});
+  frames += encode_frame({FrameKind::Bye, -1, ""});
+  ASSERT_EQ(write(channel->to_agent[1], frames.data(), frames.size()), ssize_t(frames.size()));
+
+  ASSERT_EQ(ended.wait_for(30s), std::future_status::ready)
+      << "the agent did not hear the head's goodbye while its replies waited";
+  EXPECT_EQ(ended.get(), 0);
+  for (int* p : {channel->to_agent, channel->from_agent})
+    for (int i = 0; i < 2; ++i) close(p[i]);
+}
+
+}  // namespace
+}  // namespace muster
