@@ -22,7 +22,7 @@ struct Libraries {
   void* cudart = nullptr;
   std::string why_not;
   nccl_api::GetUniqueId get_unique_id = nullptr;
-  nccl_api::CommInitRank comm_init_rank = nullptr;
+  nccl_api::CommInitRankConfig comm_init_rank_config = nullptr;
   nccl_api::CommAbort comm_abort = nullptr;
   nccl_api::CommDestroy comm_destroy = nullptr;
   nccl_api::CommGetAsyncError comm_async_error = nullptr;
@@ -74,7 +74,7 @@ Libraries& libraries() {
     l.bind(l.cudart, l.stream_destroy, "cudaStreamDestroy");
     l.bind(l.cudart, l.cuda_error_string, "cudaGetErrorString");
     l.bind(l.nccl, l.get_unique_id, "ncclGetUniqueId");
-    l.bind(l.nccl, l.comm_init_rank, "ncclCommInitRank");
+    l.bind(l.nccl, l.comm_init_rank_config, "ncclCommInitRankConfig");  // NCCL 2.14 and later
     l.bind(l.nccl, l.comm_abort, "ncclCommAbort");
     l.bind(l.nccl, l.comm_destroy, "ncclCommDestroy");
     l.bind(l.nccl, l.comm_async_error, "ncclCommGetAsyncError");
@@ -116,9 +116,13 @@ class NcclCollective : public Collective {
       std::string bytes = store.get(key, timeout);
       std::memcpy(id.internal, bytes.data(), std::min(bytes.size(), sizeof id.internal));
     }
-    check_nccl(libs_.comm_init_rank(&comm_, size, id, rank),
-               fmt::format("ncclCommInitRank for {} (rank {} of {}, CUDA device {})", name_, rank, size,
-                           device).c_str());
+    // Non-blocking, so that a group one of whose ranks never joins is given up on within the
+    // timeout, rather than holding this rank in ncclCommInitRank for good.
+    const std::string joining = fmt::format("ncclCommInitRank for {} (rank {} of {}, CUDA device {})",
+                                            name_, rank, size, device);
+    ncclConfig_v21400 config = nonblocking_config();
+    check_nccl(libs_.comm_init_rank_config(&comm_, size, id, rank, &config), joining.c_str());
+    wait_for_communicator(joining);
     constructed.release();
   }
   ~NcclCollective() override { release_all(); }
@@ -176,18 +180,41 @@ class NcclCollective : public Collective {
   }
 
  private:
-  // NCCL work is asynchronous: poll the stream, and abort the communicator when the
-  // collective does not finish in time, so a missing peer cannot hang the rank.
+  // Waits for the non-blocking communicator's creation; aborts it when a rank of the group
+  // does not join within the timeout.
+  void wait_for_communicator(const std::string& joining) {
+    const auto deadline = std::chrono::steady_clock::now() + timeout_;
+    for (;;) {
+      ncclResult_t state = kNcclInProgress;
+      libs_.comm_async_error(comm_, &state);
+      if (state == kNcclSuccess) return;
+      if (state != kNcclInProgress) check_nccl(state, joining.c_str());
+      if (std::chrono::steady_clock::now() > deadline) {
+        abort_communicator();
+        throw CollectiveTimedOut(fmt::format("{} did not finish within {} ms: a rank of the group "
+                                             "never joined, or cannot reach this one; the NCCL "
+                                             "communicator was aborted", joining, timeout_.count()));
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+  }
+
+  // NCCL work is asynchronous: a call on the non-blocking communicator may still be being
+  // enqueued (ncclInProgress) when it returns, and then runs on the stream. Poll both, and
+  // abort the communicator when the collective does not finish in time, so a missing peer
+  // cannot hang the rank.
   void wait_or_abort(CollectiveOp op) {
     if (broken_ || !comm_) throw Error(ErrorKind::Runtime, "the NCCL communicator had already failed");
     auto deadline = std::chrono::steady_clock::now() + timeout_;
     for (;;) {
-      cudaError_t state = libs_.stream_query(stream_);
-      if (state == 0) return;
-      if (state != kCudaNotReady) check_cuda(state, op_name(op));
       ncclResult_t async = 0;
       libs_.comm_async_error(comm_, &async);
-      if (async != 0 && async != kNcclInProgress) {
+      if (async == kNcclSuccess) {  // enqueued: the stream says when it ran
+        cudaError_t state = libs_.stream_query(stream_);
+        if (state == 0) return;
+        if (state != kCudaNotReady) check_cuda(state, op_name(op));
+      }
+      if (async != kNcclSuccess && async != kNcclInProgress) {
         broken_ = true;
         throw Error(ErrorKind::Runtime, fmt::format("{}: the NCCL communicator reported an "
                                                     "asynchronous error ({}) and was aborted",
@@ -225,8 +252,9 @@ class NcclCollective : public Collective {
   void check_cuda(cudaError_t rc, const char* what) const {
     if (rc != 0) throw Error(ErrorKind::Runtime, fmt::format("{}: {}", what, libs_.cuda_error_string(rc)));
   }
+  // Success, or in progress on the non-blocking communicator, else the communicator fails.
   void check_nccl(ncclResult_t rc, const char* what) {
-    if (rc != 0) {
+    if (rc != kNcclSuccess && rc != kNcclInProgress) {
       abort_communicator();
       throw Error(ErrorKind::Runtime, fmt::format("{}: {}", what, libs_.error_string(rc)));
     }

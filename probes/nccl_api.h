@@ -28,9 +28,34 @@ constexpr cudaError_t kCudaNotReady = 600;   // cudaErrorNotReady
 constexpr ncclResult_t kNcclSuccess = 0;     // ncclSuccess
 constexpr ncclResult_t kNcclInProgress = 7;  // ncclInProgress
 
+// ncclConfig_t as NCCL 2.14 first defined it. Later versions append fields and read only the
+// `size` bytes a caller's struct has, taking their defaults for the rest; the version says
+// which fields are set. Made only by nonblocking_config(), as NCCL_CONFIG_INITIALIZER would.
+struct ncclConfig_v21400 {
+  size_t size;
+  unsigned int magic;
+  unsigned int version;
+  int blocking;
+  int cgaClusterSize;
+  int minCTAs;
+  int maxCTAs;
+  const char* netName;
+};
+constexpr unsigned int kNcclConfigMagic = 0xcafebeef;     // NCCL_CONFIG_INITIALIZER's
+constexpr unsigned int kNcclConfigVersion = 21400;        // NCCL_VERSION(2, 14, 0)
+constexpr int kNcclConfigUndefInt = -2147483647 - 1;      // NCCL_CONFIG_UNDEF_INT (INT_MIN)
+
+// A communicator whose calls return at once (ncclInProgress) and finish in the background,
+// polled with ncclCommGetAsyncError: its creation can then be given up on (ncclCommAbort).
+constexpr ncclConfig_v21400 nonblocking_config() {
+  return {sizeof(ncclConfig_v21400), kNcclConfigMagic, kNcclConfigVersion, /*blocking=*/0,
+          kNcclConfigUndefInt, kNcclConfigUndefInt, kNcclConfigUndefInt, nullptr};
+}
+
 // The entry points, by the signatures of their documentation.
 using GetUniqueId = ncclResult_t (*)(ncclUniqueId*);
 using CommInitRank = ncclResult_t (*)(ncclComm_t*, int nranks, ncclUniqueId, int rank);
+using CommInitRankConfig = ncclResult_t (*)(ncclComm_t*, int nranks, ncclUniqueId, int rank, ncclConfig_v21400*);
 using CommAbort = ncclResult_t (*)(ncclComm_t);
 using CommDestroy = ncclResult_t (*)(ncclComm_t);
 using CommGetAsyncError = ncclResult_t (*)(ncclComm_t, ncclResult_t*);

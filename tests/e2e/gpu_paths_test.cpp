@@ -284,6 +284,26 @@ TEST_F(GpuSmoke, ACommunicatorThatCannotBeMadeIsNamed) {
   EXPECT_LT(Clock::now() - start, std::chrono::seconds(10));
 }
 
+// A rank whose NCCL bootstrap never completes holds every rank in ncclCommInitRank; each
+// gives up at --timeout (the communicator is non-blocking) and aborts it, naming itself.
+TEST_F(GpuSmoke, ACommunicatorThatNeverFormsIsAbortedWithinTheTimeout) {
+  const auto start = Clock::now();
+  auto r = run_command({MUSTER_BINARY, "smoke", "--max-bytes", "64", "--timeout", "3", "--json"},
+                       env({"MUSTER_FAKE_NCCL_INIT_HANG=2"}), std::chrono::seconds(90));
+  ASSERT_EQ(r.exit_code, 1) << r.err << r.out;
+  EXPECT_LT(Clock::now() - start, std::chrono::seconds(3 + 20));
+  auto report = nlohmann::json::parse(r.out);
+  EXPECT_TRUE(has_problem(report, "ncclCommInitRank for world (rank 2 of 4, CUDA device 2) did not "
+                                  "finish within 3000 ms: a rank of the group never joined"))
+      << problems_of(report);
+  EXPECT_NE(nccl_log().find("2 init-hang"), std::string::npos) << nccl_log();
+  EXPECT_NE(nccl_log().find("2 abort"), std::string::npos) << nccl_log();
+  EXPECT_TRUE(wait_until([&] {
+    return processes_running({"muster", "smoke-rank"}, "MUSTER_FAKE_NCCL_LOG=" + dir_.file("nccl.log")).empty();
+  },
+                         std::chrono::seconds(10)));
+}
+
 TEST_F(GpuSmoke, WithoutNcclTheBackendIsGlooOrTheErrorSaysWhy) {
   // The GPUs are there (hwloc and NVML see them) but no NCCL or CUDA runtime loads.
   std::vector<std::string> no_nccl;

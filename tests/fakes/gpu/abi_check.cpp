@@ -5,6 +5,8 @@
 #include <cuda_runtime_api.h>
 #include <nccl.h>
 
+#include <climits>
+#include <cstddef>
 #include <type_traits>
 
 #include "probes/nccl_api.h"
@@ -36,6 +38,24 @@ constexpr bool same_shape(R1 (*)(A1...), R2 (*)(A2...)) {
 }
 static_assert(same_shape(api::GetUniqueId{}, &ncclGetUniqueId));
 static_assert(same_shape(api::CommInitRank{}, &ncclCommInitRank));
+static_assert(same_shape(api::CommInitRankConfig{}, &ncclCommInitRankConfig));
+// The config muster passes is the real struct's first fields, where the real one has them.
+#define SAME_FIELD(field)                                                                  \
+  static_assert(offsetof(api::ncclConfig_v21400, field) == offsetof(ncclConfig_t, field) && \
+                sizeof(api::ncclConfig_v21400::field) == sizeof(ncclConfig_t::field))
+SAME_FIELD(size);
+SAME_FIELD(magic);
+SAME_FIELD(version);
+SAME_FIELD(blocking);
+SAME_FIELD(cgaClusterSize);
+SAME_FIELD(minCTAs);
+SAME_FIELD(maxCTAs);
+SAME_FIELD(netName);
+#undef SAME_FIELD
+static_assert(api::kNcclConfigUndefInt == NCCL_CONFIG_UNDEF_INT);
+static_assert(ncclConfig_t(NCCL_CONFIG_INITIALIZER).magic == api::kNcclConfigMagic);
+static_assert(api::kNcclConfigVersion == NCCL_VERSION(2, 14, 0));
+static_assert(sizeof(api::ncclConfig_v21400) <= sizeof(ncclConfig_t));
 static_assert(same_shape(api::CommAbort{}, &ncclCommAbort));
 static_assert(same_shape(api::CommDestroy{}, &ncclCommDestroy));
 static_assert(same_shape(api::CommGetAsyncError{}, &ncclCommGetAsyncError));

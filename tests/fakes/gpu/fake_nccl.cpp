@@ -10,7 +10,11 @@
 // returns to its caller, as a hung host thread), MUSTER_FAKE_NCCL_ASYNC_ERROR=R:N (from its Nth collective on, rank R's
 // communicator reports ncclSystemError, as for a failed NIC, and its work never completes
 // until it is aborted; its peers then lose their connections and report ncclRemoteError), and
-// MUSTER_FAKE_NCCL_INIT_FAIL=R (ncclCommInitRank fails with ncclSystemError).
+// MUSTER_FAKE_NCCL_INIT_FAIL=R (ncclCommInitRank fails with ncclSystemError) and
+// MUSTER_FAKE_NCCL_INIT_HANG=R (rank R never completes its init, as when its bootstrap cannot
+// reach the others: blocking, the call never returns; non-blocking, ncclCommGetAsyncError
+// says ncclInProgress until ncclCommAbort). A config with blocking = 0 makes the communicator
+// non-blocking, as NCCL's does: its init returns ncclInProgress and completes in the background.
 // MUSTER_FAKE_NCCL_LOG=FILE records "RANK event" lines: init (on the current device's bus id),
 // hang, async-error, abort, destroy.
 #include <nccl.h>
@@ -37,6 +41,7 @@
 #include <random>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 extern "C" int muster_fake_cuda_enqueue(cudaStream_t stream, void (*run)(void*), void* arg);
@@ -215,12 +220,13 @@ struct CommState {
   std::vector<int> peers;  // socket per rank; -1 for self
   std::atomic<ncclResult_t> async_error{ncclSuccess};
   std::atomic<bool> aborted{false};
+  std::mutex peers_mutex;  // peers, as a non-blocking join installs them and an abort shuts them
   std::mutex io;  // one collective at a time on the sockets
   ~CommState() {
     for (int fd : peers)
       if (fd >= 0) close(fd);
   }
-  void shut_down() {
+  void shut_down() {  // with peers_mutex held
     for (int fd : peers)
       if (fd >= 0) shutdown(fd, SHUT_RDWR);
   }
@@ -333,6 +339,53 @@ void run_task(void* arg) {
   if (!c.aborted && !run_collective(c, *t) && !c.aborted) c.async_error = ncclRemoteError;
 }
 
+// Registers with the bootstrap root, which answers with every rank's address, and connects
+// the full mesh: a socket per peer in `peers` (-1 for this rank). False on any failure.
+bool join_mesh(const IdContents& id, int rank, int nranks, std::vector<int>& peers) {
+  peers.assign(size_t(nranks), -1);
+  // This rank's listener, registered with the root, which answers with everyone's.
+  std::uint16_t my_port = 0;
+  const std::uint32_t my_address = pick_address();
+  int listener = listen_on(my_address, my_port);
+  Registration me{id.token, rank, nranks, my_address, my_port};
+  int root = listener < 0 ? -1 : connect_to(id.address, id.port);
+  std::vector<Endpoint> table(static_cast<size_t>(nranks));
+  if (root < 0 || !send_all(root, &me, sizeof me) ||
+      !recv_all(root, table.data(), table.size() * sizeof(Endpoint))) {
+    if (root >= 0) close(root);
+    if (listener >= 0) close(listener);
+    return false;
+  }
+  close(root);
+  // The mesh: each rank connects to the lower ranks and is connected to by the higher ones.
+  bool ok = true;
+  for (int p = 0; p < rank && ok; ++p) {
+    int fd = connect_to(table[size_t(p)].address, table[size_t(p)].port);
+    std::uint64_t hello[2] = {id.token, std::uint64_t(rank)};
+    ok = fd >= 0 && send_all(fd, hello, sizeof hello);
+    peers[size_t(p)] = fd;
+  }
+  for (int k = rank + 1; k < nranks && ok; ++k) {
+    int fd = accept4(listener, nullptr, nullptr, SOCK_CLOEXEC);
+    std::uint64_t hello[2] = {0, 0};
+    ok = fd >= 0 && recv_all(fd, hello, sizeof hello) && hello[0] == id.token &&
+         hello[1] > std::uint64_t(rank) && hello[1] < std::uint64_t(nranks) &&
+         peers[size_t(hello[1])] < 0;
+    if (ok) {
+      int yes = 1;
+      setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &yes, sizeof yes);
+      peers[size_t(hello[1])] = fd;
+    } else if (fd >= 0) {
+      close(fd);
+    }
+  }
+  close(listener);
+  if (!ok)
+    for (int& fd : peers)
+      if (fd >= 0) close(std::exchange(fd, -1));
+  return ok;
+}
+
 }  // namespace
 
 struct ncclComm {
@@ -384,8 +437,20 @@ ncclResult_t ncclGetUniqueId(ncclUniqueId* unique_id) {
   return ncclSuccess;
 }
 
-ncclResult_t ncclCommInitRank(ncclComm_t* comm, int nranks, ncclUniqueId comm_id, int rank) {
+ncclResult_t ncclCommInitRankConfig(ncclComm_t* comm, int nranks, ncclUniqueId comm_id, int rank,
+                                    ncclConfig_t* config) {
   if (!comm || nranks < 1 || rank < 0 || rank >= nranks) return ncclInvalidArgument;
+  // As NCCL reads a config: its first `size` bytes, made by NCCL_CONFIG_INITIALIZER of 2.14
+  // or later; blocking unless it says 0.
+  bool blocking = true;
+  if (config) {
+    ncclConfig_t given = NCCL_CONFIG_INITIALIZER;
+    size_t size = 0;
+    std::memcpy(&size, config, sizeof size);
+    std::memcpy(&given, config, std::min(size, sizeof given));
+    if (given.magic != 0xcafebeef || given.version < NCCL_VERSION(2, 14, 0)) return ncclInvalidArgument;
+    blocking = given.blocking != 0;
+  }
   const char* fail = std::getenv("MUSTER_FAKE_NCCL_INIT_FAIL");
   if (fail && std::atoi(fail) == my_rank()) {
     log_event("init-failed");
@@ -398,60 +463,54 @@ ncclResult_t ncclCommInitRank(ncclComm_t* comm, int nranks, ncclUniqueId comm_id
   auto state = std::make_shared<CommState>();
   state->rank = rank;
   state->nranks = nranks;
-  state->peers.assign(size_t(nranks), -1);
-  // This rank's listener, registered with the root, which answers with everyone's.
-  std::uint16_t my_port = 0;
-  const std::uint32_t my_address = pick_address();
-  int listener = listen_on(my_address, my_port);
-  Registration me{id.token, rank, nranks, my_address, my_port};
-  int root = listener < 0 ? -1 : connect_to(id.address, id.port);
-  std::vector<Endpoint> table(static_cast<size_t>(nranks));
-  if (root < 0 || !send_all(root, &me, sizeof me) ||
-      !recv_all(root, table.data(), table.size() * sizeof(Endpoint))) {
-    if (root >= 0) close(root);
-    if (listener >= 0) close(listener);
-    return ncclSystemError;
-  }
-  close(root);
-  // The mesh: each rank connects to the lower ranks and is connected to by the higher ones.
-  bool ok = true;
-  for (int p = 0; p < rank && ok; ++p) {
-    int fd = connect_to(table[size_t(p)].address, table[size_t(p)].port);
-    std::uint64_t hello[2] = {id.token, std::uint64_t(rank)};
-    ok = fd >= 0 && send_all(fd, hello, sizeof hello);
-    state->peers[size_t(p)] = fd;
-  }
-  for (int k = rank + 1; k < nranks && ok; ++k) {
-    int fd = accept4(listener, nullptr, nullptr, SOCK_CLOEXEC);
-    std::uint64_t hello[2] = {0, 0};
-    ok = fd >= 0 && recv_all(fd, hello, sizeof hello) && hello[0] == id.token &&
-         hello[1] > std::uint64_t(rank) && hello[1] < std::uint64_t(nranks) &&
-         state->peers[size_t(hello[1])] < 0;
-    if (ok) {
-      int yes = 1;
-      setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &yes, sizeof yes);
-      state->peers[size_t(hello[1])] = fd;
-    } else if (fd >= 0) {
-      close(fd);
-    }
-  }
-  close(listener);
-  if (!ok) return ncclSystemError;
-  // Which GPU the communicator is on, as the runtime names it: the rank's current device.
+  // Which GPU the communicator is on, as the runtime names it: the caller's current device.
   int device = 0;
   char bus_id[32] = "?";
   cudaGetDevice(&device);
   cudaDeviceGetPCIBusId(bus_id, sizeof bus_id, device);
-  log_event(("init on " + std::string(bus_id)).c_str());
+  const char* hang = std::getenv("MUSTER_FAKE_NCCL_INIT_HANG");
+  const bool hangs = hang && std::atoi(hang) == my_rank();
+  auto join = [state, id, bus = std::string(bus_id), hangs]() -> ncclResult_t {
+    if (hangs) {  // as a rank whose bootstrap never completes: only an abort ends it
+      log_event("init-hang");
+      while (!state->aborted) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      return ncclSystemError;
+    }
+    std::vector<int> peers;
+    if (!join_mesh(id, state->rank, state->nranks, peers)) return ncclSystemError;
+    std::lock_guard lock(state->peers_mutex);
+    state->peers = std::move(peers);
+    if (state->aborted) state->shut_down();
+    log_event(("init on " + bus).c_str());
+    return ncclSuccess;
+  };
+  if (blocking) {
+    if (ncclResult_t rc = join(); rc != ncclSuccess) return rc;
+    *comm = new ncclComm{state};
+    return ncclSuccess;
+  }
+  // Non-blocking: the communicator exists at once and joins in the background.
+  state->async_error = ncclInProgress;
   *comm = new ncclComm{state};
-  return ncclSuccess;
+  std::thread([state, join] {
+    const ncclResult_t rc = join();
+    if (!state->aborted) state->async_error = rc;
+  }).detach();
+  return ncclInProgress;
+}
+
+ncclResult_t ncclCommInitRank(ncclComm_t* comm, int nranks, ncclUniqueId comm_id, int rank) {
+  return ncclCommInitRankConfig(comm, nranks, comm_id, rank, nullptr);
 }
 
 ncclResult_t ncclCommAbort(ncclComm_t comm) {
   if (!comm) return ncclSuccess;
   log_event("abort");
   comm->state->aborted = true;
-  comm->state->shut_down();  // unblocks the stream's work; it ends and lets go of the state
+  {
+    std::lock_guard lock(comm->state->peers_mutex);
+    comm->state->shut_down();
+  }  // unblocks the stream's work; it ends and lets go of the state
   delete comm;
   return ncclSuccess;
 }
