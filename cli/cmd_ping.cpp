@@ -16,6 +16,7 @@
 #include "launcher/cluster/cluster_input.h"
 #include "launcher/job/cluster_context.h"
 #include "launcher/job/cluster_ping.h"
+#include "launcher/text_bytes.h"
 
 namespace muster::cli {
 
@@ -190,7 +191,7 @@ CommandAction setup_ping(CLI::App& app) {
     PingReport report = context.is_local() ? ping_here(context.cluster())
                                            : ping_cluster(context.session(Reach::BestEffort),
                                                           context.cluster(), ping, context.interrupt_fds());
-    print_out(options->json ? report_json(report).dump(2) + "\n" : report_text(report));
+    print_out(options->json ? report_json_text(report_json(report), 2) + "\n" : report_text(report));
     const bool unreached = std::any_of(report.nodes.begin(), report.nodes.end(),
                                        [](const NodeStatus& n) { return !n.reach.ok; });
     return unreached ? 255 : report.failed() ? 1 : 0;

@@ -12,6 +12,7 @@
 #include "launcher/cluster/cluster_input.h"
 #include "launcher/cluster/local_gpus.h"
 #include "topology/topology_source.h"
+#include "launcher/text_bytes.h"
 
 namespace muster::cli {
 
@@ -68,7 +69,7 @@ CommandAction setup_plan(CLI::App& app) {
       if (machine)
         j["this_machine_gpus"] = {{"job", machine->job.gpus}, {"all", machine->all_gpus},
                                   {"source", machine->job.source}, {"summary", job_gpus}};
-      print_out(j.dump(2) + "\n");
+      print_out(report_json_text(j, 2) + "\n");
     } else {
       print_out(plan_table(plan, cluster, options->cluster));
       if (!job_gpus.empty()) print_out("\nthis machine: " + job_gpus + "\n");

@@ -13,6 +13,7 @@
 #include "cli/terminal_output.h"
 #include "launcher/error.h"
 #include "launcher/job/smoke_check.h"
+#include "launcher/text_bytes.h"
 
 namespace muster::cli {
 
@@ -135,7 +136,7 @@ int run_smoke_command(SmokeOptions& options) {
   SmokeOutcome outcome = run_smoke(context, request);
   for (const auto& w : outcome.warnings) print_warning(w);
   if (options.json) {
-    print_out(report_json(outcome).dump(2) + "\n");
+    print_out(report_json_text(report_json(outcome), 2) + "\n");
   } else {
     tables.end(outcome);
     print_out(outcome.problems.empty() ? "\nall checks passed\n" : "\n");

@@ -12,6 +12,7 @@
 #include "launcher/cluster/job_gpus.h"
 #include "topology/cpu_list.h"
 #include "topology/topology_source.h"
+#include "launcher/text_bytes.h"
 
 namespace muster::cli {
 
@@ -197,7 +198,7 @@ CommandAction setup_topo(CLI::App& app) {
     // An export is some machine's, not this job's: only this machine has the job's GPUs.
     std::optional<JobGpus> job;
     if (options->xml.empty()) job = job_gpus(topology.gpus, Environment::current());
-    print_out(options->json ? topology_json(topology, job).dump(2) + "\n" : topology_text(topology, job));
+    print_out(options->json ? report_json_text(topology_json(topology, job), 2) + "\n" : topology_text(topology, job));
     return 0;
   };
 }

@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "cli/terminal_output.h"
+#include "launcher/text_bytes.h"
 
 namespace muster::cli {
 
@@ -38,19 +39,20 @@ nlohmann::json doctor_json(const DoctorReport& report) {
 }
 
 namespace {
-std::string xml_escape(const std::string& text) {
+// Text for an attribute or element: what XML cannot hold replaced (report_text), counted in
+// `replaced`, and the rest escaped.
+std::string xml_escape(const std::string& text, size_t& replaced) {
+  ReportText clean = report_text(text, ReportMarkup::Xml);
+  replaced += clean.replaced;
   std::string out;
-  for (char c : text) {
+  for (char c : clean.text) {
     switch (c) {
       case '&': out += "&amp;"; break;
       case '<': out += "&lt;"; break;
       case '>': out += "&gt;"; break;
       case '"': out += "&quot;"; break;
       case '\'': out += "&apos;"; break;
-      default:
-        // XML 1.0 forbids most control characters, even escaped.
-        if (static_cast<unsigned char>(c) < 0x20 && c != '\n' && c != '\t') out += ' ';
-        else out += c;
+      default: out += c;
     }
   }
   return out;
@@ -63,7 +65,9 @@ std::string doctor_junit(const DoctorReport& report) {
       return (stage.empty() || c.stage == stage) && c.status == s;
     });
   };
-  std::string out = "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n";
+  size_t replaced = 0;
+  auto xml = [&](const std::string& text) { return xml_escape(text, replaced); };
+  std::string out;
   out += fmt::format("<testsuites name=\"muster doctor\" tests=\"{}\" failures=\"{}\" errors=\"0\" "
                      "skipped=\"{}\" time=\"{:.3f}\">\n", report.checks.size(),
                      count("", CheckStatus::Fail), count("", CheckStatus::Skip), report.seconds);
@@ -71,7 +75,7 @@ std::string doctor_junit(const DoctorReport& report) {
     auto tests = std::count_if(report.checks.begin(), report.checks.end(),
                                [&](const Check& c) { return c.stage == stage.name; });
     out += fmt::format("  <testsuite name=\"{}\" tests=\"{}\" failures=\"{}\" errors=\"0\" "
-                       "skipped=\"{}\" time=\"{:.3f}\">\n", xml_escape(stage.name), tests,
+                       "skipped=\"{}\" time=\"{:.3f}\">\n", xml(stage.name), tests,
                        count(stage.name, CheckStatus::Fail), count(stage.name, CheckStatus::Skip),
                        stage.seconds);
     for (const auto& c : report.checks) {
@@ -79,18 +83,18 @@ std::string doctor_junit(const DoctorReport& report) {
       std::string name = c.node ? fmt::format("{} [{}]", c.name, *c.node) : c.name;
       // A node's health findings are one per device: the device keeps their names apart.
       if (c.health && !c.health->device.empty()) name += " " + c.health->device;
-      out += fmt::format("    <testcase classname=\"muster.{}\" name=\"{}\">", xml_escape(c.stage),
-                         xml_escape(name));
+      out += fmt::format("    <testcase classname=\"muster.{}\" name=\"{}\">", xml(c.stage),
+                         xml(name));
       switch (c.status) {
         case CheckStatus::Pass: break;
         case CheckStatus::Fail:
-          out += fmt::format("<failure message=\"{0}\">{0}</failure>", xml_escape(c.reason));
+          out += fmt::format("<failure message=\"{0}\">{0}</failure>", xml(c.reason));
           break;
         case CheckStatus::Skip:
-          out += fmt::format("<skipped message=\"{}\"/>", xml_escape(c.reason));
+          out += fmt::format("<skipped message=\"{}\"/>", xml(c.reason));
           break;
         case CheckStatus::Warn:
-          out += fmt::format("<system-out>warning: {}</system-out>", xml_escape(c.reason));
+          out += fmt::format("<system-out>warning: {}</system-out>", xml(c.reason));
           break;
       }
       out += "</testcase>\n";
@@ -98,7 +102,11 @@ std::string doctor_junit(const DoctorReport& report) {
     out += "  </testsuite>\n";
   }
   out += "</testsuites>\n";
-  return out;
+  const std::string said =
+      replaced == 0 ? ""
+                    : fmt::format("<!-- {} byte{} that XML cannot hold (not UTF-8, or a control "
+                                  "character) replaced with U+FFFD -->\n", replaced, replaced == 1 ? "" : "s");
+  return "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n" + said + out;
 }
 
 namespace {
@@ -107,7 +115,7 @@ namespace {
 // escaped; nothing else is special.
 std::string label_escape(const std::string& text) {
   std::string out;
-  for (char c : text) {
+  for (char c : report_text(text, ReportMarkup::Json).text) {  // the exposition format is UTF-8
     if (c == '\\' || c == '"') out += '\\';
     if (c == '\n') out += "\\n";
     else out += c;

@@ -16,6 +16,7 @@
 #include "cli/flag_checks.h"
 #include "cli/terminal_output.h"
 #include "launcher/error.h"
+#include "launcher/text_bytes.h"
 
 namespace muster::cli {
 namespace {
@@ -87,7 +88,7 @@ int deliver_report(const DoctorReport& report, const ReportFlags& flags) {
     if (to == ReportTo::File) write_file(file, text);
     if (to == ReportTo::StandardOutput) printed_report = text;
   };
-  if (json_to != ReportTo::Nowhere) deliver(json_to, flags.json_file, doctor_json(report).dump(2) + "\n");
+  if (json_to != ReportTo::Nowhere) deliver(json_to, flags.json_file, report_json_text(doctor_json(report), 2) + "\n");
   if (junit_to != ReportTo::Nowhere) deliver(junit_to, flags.junit_file, doctor_junit(report));
   if (!flags.prometheus_file.empty())
     write_file(flags.prometheus_file, doctor_prometheus(report, double(std::time(nullptr))));

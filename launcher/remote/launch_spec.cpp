@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "launcher/error.h"
+#include "launcher/text_bytes.h"
 
 namespace muster {
 
@@ -19,7 +20,7 @@ namespace {
 template <typename Read>
 auto read_payload(const char* what, const std::string& text, Read read) {
   try {
-    return read(parse_untrusted_json(text));
+    return read(exactly_restored(parse_untrusted_json(text)));
   } catch (const Error&) {
     throw;
   } catch (const std::exception& e) {
@@ -52,7 +53,7 @@ std::string to_json(const NodeLaunchSpec& spec) {
       {"gave_up_exit_code", spec.teardown.gave_up_exit_code ? json(*spec.teardown.gave_up_exit_code)
                                                             : json(nullptr)},
   };
-  return j.dump();
+  return bytes_kept(std::move(j)).dump();  // argv and environment, byte for byte
 }
 
 NodeLaunchSpec node_launch_spec_from_json(const std::string& text) {
@@ -113,13 +114,13 @@ std::string to_json(const NodeHello& h) {
   for (const auto& a : h.addresses)
     addresses.push_back({{"interface", a.interface}, {"address", a.address},
                          {"prefix_length", a.prefix_length}});
-  return json{{"protocol", kAgentProtocol}, {"hostname", h.hostname}, {"version", h.version},
+  json hello{{"protocol", kAgentProtocol}, {"hostname", h.hostname}, {"version", h.version},
               {"machine_id", h.machine_id}, {"boot_id", h.boot_id}, {"gpus", h.gpus},
               {"gpu_models", h.gpu_models}, {"cpus", h.cpus}, {"free_ports", h.free_ports},
               {"probe_port", h.probe_port}, {"probe_secret", h.probe_secret},
               {"addresses", addresses}, {"nics", h.nics},
-              {"memory_bytes", h.memory_bytes}, {"kernel", h.kernel}}
-      .dump();
+              {"memory_bytes", h.memory_bytes}, {"kernel", h.kernel}};
+  return bytes_kept(std::move(hello)).dump();
 }
 
 namespace {
@@ -202,7 +203,7 @@ std::string to_json(const NodeRunReport& report) {
                {"notes", report.notes},
                {"stuck", json::array()}};
   for (const auto& s : report.stuck) done["stuck"].push_back({{"rank", s.rank}, {"process", s.description}});
-  return done.dump();
+  return bytes_kept(std::move(done)).dump();  // a command line may quote any bytes
 }
 
 NodeRunReport node_run_report_from_json(const std::string& text) {

@@ -67,6 +67,6 @@ std::string to_json(const NodeRunReport& report);
 NodeRunReport node_run_report_from_json(const std::string& text);
 
 // The protocol version both sides must share; bumped on any change to the frames or JSON.
-inline constexpr int kAgentProtocol = 2;
+inline constexpr int kAgentProtocol = 3;
 
 }  // namespace muster

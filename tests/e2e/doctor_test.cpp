@@ -261,6 +261,29 @@ TEST_F(DoctorCluster, AHostDownFailsItselfWhileTheRestAreChecked) {
   }
 }
 
+// A node whose site wrapper refuses every command in words that are not UTF-8 (a Latin-1
+// message, with DEL in it): the reports are whole, valid, and say what they replaced.
+TEST_F(DoctorCluster, ANodeWhoseWordsAreNotUtf8StillGivesCompleteReports) {
+  TempDir dir;
+  HostSetup setup;
+  setup.force_command = "printf 'r\\351glage \\177manquant\\n' >&2; exit 1";
+  cluster_->set_up_host(2, setup);
+  auto r = cluster_->muster({"doctor", "-f", cluster_->write_cluster_file(), "--json",
+                             dir.file("report.json"), "--junit", dir.file("report.xml")}, 300);
+  EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+  auto report = read_json(dir.file("report.json"));
+  const nlohmann::json* reach = find_check(report, "ssh", "reach", "node3");
+  ASSERT_NE(reach, nullptr) << report.dump();
+  EXPECT_EQ((*reach)["status"], "fail");
+  EXPECT_NE((*reach)["reason"].get<std::string>().find("r\xEF\xBF\xBDglage"), std::string::npos) << (*reach)["reason"];
+  EXPECT_GE(report["replaced_bytes"]["count"].get<int>(), 1) << report.dump();
+  check_reports(dir);  // the schema, and the XML as CI parsers read it
+  std::ifstream xml_file(dir.file("report.xml"));
+  const std::string junit{std::istreambuf_iterator<char>(xml_file), {}};
+  EXPECT_NE(junit.find("r\xEF\xBF\xBDglage \xEF\xBF\xBDmanquant"), std::string::npos) << junit;
+  EXPECT_NE(junit.find("replaced with U+FFFD"), std::string::npos) << junit;
+}
+
 TEST_F(DoctorCluster, AViolatedThresholdFailsItsCheck) {
   TempDir dir;
   auto r = cluster_->muster({"doctor", "-f", cluster_->write_cluster_file("checks:\n  gpus_per_node: 8\n"),

@@ -89,6 +89,17 @@ TEST(RunLocal, ClusterFileEnvAndWorkdirReachTheRanks) {
                                              "[1] yes please " + dir.path()}));
 }
 
+// Latin-1 bytes (real file names have them) in an argument and an exported value reach every
+// rank as they are, and their output comes back as it was printed.
+TEST(RunLocal, BytesThatAreNotUtf8ReachTheRanksAsTheyAre) {
+  auto r = run_muster({"run", "-H", "localhost:2", "-x", "LATIN=caf\xe9", "--", "sh", "-c",
+                       "printf '<%s|%s>\\n' \"$1\" \"$LATIN\"", "sh", "\xe9t\xe9"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto lines = r.out_lines();
+  std::sort(lines.begin(), lines.end());
+  EXPECT_EQ(lines, (std::vector<std::string>{"[0] <\xe9t\xe9|caf\xe9>", "[1] <\xe9t\xe9|caf\xe9>"}));
+}
+
 TEST(RunLocal, TagsPrefixEveryLineAndStderrStaysStderr) {
   auto r = run_muster({"run", "-n", "2", "--tag", "host-rank", "--", "sh", "-c",
                        "echo out; echo err >&2; printf 'no newline'"});

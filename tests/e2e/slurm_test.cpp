@@ -89,6 +89,27 @@ TEST_F(Slurm, RunStartsOneRankPerSlotWithTheJobsVariablesButNotTheAgentsTaskIds)
   EXPECT_EQ(hosts.size(), 4u) << r.out;
 }
 
+// Latin-1 bytes (real file names have them) reach the ranks through Slurm's call back as they
+// are, in run's argument and exported value and in exec's argument.
+TEST_F(Slurm, BytesThatAreNotUtf8ReachTheRanksAsTheyAre) {
+  const std::vector<std::string> print = {"sh", "-c", "printf '<%s|%s>\\n' \"$1\" \"$LATIN\"", "sh",
+                                          "\xe9t\xe9"};
+  std::vector<std::string> run = {"run", "-x", "LATIN=caf\xe9", "--"};
+  run.insert(run.end(), print.begin(), print.end());
+  auto r = run_command(slurm_->salloc_muster(2, run));
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  for (int rank = 0; rank < 2; ++rank)
+    EXPECT_NE(r.out.find(fmt::format("[{}] <\xe9t\xe9|caf\xe9>\n", rank)), std::string::npos) << r.out;
+
+  std::vector<std::string> exec = {"exec", "--", "env", "LATIN=caf\xe9"};
+  exec.insert(exec.end(), print.begin(), print.end());
+  auto e = run_command(slurm_->salloc_muster(2, exec));
+  ASSERT_EQ(e.exit_code, 0) << e.out << e.err;
+  size_t nodes = 0;
+  for (size_t at = 0; (at = e.out.find("] <\xe9t\xe9|caf\xe9>\n", at)) != std::string::npos; ++at) ++nodes;
+  EXPECT_EQ(nodes, 2u) << e.out;
+}
+
 TEST_F(Slurm, SmokeAndDoctorPassInsideTheAllocation) {
   auto smoke = run_command(slurm_->salloc_muster(4, {"smoke", "--max-bytes", "64K"}, {"--ntasks-per-node=2"}));
   EXPECT_EQ(smoke.exit_code, 0) << smoke.out << smoke.err;

@@ -217,6 +217,7 @@ void TestCluster::write_sshd_config(int i) const {
       << "LogLevel INFO\n";  // one "Accepted publickey" line per connection
   if (setup.sftp) out << "Subsystem sftp internal-sftp\n";
   if (setup.busybox_root) out << "ChrootDirectory " << chroot_dir(i) << "\n";
+  if (!setup.force_command.empty()) out << "ForceCommand " << setup.force_command << "\n";
   if (!setup.environment.empty()) {
     out << "SetEnv";
     for (const auto& variable : setup.environment) out << " \"" << variable << "\"";

@@ -34,6 +34,8 @@ struct HostSetup {
                                                // holds only a statically linked busybox
   bool installed_muster = false;               // build/muster on the host's PATH
   std::vector<std::string> environment;        // NAME=VALUE in every session (sshd's SetEnv)
+  std::string force_command;                   // run instead of every command (a site's
+                                               // wrapper; sshd's ForceCommand)
 };
 
 class TestCluster {

@@ -1,0 +1,37 @@
+// Strings whose bytes muster does not choose (a rank's argv and environment, a file name, a
+// node's stderr, a process's command line) may be any bytes; JSON and XML text must be UTF-8.
+// Two ways across: muster's own protocol carries them exactly, and a report for people and
+// CI replaces what it cannot hold, and says how much it replaced.
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <string_view>
+
+#include <nlohmann/json.hpp>
+
+namespace muster {
+
+bool is_utf8(std::string_view bytes);
+
+// For muster's protocol (agent frames): every string and object key in `value` that is not
+// UTF-8 (or starts with NUL, which no C string does) is sent as NUL and then its bytes in
+// hex; exactly_restored() undoes it. Byte for byte, whatever the bytes.
+nlohmann::json bytes_kept(nlohmann::json value);
+nlohmann::json exactly_restored(nlohmann::json value);
+
+// For reports. Json: each byte sequence that is not UTF-8 becomes U+FFFD. Xml: also the
+// characters XML 1.0 forbids even escaped (controls other than tab, newline and carriage
+// return) and DEL, which CI parsers reject. `replaced` counts the bytes given up.
+enum class ReportMarkup { Json, Xml };
+struct ReportText {
+  std::string text;
+  size_t replaced = 0;
+};
+ReportText report_text(std::string_view bytes, ReportMarkup markup);
+
+// A report as JSON text: report_text() on every string and key, then, when anything was
+// replaced and the report is an object, a "replaced_bytes" field saying how many.
+std::string report_json_text(nlohmann::json report, int indent);
+
+}  // namespace muster
