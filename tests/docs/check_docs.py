@@ -10,6 +10,8 @@ Usage: check_docs.py MUSTER README.md muster.1 [MORE.md ...]
    init_process_group calls set_device first.
 3. For every subcommand of `muster --help`, the flags of `muster SUB --help` and those named
    in muster.1's section `.SS "muster SUB"` (option tags and bold flags) are the same.
+4. README's table of commands (rows that begin "| `muster SUB`") has a row for every
+   subcommand of `muster --help`, and none for a subcommand it lacks.
 Each problem is printed as FILE:LINE: what is wrong; the exit status is 1 when there is one.
 """
 import ast
@@ -307,6 +309,29 @@ def check_man_page(page, sub_flags):
                     "of muster --help")
 
 
+# --- 4. the README's table of commands ------------------------------------------------------
+
+def check_readme_table(readme, subcommands):
+    rows = {}
+    with open(readme, encoding="utf-8") as f:
+        for number, line in enumerate(f, 1):
+            m = re.match(r"^\|\s*`muster ([\w-]+)`\s*\|", line)
+            if m:
+                rows.setdefault(m.group(1), number)
+    if not rows:
+        problem(readme, "no table of commands (rows beginning '| `muster SUB` |')")
+        return
+    first = min(rows.values())
+    for sub in subcommands:
+        if sub not in rows:
+            problem(f"{readme}:{first}", f"the table of commands has no row for 'muster {sub}', "
+                    "which 'muster --help' lists")
+    for sub, line in rows.items():
+        if sub not in subcommands:
+            problem(f"{readme}:{line}", f"the table of commands names 'muster {sub}', which "
+                    "'muster --help' does not list")
+
+
 def main():
     if len(sys.argv) < 4:
         sys.exit(__doc__)
@@ -324,6 +349,7 @@ def main():
             elif lang in ("python", "py"):
                 check_python_block(markdown, start, text)
     check_man_page(page, sub_flags)
+    check_readme_table(readme, list(sub_flags))
     for line in problems:
         print(line)
     shells = sum(lang in ("sh", "bash", "shell") for lang, _, _ in blocks)
