@@ -1,5 +1,7 @@
 // muster plan: which rank runs where, as a table or --json.
+#include <algorithm>
 #include <memory>
+#include <vector>
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
@@ -11,8 +13,8 @@
 #include "launcher/cluster/rank_plan.h"
 #include "launcher/cluster/cluster_input.h"
 #include "launcher/cluster/local_gpus.h"
-#include "topology/topology_source.h"
 #include "launcher/text_bytes.h"
+#include "topology/topology_source.h"
 
 namespace muster::cli {
 
@@ -23,24 +25,49 @@ struct PlanOptions {
 
 namespace {
 
-nlohmann::json plan_json(const RankPlan& plan, const ClusterInput& input) {
+// Nodes of `slots: auto` not reached yet: their GPUs, and so their ranks, are known only when
+// muster reaches them (run, smoke and doctor do; plan reaches nothing).
+std::vector<bool> slots_unknown(const ClusterSpec& cluster) {
+  std::vector<bool> unknown;
+  for (const auto& node : cluster.nodes) unknown.push_back(node.slots.is_auto() && !node.gpu_count);
+  return unknown;
+}
+
+nlohmann::json plan_json(const RankPlan& plan, const ClusterSpec& cluster, const ClusterInput& input) {
   nlohmann::json j = rank_plan_json(plan);
   j["world_size"] = plan.world_size();
   j["map_by"] = input.map_by == MapBy::Node ? "node" : "slot";
+  // Which nodes were planned with one rank for now, and so whether world_size is known.
+  const std::vector<bool> unknown = slots_unknown(cluster);
+  j["slots_known_when_reached"] = nlohmann::json::array();
+  for (size_t i = 0; i < unknown.size(); ++i)
+    if (unknown[i]) j["slots_known_when_reached"].push_back(cluster.nodes[i].host);
+  j["world_size_known"] = j["slots_known_when_reached"].empty();
   return j;
 }
 
 std::string plan_table(const RankPlan& plan, const ClusterSpec& cluster,
                        const ClusterInput& input) {
-  std::string out = fmt::format("cluster: {} ({} node{}), world size {}, map-by {}\n\n",
+  const std::vector<bool> unknown = slots_unknown(cluster);
+  const auto unreached = std::count(unknown.begin(), unknown.end(), true);
+  const std::string world =
+      unreached == 0 ? fmt::format("world size {}", plan.world_size())
+                     : fmt::format("world size known when the nodes are reached (at least {})",
+                                   plan.world_size());
+  std::string out = fmt::format("cluster: {} ({} node{}), {}, map-by {}\n\n",
                                 cluster.name.empty() ? cluster.source : cluster.name,
-                                plan.nodes.size(), plan.nodes.size() == 1 ? "" : "s",
-                                plan.world_size(), input.map_by == MapBy::Node ? "node" : "slot");
+                                plan.nodes.size(), plan.nodes.size() == 1 ? "" : "s", world,
+                                input.map_by == MapBy::Node ? "node" : "slot");
   size_t width = 4;
   for (const auto& n : plan.nodes) width = std::max(width, n.host.size());
   out += fmt::format("{:<6}{:<{}}  {:<6}{:<6}{:<6}{}\n", "NODE", "HOST", width, "SLOTS", "RANK",
                      "LOCAL", "GPU");
   for (const auto& n : plan.nodes) {
+    if (size_t(n.node_rank) < unknown.size() && unknown[size_t(n.node_rank)]) {
+      out += fmt::format("{:<6}{:<{}}  {:<6}{}\n", n.node_rank, n.host, width, "auto",
+                         "one rank per GPU, known when reached");
+      continue;
+    }
     if (n.ranks.empty())
       out += fmt::format("{:<6}{:<{}}  {:<6}{}\n", n.node_rank, n.host, width, n.slots, "-");
     for (int rank : n.ranks) {
@@ -49,6 +76,14 @@ std::string plan_table(const RankPlan& plan, const ClusterSpec& cluster,
                          r.rank, r.local_rank, r.gpu ? std::to_string(*r.gpu) : std::string("-"));
     }
   }
+  if (unreached > 0)
+    out += "\n" + wrap_words(fmt::format("'slots: auto' starts one rank per GPU of a node, which "
+                                        "muster learns when it reaches it ('muster run' and "
+                                        "'muster doctor' do); the ranks after {} are numbered "
+                                        "here as if {} one.",
+                                        unreached == 1 ? "that node" : "those nodes",
+                                        unreached == 1 ? "it had" : "each had"),
+                            80, 0) + "\n";
   return out;
 }
 
@@ -65,7 +100,7 @@ CommandAction setup_plan(CLI::App& app) {
     const std::string job_gpus = machine ? job_gpus_summary(machine->job, machine->all_gpus) : "";
     RankPlan plan = make_rank_plan(cluster, options->cluster.ranks, options->cluster.map_by);
     if (options->json) {
-      nlohmann::json j = plan_json(plan, options->cluster);
+      nlohmann::json j = plan_json(plan, cluster, options->cluster);
       if (machine)
         j["this_machine_gpus"] = {{"job", machine->job.gpus}, {"all", machine->all_gpus},
                                   {"source", machine->job.source}, {"summary", job_gpus}};

@@ -24,6 +24,23 @@ TEST(PlanCli, JsonHasRanksWithEveryFieldAndTheWorldSize) {
   }
 }
 
+// A remote node of `slots: auto` has as many ranks as GPUs, which plan (reaching nothing)
+// cannot know: it says so, rather than show the one slot it counts for now.
+TEST(PlanCli, AutoSlotsOnANodeNotReachedAreKnownWhenReached) {
+  TempDir dir;
+  dir.write("cluster.yaml", "launch:\n  slots: auto\nnodes:\n  - host: gpu1\n  - host: gpu2\n    slots: 2\n");
+  auto r = run_muster({"plan", "-f", dir.file("cluster.yaml")});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("world size known when the nodes are reached (at least 3)"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("gpu1  auto  one rank per GPU, known when reached"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("gpu1  1"), std::string::npos) << r.out;
+  auto json = run_muster({"plan", "-f", dir.file("cluster.yaml"), "--json"});
+  ASSERT_EQ(json.exit_code, 0) << json.err;
+  auto plan = nlohmann::json::parse(json.out);
+  EXPECT_EQ(plan["world_size_known"], false);
+  EXPECT_EQ(plan["slots_known_when_reached"], nlohmann::json::array({"gpu1"}));
+}
+
 TEST(PlanCli, TableReadsLikeDisplayMap) {
   TempDir dir;
   dir.write("hosts", "n1 slots=2\nn2 slots=1\n");
