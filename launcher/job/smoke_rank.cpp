@@ -3,9 +3,12 @@
 #include <sched.h>
 #include <unistd.h>
 
+#include <atomic>
+#include <chrono>
 #include <fstream>
 #include <memory>
 #include <optional>
+#include <thread>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -51,6 +54,11 @@ nlohmann::json hello_of(const std::optional<Gpu>& g, int rank, int world, int lo
           {"cpuset", format_cpu_list(cpus)}, {"pid", getpid()}};
 }
 
+void say_failure(const std::function<void(const std::string&)>& say_line, const std::exception& e) {
+  say_line(std::string(kSmokeLinePrefix) + nlohmann::json{{"type", "failure"}, {"message", e.what()}}
+                                               .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+}
+
 // Whether NCCL can run this rank: it has an NVIDIA GPU and NCCL loads here. A rank asked
 // for NCCL that cannot use it fails, naming itself and the reason.
 bool nccl_usable(const std::string& wanted, bool has_nvidia, int rank) {
@@ -64,8 +72,38 @@ bool nccl_usable(const std::string& wanted, bool has_nvidia, int rank) {
   return !nccl_missing;
 }
 
+// MUSTER_SMOKE_STALL=RANK:STEP[:MARK] makes that rank's collectives stop returning from that
+// step of the sweep on, as a wedged GPU or a dead link makes a real rank's: how the tests make
+// a rank hang inside a collective. (MARK only tells one test's ranks from another's.)
+class StallingCollective : public Collective {
+ public:
+  StallingCollective(std::unique_ptr<Collective> inner, std::shared_ptr<std::atomic<bool>> stalled)
+      : inner_(std::move(inner)), stalled_(std::move(stalled)) {}
+  std::string backend() const override { return inner_->backend(); }
+  int rank() const override { return inner_->rank(); }
+  int size() const override { return inner_->size(); }
+  float* allocate(size_t elements) override { return inner_->allocate(elements); }
+  void release(float* buffer) override { inner_->release(buffer); }
+  void upload(float* buffer, const std::vector<float>& host) override { inner_->upload(buffer, host); }
+  std::vector<float> download(const float* buffer, size_t elements) override {
+    return inner_->download(buffer, elements);
+  }
+  void run(CollectiveOp op, const float* send, float* recv, size_t count) override {
+    while (*stalled_) std::this_thread::sleep_for(std::chrono::hours(1));  // until it is stopped
+    inner_->run(op, send, recv, count);
+  }
+  std::unique_ptr<Collective> subgroup(const std::string& name, const std::vector<int>& members) override {
+    auto group = inner_->subgroup(name, members);
+    return group ? std::make_unique<StallingCollective>(std::move(group), stalled_) : nullptr;
+  }
+
+ private:
+  std::unique_ptr<Collective> inner_;
+  std::shared_ptr<std::atomic<bool>> stalled_;
+};
+
 void run(const Environment& env, const std::function<void(const std::string&)>& say_line,
-         std::optional<RendezvousServer>& server) {
+         std::optional<RendezvousServer>& server, bool& failure_said) {
   auto say = [&](const nlohmann::json& j) { say_line(std::string(kSmokeLinePrefix) + j.dump()); };
   const auto config = nlohmann::json::parse(env.has("MUSTER_SMOKE") ? env.get("MUSTER_SMOKE") : "{}");
   const int rank = env_int(env, "RANK"), world = env_int(env, "WORLD_SIZE");
@@ -123,18 +161,28 @@ void run(const Environment& env, const std::function<void(const std::string&)>& 
     collective = make_gloo_collective(store, rank, world, gloo);
   }
 
-  // 3. The sweep, every step reported as it happens. MUSTER_SMOKE_STALL=RANK:STEP makes a
-  //    rank stop before that step, as a hung rank would: how the tests see a collective
-  //    that never completes.
   const std::string stall = env.get("MUSTER_SMOKE_STALL");
   const bool stalls = !stall.empty() && std::stoi(stall) == rank;
   const int stall_step = stalls ? std::stoi(stall.substr(stall.find(':') + 1)) : 0;
-  run_smoke_sweep(*collective, smoke_settings_from_json(config), node_of_rank, [&](const SmokeEvent& e) {
-    if (stalls && e.kind == SmokeEvent::Kind::Enter && e.seq == stall_step) pause();
-    say(smoke_event_json(e));
-  });
-  // Rank 0 serves the rendezvous: everyone leaves together.
-  collective->run(CollectiveOp::Barrier, nullptr, nullptr, 0);
+  auto stalled = std::make_shared<std::atomic<bool>>(false);
+  if (stalls) collective = std::make_unique<StallingCollective>(std::move(collective), stalled);
+
+  // 3. The sweep, every step reported as it happens.
+  try {
+    run_smoke_sweep(*collective, smoke_settings_from_json(config), node_of_rank, [&](const SmokeEvent& e) {
+      if (stalls && e.kind == SmokeEvent::Kind::Enter && e.seq == stall_step) *stalled = true;
+      say(smoke_event_json(e));
+    });
+    // Rank 0 serves the rendezvous: everyone leaves together.
+    collective->run(CollectiveOp::Barrier, nullptr, nullptr, 0);
+  } catch (const std::exception& e) {
+    // Said while the collective still holds its connections: closing them is what tells the
+    // peers, who would otherwise report the broken connection (a consequence) and end the job
+    // before this rank's own cause (a timeout, a hang) is heard.
+    say_failure(say_line, e);
+    failure_said = true;
+    throw;
+  }
   say({{"type", "done"}});
 }
 
@@ -145,10 +193,11 @@ void run_smoke_rank(const Environment& env, const std::function<void(const std::
   // a lost rendezvous, and a teardown for their failure could stop rank 0 before its own
   // cause was said.
   std::optional<RendezvousServer> server;
+  bool failure_said = false;
   try {
-    run(env, say, server);
+    run(env, say, server, failure_said);
   } catch (const std::exception& e) {
-    say(std::string(kSmokeLinePrefix) + nlohmann::json{{"type", "failure"}, {"message", e.what()}}.dump());
+    if (!failure_said) say_failure(say, e);
     throw;
   }
 }

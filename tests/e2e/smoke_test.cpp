@@ -99,12 +99,18 @@ TEST(Smoke, SplitAndPairsRunWithinAndAcrossNodes) {
   for (const auto& row : report["results"]) EXPECT_EQ(row["wrong"], 0) << row.dump();
 }
 
+// Rank 2's collectives stop returning at step 5, as a wedged device's would. The others give
+// up at --timeout; each says so before its connections close, so the report names the hang
+// as the cause, whatever the order in which the peers then notice the closed connections.
 TEST(Smoke, ACollectiveThatNeverCompletesIsAbortedNamingTheMissingRank) {
   auto r = run_muster({"smoke", "-n", "4", "--max-bytes", "64K", "--timeout", "3", "--json"},
                       {"MUSTER_SMOKE_STALL=2:5"});
   EXPECT_EQ(r.exit_code, 1);
   auto report = nlohmann::json::parse(r.out);
-  EXPECT_TRUE(has_problem(report, "was aborted; rank that never arrived: 2")) << report["problems"].dump(2);
+  ASSERT_FALSE(report["problems"].empty());
+  const std::string first = report["problems"][0]["message"];
+  EXPECT_EQ(first.rfind("rank 2 (", 0), 0u) << "the hung rank comes first: " << report["problems"].dump(2);
+  EXPECT_NE(first.find("never finished it, while the others gave up waiting"), std::string::npos) << first;
   EXPECT_TRUE(has_problem(report, "Timed out")) << report["problems"].dump(2);
 }
 
