@@ -8,6 +8,7 @@
 #include "launcher/cluster/job_id.h"
 #include "launcher/cluster/local_gpus.h"
 #include "launcher/error.h"
+#include "launcher/job/session_job.h"
 #include "launcher/job/slurm_job.h"
 #include "launcher/json_fields.h"
 #include "launcher/local/node_launch.h"
@@ -125,8 +126,8 @@ LaunchedJob run_across_nodes(ClusterContext& context, const JobOptions& options,
   auto output = make_output(job.plan);
   for (const auto& p : network.problems)
     if (p.kind == FindingKind::Pair || p.kind == FindingKind::Interfaces) output->launch_warning(p.message);
-  job.result = context.session().run(job.plan, request, teardown_policy(options), *output,
-                                     context.interrupt_fds());
+  job.result = run_over_session(context.session(), job.plan, request, teardown_policy(options), *output,
+                                context.interrupt_fds());
   output->flush();
   return job;
 }

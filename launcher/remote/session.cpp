@@ -7,7 +7,6 @@
 
 #include <algorithm>
 #include <atomic>
-#include <climits>
 #include <condition_variable>
 #include <ctime>
 #include <deque>
@@ -40,7 +39,8 @@ constexpr Milliseconds kLinkPollSlice{50};
 
 int64_t now_ns() { return Clock::now().time_since_epoch().count(); }
 
-// Returns the signal number when one of `fds` has a byte (a stop request), else 0.
+}  // namespace
+
 int pending_interrupt(const std::vector<int>& fds) {
   for (int fd : fds) {
     unsigned char signal_number = 0;
@@ -48,6 +48,8 @@ int pending_interrupt(const std::vector<int>& fds) {
   }
   return 0;
 }
+
+namespace {
 
 // What a link's thread tells the head's thread: a frame, or that the link ended.
 struct LinkEvent {
@@ -362,16 +364,11 @@ std::vector<std::pair<size_t, double>> ClusterSession::silent_nodes() const {
   return out;
 }
 
-namespace {
-
-// "nothing heard from it for 10.2 s (last at 14:03:07)"
 std::string silence_text(double seconds) {
   std::time_t last = std::time(nullptr) - std::time_t(seconds);
   return fmt::format("nothing heard from it for {:.1f} s (last at {:%H:%M:%S})", seconds,
                      fmt::localtime(last));
 }
-
-}  // namespace
 
 std::vector<AskAnswer> ClusterSession::ask(const std::vector<std::pair<size_t, std::string>>& requests,
                                            Milliseconds limit, const std::vector<int>& interrupt_fds) {
@@ -412,270 +409,16 @@ std::vector<AskAnswer> ClusterSession::ask(const std::vector<std::pair<size_t, s
   return answers;
 }
 
-// One job over the session, from the specs sent to the last node's report.
-class SessionRun {
- public:
-  SessionRun(ClusterSession& session, const RankPlan& plan, const LaunchRequest& request,
-             const TeardownPolicy& policy, JobOutput& output, const std::vector<int>& interrupt_fds)
-      : session_(session), plan_(plan), request_(request), policy_(policy), output_(output),
-        interrupt_fds_(interrupt_fds), status_(size_t(plan.world_size())),
-        stopped_(status_.size(), false) {}
-
-  JobResult run() {
-    check_every_node_is_usable();
-    send_specs();
-    try {
-      supervise_until_every_node_reported();
-    } catch (...) {
-      abandon_unreported_nodes();
-      throw;
-    }
-    record_outcomes();
-    return std::move(result_);
-  }
-
- private:
-  // Nothing starts when a node that holds ranks was lost earlier in the session.
-  void check_every_node_is_usable() {
-    std::vector<std::string> problems;
-    for (const auto& node : plan_.nodes)
-      if (!node.ranks.empty() && !session_.usable(size_t(node.node_rank)))
-        problems.push_back(session_.why_unusable(size_t(node.node_rank)));
-    if (problems.empty()) return;
-    problems.push_back("nothing was started");
-    throw Error(ErrorKind::Runtime, problems);
-  }
-
-  // Each node gets its part of the plan; the agents start their ranks at once.
-  void send_specs() {
-    id_ = ++session_.next_id_;
-    for (const auto& node : plan_.nodes) {
-      if (node.ranks.empty()) continue;
-      reported_[size_t(node.node_rank)] = false;
-      NodeLaunchSpec spec{node.node_rank, plan_, request_, policy_};
-      session_.links_[size_t(node.node_rank)]->send({FrameKind::Spec, id_, to_json(spec)});
-    }
-    if (policy_.timeout) deadline_ = Clock::now() + *policy_.timeout;
-  }
-
-  // Output, exits, interrupts, the timeout and silent nodes; one teardown for every node.
-  void supervise_until_every_node_reported() {
-    while (!every_node_reported()) {
-      for (LinkEvent& e : session_.events_->take(Milliseconds(100))) handle(e);
-      output_.flush();
-      read_interrupts();
-      check_deadline();
-      check_silent_nodes();
-      if (give_up_at_ && Clock::now() >= *give_up_at_) {
-        give_up_on_unreported_nodes();
-        break;
-      }
-    }
-  }
-
-  void record_outcomes() {
-    for (size_t r = 0; r < status_.size(); ++r) {
-      RankOutcome o;
-      o.rank = int(r);
-      o.status = status_[r];
-      o.stopped_by_teardown = stopped_[r];
-      result_.ranks.push_back(o);
-    }
-  }
-
-  // --- events --------------------------------------------------------------------------
-
-  void handle(LinkEvent& e) {
-    if (!e.frame) return on_link_ended(e.node, e.why_ended);
-    if (!reported_.count(e.node)) return;  // a node without ranks in this run
-    Frame& f = *e.frame;
-    try {
-      switch (f.kind) {
-        case FrameKind::Bound:
-          for (const auto& [rank, report] : bindings_from_json(f.payload)) output_.rank_bound(rank, report);
-          break;
-        case FrameKind::Out: on_line(e.node, f.rank, OutputStream::Stdout, f.payload); break;
-        case FrameKind::Err: on_line(e.node, f.rank, OutputStream::Stderr, f.payload); break;
-        case FrameKind::Exit: on_exit(e.node, f.rank, f.payload); break;
-        case FrameKind::Done:
-          if (f.rank == id_) on_done(e.node, f.payload);
-          break;
-        case FrameKind::Fail:
-          if (f.rank == id_ || f.rank < 0) on_fail(e.node, f.payload);
-          break;
-        default: break;
-      }
-    } catch (const Error& bad) {  // every payload reader throws Error alone
-      result_.notes.push_back(fmt::format("{} sent a malformed message: {}", host(e.node), bad.what()));
-    }
-  }
-
-  void on_line(size_t node, int rank, OutputStream stream, const std::string& text) {
-    if (holds_rank(node, rank)) output_.line(rank, stream, text);
-  }
-
-  void on_exit(size_t node, int rank, const std::string& payload) {
-    if (!holds_rank(node, rank)) return;
-    const ExitStatus s = exit_from_json(payload);
-    status_[size_t(rank)] = s;
-    output_.rank_ended(rank, s);
-    if (s.success() || tearing_down_) return;
-    if (!result_.first_failed_rank) result_.first_failed_rank = rank;
-    result_.end = JobEnd::RankFailed;
-    if (!rank_gave_up_on_a_peer(policy_, s)) stop_everything(JobEnd::RankFailed);
-    else if (!settle_until_) settle_until_ = Clock::now() + policy_.settle;
-  }
-
-  void on_done(size_t node, const std::string& payload) {
-    reported_[node] = true;
-    const NodeRunReport done = node_run_report_from_json(payload);
-    result_.escaped_killed = int(std::min<long>(long(result_.escaped_killed) + done.escaped_killed, INT_MAX));
-    if (!done.start_error.empty()) {
-      result_.start_error = fmt::format("{}: {}", host(node), done.start_error);
-      if (result_.end == JobEnd::RankFailed || result_.end == JobEnd::Completed)
-        result_.end = JobEnd::StartFailed;
-    }
-    for (const auto& note : done.notes) result_.notes.push_back(fmt::format("{}: {}", host(node), note));
-    for (const auto& s : done.stuck) result_.stuck.push_back({s.rank, fmt::format("{}: {}", host(node), s.description)});
-  }
-
-  void on_fail(size_t node, const std::string& why) {
-    reported_[node] = true;
-    result_.notes.push_back(fmt::format("{}: the agent failed: {}", host(node), why));
-    if (tearing_down_) return;
-    result_.start_error = fmt::format("{}: {}", host(node), why);
-    result_.first_failed_rank = plan_.nodes[node].ranks.front();
-    stop_everything(JobEnd::StartFailed);
-  }
-
-  // The node's channel ended, or it fell silent: its ranks are out of reach. Its agent
-  // stops them on its own side when it notices (the channel closed, or the head fell silent).
-  void node_lost(size_t node, const std::string& why) {
-    const bool in_run = reported_.count(node) && !reported_[node];
-    const std::string what = fmt::format("lost contact with {}: {}", host(node), why);
-    session_.lose(node, what);
-    if (!in_run) return;
-    reported_[node] = true;
-    std::optional<int> running;
-    for (int rank : plan_.nodes[node].ranks)
-      if (!status_[size_t(rank)] && !running) running = rank;
-    if (!running) return;
-    result_.notes.push_back(what);
-    if (!tearing_down_) {
-      result_.first_failed_rank = *running;
-      stop_everything(JobEnd::NodeLost);
-    }
-  }
-  void on_link_ended(size_t node, const std::string& why) { node_lost(node, why); }
-
-  // --- deadlines and requests ----------------------------------------------------------
-
-  void read_interrupts() {
-    while (int signal_number = pending_interrupt(interrupt_fds_)) {
-      if (!tearing_down_) {
-        result_.received_signal = signal_number;
-        stop_everything(JobEnd::Interrupted);
-      } else if (result_.end == JobEnd::Interrupted) {
-        send_stop();  // a second Ctrl-C: every agent sends SIGKILL at once
-      }
-    }
-  }
-
-  void check_deadline() {
-    if (settle_until_ && Clock::now() >= *settle_until_) stop_everything(JobEnd::RankFailed);
-    if (deadline_ && Clock::now() >= *deadline_) stop_everything(JobEnd::TimedOut);
-  }
-
-  void check_silent_nodes() {
-    for (auto [node, seconds] : session_.silent_nodes())
-      node_lost(node, silence_text(seconds) + "; its agent stops its ranks on its own");
-  }
-
-  void stop_everything(JobEnd why) {
-    if (tearing_down_) return;
-    tearing_down_ = true;
-    result_.end = why;
-    for (size_t r = 0; r < status_.size(); ++r) stopped_[r] = !status_[r].has_value();
-    send_stop();
-    // Agents escalate to SIGKILL after the grace period and name what survives; past that
-    // (and a margin for the network), the head stops waiting for them.
-    give_up_at_ = Clock::now() + policy_.grace + policy_.kill_wait + std::chrono::seconds(5);
-  }
-
-  void send_stop() {
-    for (auto& [node, reported] : reported_)
-      if (!reported && session_.usable(node))
-        session_.links_[node]->send({FrameKind::Stop, id_, ""});
-  }
-
-  // The way out when an exception unwinds through the run (an output sink that threw):
-  // every node still running gets two stops (SIGKILL at once) and its channel closed, which
-  // its agent also takes for a stop. The session is not used for them again.
-  void abandon_unreported_nodes() noexcept {
-    try {
-      for (auto& [node, reported] : reported_) {
-        if (reported || !session_.usable(node)) continue;
-        for (int i = 0; i < 2; ++i) session_.links_[node]->send({FrameKind::Stop, id_, ""});
-        session_.lose(node, fmt::format("{} was stopped when the head gave up on a job", host(node)));
-      }
-    } catch (...) {
-      // Already on the way out with an exception.
-    }
-  }
-
-  void give_up_on_unreported_nodes() {
-    for (auto& [node, reported] : reported_) {
-      if (reported) continue;
-      const std::string why = fmt::format("{} did not confirm that its ranks stopped; its agent "
-                                          "stops them once the connection closes", host(node));
-      result_.notes.push_back(why);
-      session_.lose(node, why);
-    }
-  }
-
-  bool every_node_reported() const {
-    return std::all_of(reported_.begin(), reported_.end(), [](const auto& r) { return r.second; });
-  }
-  bool holds_rank(size_t node, int rank) const {
-    const auto& ranks = plan_.nodes[node].ranks;
-    return std::find(ranks.begin(), ranks.end(), rank) != ranks.end();
-  }
-  const std::string& host(size_t node) const { return session_.links_[node]->host; }
-
-  ClusterSession& session_;
-  const RankPlan& plan_;
-  const LaunchRequest& request_;
-  const TeardownPolicy& policy_;
-  JobOutput& output_;
-  const std::vector<int>& interrupt_fds_;
-  int id_ = 0;
-  JobResult result_;
-  std::vector<std::optional<ExitStatus>> status_;
-  std::vector<bool> stopped_;           // still running when teardown began
-  std::map<size_t, bool> reported_;     // the nodes of this run, and whether each has ended
-  bool tearing_down_ = false;
-  std::optional<Clock::time_point> deadline_, give_up_at_;
-  std::optional<Clock::time_point> settle_until_;  // a rank failed: teardown begins then
-};
-
-JobResult ClusterSession::run(const RankPlan& plan, const LaunchRequest& request,
-                              const TeardownPolicy& policy, JobOutput& output,
-                              const std::vector<int>& interrupt_fds) {
-  JobResult result = SessionRun(*this, plan, request, policy, output, interrupt_fds).run();
-  // A scheduler that ended the agents (scancel, a time limit, a failed node) signals the
-  // ranks or loses a node, and says so a moment later: its words are the cause, and a time
-  // limit is a timeout. A rank that just failed on its own costs no wait.
-  const bool ended_from_outside =
-      result.end == JobEnd::NodeLost ||
-      std::any_of(result.ranks.begin(), result.ranks.end(), [](const RankOutcome& r) {
-        return r.status && r.status->kind == ExitStatus::Kind::Signaled && !r.stopped_by_teardown;
-      });
-  if (result.end != JobEnd::Completed && result.end != JobEnd::Interrupted) {
-    auto outside = launcher_->outside_end(std::chrono::milliseconds(ended_from_outside ? 1000 : 0));
-    if (!outside.note.empty()) result.notes.push_back(outside.note);
-    if (outside.time_limit) result.end = JobEnd::TimeLimit;
-  }
-  return result;
+std::vector<ClusterSession::NodeEvent> ClusterSession::take_events(Milliseconds wait) {
+  std::vector<NodeEvent> out;
+  for (LinkEvent& e : events_->take(wait)) out.push_back({e.node, std::move(e.frame), std::move(e.why_ended)});
+  return out;
 }
+
+void ClusterSession::send(size_t node, const Frame& frame) { links_.at(node)->send(frame); }
+
+const std::string& ClusterSession::host(size_t node) const { return links_.at(node)->host; }
+
+AgentLauncher::OutsideEnd ClusterSession::outside_end(Milliseconds wait) { return launcher_->outside_end(wait); }
 
 }  // namespace muster

@@ -14,6 +14,7 @@
 #include "launcher/cluster/cluster_spec.h"
 #include "launcher/local/local_job.h"
 #include "launcher/remote/agent.h"
+#include "launcher/remote/agent_protocol.h"
 #include "launcher/remote/fanout.h"
 #include "launcher/remote/launch_spec.h"
 #include "launcher/remote/agent_launcher.h"
@@ -46,6 +47,12 @@ struct NodeReach {
 
 // The SSH target for a node of the cluster.
 SshTarget ssh_target_of(const NodeSpec& node);
+
+// The signal number when one of `fds` has a byte (a stop request), else 0.
+int pending_interrupt(const std::vector<int>& fds);
+
+// "nothing heard from it for 10.2 s (last at 14:03:07)"
+std::string silence_text(double seconds);
 
 // An answer to one request, and when the request went out and the answer came back (for
 // clock offsets).
@@ -89,23 +96,34 @@ class ClusterSession {
   std::vector<AskAnswer> ask(const std::vector<std::pair<size_t, std::string>>& requests,
                              std::chrono::milliseconds limit, const std::vector<int>& interrupt_fds);
 
-  // Starts the plan's ranks on their nodes and supervises them until all ended: the first
-  // failure anywhere stops every node, as do a byte on `interrupt_fds` (a second one: SIGKILL
-  // at once), the policy's timeout and a node that falls silent. Throws Error(Runtime)
-  // before starting anything when a node that holds ranks is not usable.
-  JobResult run(const RankPlan& plan, const LaunchRequest& request, const TeardownPolicy& policy,
-                JobOutput& output, const std::vector<int>& interrupt_fds);
+  // --- for a job over the session (launcher/job/session_job.h supervises it) --------------
+
+  // A fresh id for a request or a run: never reused within the session.
+  int new_id() { return ++next_id_; }
+  // Queues `frame` for node `node`'s agent.
+  void send(size_t node, const Frame& frame);
+  // What one node's link said: a frame (heartbeats left out), or, with none, that the link
+  // ended and why.
+  struct NodeEvent {
+    size_t node = 0;
+    std::optional<Frame> frame;
+    std::string why_ended;
+  };
+  // What the links said since the last call, waiting up to `wait` for something.
+  std::vector<NodeEvent> take_events(std::chrono::milliseconds wait);
+  const std::string& host(size_t node) const;
+  // Node `node` can no longer be used for `why`; its link is closed.
+  void lose(size_t node, const std::string& why);
+  // Nodes that have been silent for longer than the heartbeat timeout, with how long.
+  std::vector<std::pair<size_t, double>> silent_nodes() const;
+  // What the scheduler that started the agents says ended them, waiting up to `wait`.
+  AgentLauncher::OutsideEnd outside_end(std::chrono::milliseconds wait);
 
   struct Link;    // one node's connection, agent and the thread that drives them
   struct Events;  // what the links' threads tell the head's thread
 
  private:
-  friend class SessionRun;
   ClusterSession();
-  // Node `node` can no longer be used for `why`; its link is closed.
-  void lose(size_t node, const std::string& why);
-  // Nodes that have been silent for longer than the heartbeat timeout, with how long.
-  std::vector<std::pair<size_t, double>> silent_nodes() const;
 
   std::chrono::milliseconds heartbeat_timeout_;
   std::shared_ptr<AgentLauncher> launcher_;  // kept for as long as its agents run

@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 
 #include "launcher/cluster/rank_plan.h"
+#include "launcher/job/session_job.h"
 #include "launcher/remote/session.h"
 #include "tests/fakes/fake_agent_transport.h"
 
@@ -51,7 +52,7 @@ class SessionTest : public ::testing::Test {
     policy.grace = milliseconds(100);
     policy.kill_wait = milliseconds(100);
     Discard output;
-    return session.run(plan, request, policy, output, {});
+    return run_over_session(session, plan, request, policy, output, {});
   }
   testing::FakeAgentNode& node(int i) { return transport_->nodes.at(fmt::format("a{}", i)); }
 
@@ -215,7 +216,7 @@ TEST_F(SessionTest, AnExceptionInTheHeadStopsEveryNodesRanks) {
   LaunchRequest request;
   request.argv = {"sleep", "600"};
   ThrowingOutput output;
-  EXPECT_THROW(session->run(plan, request, TeardownPolicy{}, output, {}), std::runtime_error);
+  EXPECT_THROW(run_over_session(*session, plan, request, TeardownPolicy{}, output, {}), std::runtime_error);
   // Each node was told twice (the second stop is SIGKILL at once), and is not used again.
   EXPECT_FALSE(session->usable(0));
   EXPECT_FALSE(session->usable(1));

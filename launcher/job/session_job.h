@@ -1,0 +1,23 @@
+// One job over an open cluster session: each node is sent its part of the plan, and the
+// head supervises the ranks until every node has reported how its part ended. Job policy
+// (what stops everything, what a timeout or a lost node means) lives here; the session
+// only carries frames to and from the agents.
+#pragma once
+
+#include <vector>
+
+#include "launcher/cluster/rank_plan.h"
+#include "launcher/local/local_job.h"
+#include "launcher/remote/session.h"
+
+namespace muster {
+
+// Starts the plan's ranks on their nodes and supervises them until all ended: the first
+// failure anywhere stops every node, as do a byte on `interrupt_fds` (a second one: SIGKILL
+// at once), the policy's timeout and a node that falls silent. Throws Error(Runtime) before
+// starting anything when a node that holds ranks is not usable.
+JobResult run_over_session(ClusterSession& session, const RankPlan& plan, const LaunchRequest& request,
+                           const TeardownPolicy& policy, JobOutput& output,
+                           const std::vector<int>& interrupt_fds);
+
+}  // namespace muster
