@@ -10,6 +10,7 @@
 #include <functional>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -33,6 +34,13 @@ struct FakeAgentNode {
   std::string prints;               // each job's first rank prints this line
   // Each rank's exit code in the node's n-th job (1-based); 0 unless it says otherwise.
   std::function<int(int job, int rank)> exit_code = [](int, int) { return 0; };
+  // Scripted words, for fuzzing what the head makes of them: the hello's payload, the answer
+  // to each request (by its "op"), and the frames a job's spec gets before its Done (whose
+  // payload is `done`). Unset: the fake's own well-formed ones.
+  std::optional<std::string> hello;
+  std::function<std::string(const std::string& op)> answer;
+  std::optional<std::vector<Frame>> job_frames;
+  std::string done = R"({"start_error":"","escaped":0,"stuck":[]})";
 };
 
 class FakeAgentTransport : public SshTransport {
@@ -91,7 +99,7 @@ class FakeAgentTransport : public SshTransport {
       hello.cpus = 4;
       hello.free_ports = {29500, 29501};
       hello.probe_port = 40000;
-      out_ += encode_frame({FrameKind::Hello, -1, to_json(hello)});
+      out_ += encode_frame({FrameKind::Hello, -1, node_.hello ? *node_.hello : to_json(hello)});
     }
     void write(std::string_view bytes) override {
       std::lock_guard lock(mutex_);
@@ -143,6 +151,10 @@ class FakeAgentTransport : public SshTransport {
       switch (frame.kind) {
         case FrameKind::Ask: {
           auto ask = nlohmann::json::parse(frame.payload);
+          if (node_.answer) {
+            out_ += encode_frame({FrameKind::Answer, frame.rank, node_.answer(ask["op"])});
+            break;
+          }
           nlohmann::json answer;
           if (ask["op"] == "clock")
             answer = {{"unix_ns", std::chrono::duration_cast<std::chrono::nanoseconds>(
@@ -160,6 +172,11 @@ class FakeAgentTransport : public SshTransport {
             dying_mib_left_ = node_.stderr_mib_as_it_dies;
             ended_ = dying_mib_left_ == 0;
             return;
+          }
+          if (node_.job_frames) {
+            for (const Frame& f : *node_.job_frames) out_ += encode_frame(f);
+            out_ += encode_frame({FrameKind::Done, frame.rank, node_.done});
+            break;
           }
           NodeLaunchSpec spec = node_launch_spec_from_json(frame.payload);
           ranks_ = spec.plan.nodes.at(size_t(spec.node_rank)).ranks;
