@@ -42,7 +42,7 @@ nlohmann::json plan_json(const RankPlan& plan, const ClusterSpec& cluster, const
   j["slots_known_when_reached"] = nlohmann::json::array();
   for (size_t i = 0; i < unknown.size(); ++i)
     if (unknown[i]) j["slots_known_when_reached"].push_back(cluster.nodes[i].host);
-  j["world_size_known"] = j["slots_known_when_reached"].empty();
+  j["world_size_known"] = j["slots_known_when_reached"].empty() || input.ranks.has_value();  // -n
   return j;
 }
 
@@ -51,7 +51,7 @@ std::string plan_table(const RankPlan& plan, const ClusterSpec& cluster,
   const std::vector<bool> unknown = slots_unknown(cluster);
   const auto unreached = std::count(unknown.begin(), unknown.end(), true);
   const std::string world =
-      unreached == 0 ? fmt::format("world size {}", plan.world_size())
+      unreached == 0 || input.ranks ? fmt::format("world size {}", plan.world_size())
                      : fmt::format("world size known when the nodes are reached (at least {})",
                                    plan.world_size());
   std::string out = fmt::format("cluster: {} ({} node{}), {}, map-by {}\n\n",

@@ -97,6 +97,8 @@ json exactly_restored(json value) {
   return value;
 }
 
+std::string json_text(const json& value) { return value.dump(-1, ' ', false, json::error_handler_t::replace); }
+
 ReportText report_text(std::string_view bytes, ReportMarkup markup) {
   static constexpr std::string_view kReplacement = "\xEF\xBF\xBD";  // U+FFFD
   ReportText out;

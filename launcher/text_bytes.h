@@ -20,6 +20,11 @@ bool is_utf8(std::string_view bytes);
 nlohmann::json bytes_kept(nlohmann::json value);
 nlohmann::json exactly_restored(nlohmann::json value);
 
+// JSON text of `value` whose strings may hold bytes that are not UTF-8 (a GPU's model, an
+// error quoting a node's words): those become U+FFFD rather than make dump() throw. For what
+// muster tells its own processes; the agent protocol carries them exactly (bytes_kept).
+std::string json_text(const nlohmann::json& value);
+
 // For reports. Json: each byte sequence that is not UTF-8 becomes U+FFFD. Xml: also the
 // characters XML 1.0 forbids even escaped (controls other than tab, newline and carriage
 // return) and DEL, which CI parsers reject. `replaced` counts the bytes given up.

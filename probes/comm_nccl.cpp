@@ -22,7 +22,8 @@ struct Libraries {
   void* cudart = nullptr;
   std::string why_not;
   nccl_api::GetUniqueId get_unique_id = nullptr;
-  nccl_api::CommInitRankConfig comm_init_rank_config = nullptr;
+  nccl_api::CommInitRank comm_init_rank = nullptr;
+  nccl_api::CommInitRankConfig comm_init_rank_config = nullptr;  // null before NCCL 2.14
   nccl_api::CommAbort comm_abort = nullptr;
   nccl_api::CommDestroy comm_destroy = nullptr;
   nccl_api::CommGetAsyncError comm_async_error = nullptr;
@@ -74,7 +75,9 @@ Libraries& libraries() {
     l.bind(l.cudart, l.stream_destroy, "cudaStreamDestroy");
     l.bind(l.cudart, l.cuda_error_string, "cudaGetErrorString");
     l.bind(l.nccl, l.get_unique_id, "ncclGetUniqueId");
-    l.bind(l.nccl, l.comm_init_rank_config, "ncclCommInitRankConfig");  // NCCL 2.14 and later
+    l.bind(l.nccl, l.comm_init_rank, "ncclCommInitRank");
+    // NCCL 2.14 and later: without it, a communicator is made blocking, with no time limit.
+    l.comm_init_rank_config = reinterpret_cast<nccl_api::CommInitRankConfig>(dlsym(l.nccl, "ncclCommInitRankConfig"));
     l.bind(l.nccl, l.comm_abort, "ncclCommAbort");
     l.bind(l.nccl, l.comm_destroy, "ncclCommDestroy");
     l.bind(l.nccl, l.comm_async_error, "ncclCommGetAsyncError");
@@ -120,9 +123,13 @@ class NcclCollective : public Collective {
     // timeout, rather than holding this rank in ncclCommInitRank for good.
     const std::string joining = fmt::format("ncclCommInitRank for {} (rank {} of {}, CUDA device {})",
                                             name_, rank, size, device);
-    ncclConfig_v21400 config = nonblocking_config();
-    check_nccl(libs_.comm_init_rank_config(&comm_, size, id, rank, &config), joining.c_str());
-    wait_for_communicator(joining);
+    if (libs_.comm_init_rank_config) {
+      ncclConfig_v21400 config = nonblocking_config();
+      check_nccl(libs_.comm_init_rank_config(&comm_, size, id, rank, &config), joining.c_str());
+      wait_for_communicator(joining);
+    } else {
+      check_nccl(libs_.comm_init_rank(&comm_, size, id, rank), joining.c_str());
+    }
     constructed.release();
   }
   ~NcclCollective() override { release_all(); }
@@ -212,7 +219,10 @@ class NcclCollective : public Collective {
       if (async == kNcclSuccess) {  // enqueued: the stream says when it ran
         cudaError_t state = libs_.stream_query(stream_);
         if (state == 0) return;
-        if (state != kCudaNotReady) check_cuda(state, op_name(op));
+        if (state != kCudaNotReady) {
+          broken_ = true;  // aborted, not destroyed: a communicator after a CUDA error may not finish
+          check_cuda(state, op_name(op));
+        }
       }
       if (async != kNcclSuccess && async != kNcclInProgress) {
         broken_ = true;

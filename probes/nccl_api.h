@@ -28,9 +28,10 @@ constexpr cudaError_t kCudaNotReady = 600;   // cudaErrorNotReady
 constexpr ncclResult_t kNcclSuccess = 0;     // ncclSuccess
 constexpr ncclResult_t kNcclInProgress = 7;  // ncclInProgress
 
-// ncclConfig_t as NCCL 2.14 first defined it. Later versions append fields and read only the
-// `size` bytes a caller's struct has, taking their defaults for the rest; the version says
-// which fields are set. Made only by nonblocking_config(), as NCCL_CONFIG_INITIALIZER would.
+// The first fields of ncclConfig_t (2.14 had size to blocking; 2.17 added the rest of these).
+// Every NCCL reads only the `size` bytes a caller's struct has, up to its own, and takes its
+// defaults for fields newer than the `version` given (2.14 here): so blocking = 0 is all that
+// is set, whatever the NCCL. Made only by nonblocking_config(), as NCCL_CONFIG_INITIALIZER would.
 struct ncclConfig_v21400 {
   size_t size;
   unsigned int magic;

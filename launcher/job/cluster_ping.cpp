@@ -12,6 +12,7 @@
 #include "launcher/remote/agent.h"
 #include "topology/topology_source.h"
 #include "launcher/json_fields.h"
+#include "launcher/text_bytes.h"
 
 namespace muster {
 namespace {
@@ -59,7 +60,7 @@ void probe_pairs(ClusterSession& session, const PingOptions& options, PingReport
       nlohmann::json ask = {{"op", "probe"}, {"targets", targets}, {"count", options.round_trips},
                             {"timeout_ms", options.timeout.count()},
                             {"bulk_ms", options.bandwidth ? options.bulk.count() : 0}};
-      asks.emplace_back(size_t(src), ask.dump());
+      asks.emplace_back(size_t(src), json_text(ask));
       pairs.emplace_back(src, dst);
     }
     auto answers = session.ask(asks, milliseconds(60000), interrupts);

@@ -16,6 +16,7 @@
 #include "launcher/error.h"
 #include "launcher/job/smoke_protocol.h"
 #include "launcher/local/node_launch.h"
+#include "launcher/text_bytes.h"
 #include "probes/comm_gloo.h"
 #include "probes/comm_nccl.h"
 #include "probes/interfaces.h"
@@ -55,8 +56,7 @@ nlohmann::json hello_of(const std::optional<Gpu>& g, int rank, int world, int lo
 }
 
 void say_failure(const std::function<void(const std::string&)>& say_line, const std::exception& e) {
-  say_line(std::string(kSmokeLinePrefix) + nlohmann::json{{"type", "failure"}, {"message", e.what()}}
-                                               .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+  say_line(std::string(kSmokeLinePrefix) + json_text({{"type", "failure"}, {"message", e.what()}}));
 }
 
 // Whether NCCL can run this rank: it has an NVIDIA GPU and NCCL loads here. A rank asked
@@ -104,7 +104,7 @@ class StallingCollective : public Collective {
 
 void run(const Environment& env, const std::function<void(const std::string&)>& say_line,
          std::optional<RendezvousServer>& server, bool& failure_said) {
-  auto say = [&](const nlohmann::json& j) { say_line(std::string(kSmokeLinePrefix) + j.dump()); };
+  auto say = [&](const nlohmann::json& j) { say_line(std::string(kSmokeLinePrefix) + json_text(j)); };
   const auto config = nlohmann::json::parse(env.has("MUSTER_SMOKE") ? env.get("MUSTER_SMOKE") : "{}");
   const int rank = env_int(env, "RANK"), world = env_int(env, "WORLD_SIZE");
   const int local_rank = env_int(env, "LOCAL_RANK"), node = env_int(env, "GROUP_RANK");

@@ -5,6 +5,7 @@
 #include "launcher/error.h"
 #include "launcher/json_fields.h"
 #include "launcher/local/self.h"
+#include "launcher/text_bytes.h"
 
 namespace muster {
 
@@ -15,7 +16,7 @@ nlohmann::json gpu_json(const Gpu& g) {
 
 std::string rank_gpu_json(const Topology& topology, int local_rank) {
   if (local_rank < 0 || size_t(local_rank) >= topology.gpus.size()) return "null";
-  return gpu_json(topology.gpus[size_t(local_rank)]).dump();
+  return json_text(gpu_json(topology.gpus[size_t(local_rank)]));  // a model name is any bytes
 }
 
 std::optional<Gpu> rank_gpu_from_json(const std::string& text) {

@@ -26,6 +26,7 @@
 #include "launcher/remote/agent_protocol.h"
 #include "launcher/remote/health_report.h"
 #include "launcher/remote/launch_spec.h"
+#include "launcher/text_bytes.h"
 #include "launcher/thread.h"
 #include "probes/free_port.h"
 #include "probes/interfaces.h"
@@ -137,7 +138,7 @@ std::string answer_probe(const nlohmann::json& ask) {
     if (r.gbps) one["gbps"] = *r.gbps;
     results.push_back(one);
   }
-  return results.dump();
+  return json_text(results);
 }
 
 // The node's health checks answer within this, a hung one naming itself, before the head
@@ -160,9 +161,9 @@ std::string answer(const std::string& payload) {
                                             std::chrono::system_clock::now().time_since_epoch())
                                             .count()}}
           .dump();
-    return nlohmann::json{{"error", "unknown request '" + op + "'"}}.dump();
+    return json_text({{"error", "unknown request '" + op + "'"}});
   } catch (const std::exception& e) {
-    return nlohmann::json{{"error", e.what()}}.dump();
+    return json_text({{"error", e.what()}});  // it may quote bytes that are not UTF-8
   }
 }
 
@@ -185,6 +186,7 @@ class HeadLink {
       std::lock_guard lock(mutex_);
       quitting_ = true;
     }
+    writer_.head_lost();  // a beat or an answer waiting on a head that stopped reading gives up
     changed_.notify_all();
     for (auto* t : {&reader_, &beater_, &answerer_}) t->join();
     for (int* p : {ready_, stop_})
@@ -264,6 +266,8 @@ class HeadLink {
       }
     } catch (const Error&) {
       why = "the head sent something that is not muster's protocol";
+    } catch (const std::exception& e) {  // no memory for a frame: the agent is done either way
+      why = std::string("the agent could not read the head: ") + e.what();
     }
     std::lock_guard lock(mutex_);
     gone_ = true;
@@ -276,8 +280,10 @@ class HeadLink {
   // One frame from the head; false when it ends the session.
   bool handle(Frame& frame) {
     std::lock_guard lock(mutex_);
-    // The head waits for each answer before it asks again; one that does not is not muster.
-    if (asks_.size() + replies_.size() >= kMaxPendingFromHead)
+    // What the head asks waits here to be answered: far more of it than the head ever has
+    // outstanding is not muster (Stop and Bye are always heard).
+    const bool queued = frame.kind == FrameKind::Ask || frame.kind == FrameKind::Spec;
+    if (queued && asks_.size() + replies_.size() + specs_.size() >= kMaxPendingFromHead)
       throw Error(ErrorKind::Runtime, "too many requests unanswered");
     switch (frame.kind) {
       case FrameKind::Spec:
@@ -332,7 +338,11 @@ class HeadLink {
       Frame ask = std::move(asks_.front());
       asks_.pop_front();
       lock.unlock();
-      writer_.send({FrameKind::Answer, ask.rank, answer(ask.payload)});
+      try {
+        writer_.send({FrameKind::Answer, ask.rank, answer(ask.payload)});
+      } catch (const std::exception&) {
+        // answer() says its own failures; this is memory running out: the ask goes unanswered
+      }
       lock.lock();
     }
   }

@@ -8,6 +8,7 @@
 
 #include "launcher/error.h"
 #include "launcher/json_fields.h"
+#include "launcher/text_bytes.h"
 
 namespace muster {
 namespace {
@@ -42,7 +43,7 @@ std::string health_request_json(const HealthExpectations& e) {
   if (e.ib_rate_gbps) expect["ib_rate_gbps"] = *e.ib_rate_gbps;
   if (e.ib_ports) expect["ib_ports"] = *e.ib_ports;
   if (e.driver_version) expect["driver_version"] = *e.driver_version;
-  return json{{"op", "health"}, {"expect", expect}}.dump();
+  return json_text({{"op", "health"}, {"expect", expect}});  // as the cluster file wrote it
 }
 
 HealthExpectations expectations_from_request(std::string_view text) try {
