@@ -26,6 +26,13 @@ class CollectiveTimedOut : public Error {
   explicit CollectiveTimedOut(std::string message) : Error(ErrorKind::Runtime, std::move(message)) {}
 };
 
+// A collective that failed because a peer's connection closed under it: a consequence of
+// that peer's end (it gave up, crashed or was stopped), not a cause of this rank's own.
+class CollectivePeerLost : public Error {
+ public:
+  explicit CollectivePeerLost(std::string message) : Error(ErrorKind::Runtime, std::move(message)) {}
+};
+
 // One group of ranks that can run collectives on float32 buffers.
 class Collective {
  public:

@@ -1,5 +1,8 @@
 #include "probes/comm_gloo.h"
 
+#include <netdb.h>
+#include <sys/socket.h>
+
 #include <cstring>
 #include <map>
 #include <mutex>
@@ -91,8 +94,12 @@ class GlooCollective : public Collective {
       std::string message = fmt::format("{} failed: {}", op_name(op), e.what());
       // Gloo tells a timeout from a broken connection only by its words ("Timed out waiting
       // 30000ms for recv operation to complete").
-      if (std::string_view(e.what()).find("Timed out waiting") != std::string_view::npos)
+      const std::string_view said = e.what();
+      if (said.find("Timed out waiting") != std::string_view::npos)
         throw CollectiveTimedOut(std::move(message));
+      if (said.find("Connection closed by peer") != std::string_view::npos ||
+          said.find("Connection reset by peer") != std::string_view::npos)
+        throw CollectivePeerLost(std::move(message));
       throw Error(ErrorKind::Runtime, std::move(message));
     }
   }
@@ -182,13 +189,36 @@ class GlooCollective : public Collective {
   std::map<size_t, std::vector<float>> scratch_;  // reduce-scatter's working copy, by size
 };
 
+// Gloo is only ever given a numeric address. Its own lookup of a name (lookupAddrForHostname
+// in Debian's Gloo) checks getaddrinfo's result against -1 alone, and then walks a pointer it
+// never set when a name does not resolve: the rank dies of SIGSEGV, or says "rp != nullptr"
+// (fixed upstream in Gloo 575bf30). Resolved here, the failure is an error naming the host.
+std::string numeric_address(const std::string& host) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* found = nullptr;
+  const int rc = getaddrinfo(host.c_str(), nullptr, &hints, &found);
+  char text[INET6_ADDRSTRLEN] = {};
+  const bool named = rc == 0 && found &&
+                     getnameinfo(found->ai_addr, found->ai_addrlen, text, sizeof text, nullptr, 0,
+                                 NI_NUMERICHOST) == 0;
+  if (found) freeaddrinfo(found);
+  if (!named)
+    throw Error(ErrorKind::Runtime,
+                fmt::format("Gloo needs an address for this rank, and '{}' does not resolve ({}): "
+                            "set GLOO_SOCKET_IFNAME to the interface the nodes share, or name the "
+                            "node by its address", host, rc != 0 ? gai_strerror(rc) : "no address"));
+  return text;
+}
+
 }  // namespace
 
 std::unique_ptr<Collective> make_gloo_collective(RendezvousClient& store, int rank, int size,
                                                  const GlooSettings& settings) {
   gloo::transport::tcp::attr attr;
   if (!settings.interface.empty()) attr.iface = settings.interface;
-  else attr.hostname = settings.address;
+  else attr.hostname = numeric_address(settings.address);
   std::shared_ptr<gloo::transport::Device> device;
   try {
     device = gloo::transport::tcp::CreateDevice(attr);

@@ -203,7 +203,11 @@ void run_smoke_rank(const Environment& env, const std::function<void(const std::
 }
 
 int smoke_rank_exit_code(const std::exception& failure) {
-  return dynamic_cast<const CollectiveTimedOut*>(&failure) ? kSmokeRankGaveUpExitCode : 3;
+  // A peer's closed connection is the consequence of that peer's end (a Gloo pair closes as
+  // its rank gives up): the launcher waits for the ranks still waiting to say what they saw.
+  const bool because_of_a_peer = dynamic_cast<const CollectiveTimedOut*>(&failure) ||
+                                 dynamic_cast<const CollectivePeerLost*>(&failure);
+  return because_of_a_peer ? kSmokeRankGaveUpExitCode : 3;
 }
 
 }  // namespace muster

@@ -16,9 +16,9 @@ namespace muster {
 // to `say`. On failure, a failure line is said and the Error is rethrown.
 void run_smoke_rank(const Environment& env, const std::function<void(const std::string& line)>& say);
 
-// How a probe rank exits after `failure`: kSmokeRankGaveUpExitCode when it gave up waiting
-// for a peer (a collective or the rendezvous timed out), which tells the launcher to let the
-// other ranks report before it stops them; 3 for any other failure.
+// How a probe rank exits after `failure`: kSmokeRankGaveUpExitCode when it failed because of a
+// peer (a collective or the rendezvous timed out, or a peer's connection closed), which tells
+// the launcher to let the other ranks report before it stops them; 3 for any other failure.
 constexpr int kSmokeRankGaveUpExitCode = 4;
 int smoke_rank_exit_code(const std::exception& failure);
 
