@@ -87,6 +87,17 @@ bool is_utf8(std::string_view bytes) {
   return true;
 }
 
+size_t character_boundary(std::string_view text, size_t at, bool forward) {
+  const auto continuation = [&](size_t i) {
+    return i < text.size() && (static_cast<unsigned char>(text[i]) & 0xC0) == 0x80;
+  };
+  for (int step = 0; step < 3 && continuation(at); ++step) {
+    if (forward) ++at;
+    else if (at > 0) --at;
+  }
+  return std::min(at, text.size());
+}
+
 json bytes_kept(json value) {
   each_string(value, kept);
   return value;

@@ -14,6 +14,11 @@ namespace muster {
 
 bool is_utf8(std::string_view bytes);
 
+// Where to cut `text` near `at` without splitting a UTF-8 character in two: `at` moved
+// forward (or back) over continuation bytes, at most three. For keeping part of a node's
+// output: a cut through a character would make a report count a byte it replaced.
+size_t character_boundary(std::string_view text, size_t at, bool forward);
+
 // For muster's protocol (agent frames): every string and object key in `value` that is not
 // UTF-8 (or starts with NUL, which no C string does) is sent as NUL and then its bytes in
 // hex; exactly_restored() undoes it. Byte for byte, whatever the bytes.

@@ -9,6 +9,7 @@
 #include "launcher/local/self.h"
 #include "launcher/remote/bundle.h"
 #include "launcher/remote/shell_quote.h"
+#include "launcher/text_bytes.h"
 
 namespace muster {
 namespace {
@@ -97,7 +98,8 @@ Attempt attempt_start(SshConnection& connection, const std::string& host, Shippi
     if (cancelled.load()) throw SshError(SshFailure::Connection, host, "called off");
     std::string out;
     const bool open = a.agent.command->read(out, a.agent.stderr_text, std::chrono::milliseconds(100));
-    if (a.agent.stderr_text.size() > kKeptStderr) a.agent.stderr_text.resize(kKeptStderr);  // its first words
+    if (a.agent.stderr_text.size() > kKeptStderr)  // its first words
+      a.agent.stderr_text.resize(character_boundary(a.agent.stderr_text, kKeptStderr, false));
     const StartOutput::Seen before = seen;
     seen = start_output.take(out, open, a.agent.reader, a.started_as);
     // The first line is the node's shell answering a command: a remote command's round
@@ -152,7 +154,7 @@ void ship(SshConnection& connection, const std::string& host, BundleArchive& bun
   while (command->read(out, err, std::chrono::milliseconds(200))) {
     if (Clock::now() > deadline)
       throw SshError(SshFailure::Timeout, host, "shipping muster's bundle did not finish within 5 minutes");
-    if (err.size() > kKeptStderr) err.resize(kKeptStderr);                  // its first words
+    if (err.size() > kKeptStderr) err.resize(character_boundary(err, kKeptStderr, false));  // first words
     if (out.size() > kKeptStderr) out.erase(0, out.size() - kKeptStderr);  // "shipped" comes last
   }
   const auto ending = command->exit_status();

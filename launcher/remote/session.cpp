@@ -19,6 +19,7 @@
 #include <nlohmann/json.hpp>
 
 #include "launcher/remote/agent_protocol.h"
+#include "launcher/text_bytes.h"
 #include "launcher/thread.h"
 
 namespace muster {
@@ -164,7 +165,8 @@ void drive_link(ClusterSession::Link& link, size_t node, ClusterSession::Events&
       if (room) {
         open = link.agent->read(in, link.agent_stderr, Milliseconds(0));
         if (link.agent_stderr.size() > kKeptStderr)  // a ring: its last words are kept
-          link.agent_stderr.erase(0, link.agent_stderr.size() - kKeptStderr);
+          link.agent_stderr.erase(0, character_boundary(link.agent_stderr,
+                                                        link.agent_stderr.size() - kKeptStderr, true));
       } else {
         link.heard();
       }
@@ -191,8 +193,10 @@ void drive_link(ClusterSession::Link& link, size_t node, ClusterSession::Events&
   } catch (const std::exception& e) {
     why = e.what();
   }
-  if (!link.agent_stderr.empty())  // the agent's last words, which say why it ended
-    why += ": " + link.agent_stderr.substr(link.agent_stderr.size() - std::min<size_t>(300, link.agent_stderr.size()));
+  if (!link.agent_stderr.empty()) {  // the agent's last words, which say why it ended
+    const std::string& words = link.agent_stderr;
+    why += ": " + words.substr(character_boundary(words, words.size() - std::min<size_t>(300, words.size()), true));
+  }
   events.push({node, std::nullopt, why, std::chrono::system_clock::now()});
 }
 

@@ -13,6 +13,7 @@
 #include <gtest/gtest.h>
 
 #include "launcher/error.h"
+#include "probes/comm_gloo.h"
 #include "probes/job_server.h"
 #include "probes/rendezvous_store.h"
 #include "probes/socket_io.h"
@@ -155,6 +156,25 @@ TEST(JobServer, AClientWithoutTheSecretIsRefusedAndChangesNothing) {
   EXPECT_THROW(rank.get("gloo/world/rank0", milliseconds(100)), Error);  // nothing was written
   rank.set("gloo/world/rank0", "10.0.0.1:2");
   EXPECT_EQ(rank.get("gloo/world/rank0", milliseconds(100)), "10.0.0.1:2");
+}
+
+// Without GLOO_SOCKET_IFNAME a rank binds Gloo to its host's address; a name that does not
+// resolve made Debian's Gloo walk a pointer it never set (SIGSEGV at 64 test hosts). The rank
+// now fails with an error naming the name and the fix, in its own process, whatever Gloo does.
+TEST(GlooSetup, AHostNameThatDoesNotResolveIsAnErrorNotACrash) {
+  const std::string secret = new_job_secret();
+  RendezvousServer server("127.0.0.1", 0, secret);
+  RendezvousClient store("127.0.0.1", server.port(), secret, milliseconds(2000));
+  GlooSettings settings;
+  settings.address = "not a host";  // refused by the resolver itself: no DNS query
+  settings.timeout = milliseconds(500);
+  try {
+    make_gloo_collective(store, 0, 1, settings);
+    ADD_FAILURE() << "a rank joined Gloo on a name that does not resolve";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("'not a host' does not resolve"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("GLOO_SOCKET_IFNAME"), std::string::npos) << e.what();
+  }
 }
 
 // A key that never appears and a store that went away are different causes: a probe rank

@@ -66,6 +66,20 @@ TEST(TextBytes, ReportsReplaceWhatTheirMarkupCannotHoldAndCountIt) {
   EXPECT_EQ(json::parse(report_json_text({{"reason", "fine"}}, -1)).count("replaced_bytes"), 0u);
 }
 
+// Part of a node's output is kept (its first or last KiB): never half a character, which a
+// report would then count as a byte it replaced.
+TEST(TextBytes, ACutNeverSplitsACharacter) {
+  const std::string text = "a\xc3\xa9\xe2\x9c\x93z";  // a, é (2 bytes), ✓ (3 bytes), z
+  EXPECT_EQ(character_boundary(text, 2, true), 3u);   // inside é: after it
+  EXPECT_EQ(character_boundary(text, 2, false), 1u);  // inside é: before it
+  EXPECT_EQ(character_boundary(text, 4, true), 6u);   // inside ✓
+  EXPECT_EQ(character_boundary(text, 5, false), 3u);
+  EXPECT_EQ(character_boundary(text, 3, true), 3u);   // already between characters
+  EXPECT_EQ(character_boundary(text, text.size(), true), text.size());
+  EXPECT_TRUE(is_utf8(text.substr(character_boundary(text, 4, true))));
+  EXPECT_TRUE(is_utf8(text.substr(0, character_boundary(text, 4, false))));
+}
+
 TEST(TextBytes, APayloadNestedDeeperThanAnyOfMustersIsRefused) {
   std::string deep(1000, '[');
   deep += std::string(1000, ']');
