@@ -343,30 +343,4 @@ std::string describe_ending(const std::optional<ExitStatus>& ending) {
                                                   : ending->describe();
 }
 
-// A setup command prints a line or two (where muster is, what a node has).
-constexpr size_t kMaxSetupOutput = size_t(1) << 20;
-
-std::string run_remote(SshConnection& connection, const std::string& host,
-                       const std::string& command_line, const std::string& input,
-                       std::chrono::seconds limit) {
-  auto command = connection.start(command_line);
-  if (!input.empty()) command->write(input);
-  command->close_stdin();
-  std::string out, err;
-  auto deadline = std::chrono::steady_clock::now() + limit;
-  while (command->read(out, err, std::chrono::milliseconds(200))) {
-    if (std::chrono::steady_clock::now() > deadline)
-      throw SshError(SshFailure::Timeout, host, "a setup command did not finish in time");
-    if (out.size() > kMaxSetupOutput)
-      throw SshError(SshFailure::RemoteCommand, host,
-                     "a setup command printed more than 1 MiB: a login script (~/.bashrc) that prints "
-                     "on every command? 'ssh " + host + " true' shows it");
-    if (err.size() > kKeptStderr) err.resize(kKeptStderr);
-  }
-  if (auto ending = command->exit_status(); !ending || !ending->success())
-    throw SshError(SshFailure::RemoteCommand, host,
-                   describe_ending(ending) + (err.empty() ? std::string() : ": " + err.substr(0, 500)));
-  return out;
-}
-
 }  // namespace muster

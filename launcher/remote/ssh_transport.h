@@ -122,10 +122,4 @@ std::unique_ptr<SshTransport> make_libssh_transport();
 // "no exit status: the connection dropped".
 std::string describe_ending(const std::optional<ExitStatus>& ending);
 
-// Runs `command_line` to completion on `connection`, feeding `input`; returns stdout and
-// the exit status. Throws SshError(RemoteCommand) with stderr when the status is not 0.
-std::string run_remote(SshConnection& connection, const std::string& host,
-                       const std::string& command_line, const std::string& input = "",
-                       std::chrono::seconds limit = std::chrono::seconds(60));
-
 }  // namespace muster
