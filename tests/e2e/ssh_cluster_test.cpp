@@ -129,23 +129,19 @@ TEST_F(SshCluster, ArgumentsArriveVerbatim) {
 // Latin-1 bytes (real file names have them) cross the agent protocol as they are: in `run`'s
 // argument and exported value, and in `exec`'s argument (ssh and pdsh pass them so).
 TEST_F(SshCluster, BytesThatAreNotUtf8ReachEveryNodeAsTheyAre) {
-  const std::vector<std::string> print = {"sh", "-c", "printf '<%s|%s>\\n' \"$1\" \"$LATIN\"", "sh",
-                                          "\xe9t\xe9"};
-  std::vector<std::string> run = {"run", "-f", cluster_->write_cluster_file(), "-x", "LATIN=caf\xe9", "--"};
-  run.insert(run.end(), print.begin(), print.end());
-  auto r = cluster_->muster(run);
-  ASSERT_EQ(r.exit_code, 0) << r.err;
-  auto by_rank = lines_by_tag(r.out);
-  ASSERT_EQ(by_rank.size(), 4u) << r.out;
-  for (const auto& [rank, lines] : by_rank) EXPECT_EQ(lines, std::vector<std::string>{"<\xe9t\xe9|caf\xe9>"}) << rank;
-
-  std::vector<std::string> exec = {"exec", "-f", cluster_->write_cluster_file(), "--", "env", "LATIN=caf\xe9"};
-  exec.insert(exec.end(), print.begin(), print.end());
-  auto e = cluster_->muster(exec);
-  ASSERT_EQ(e.exit_code, 0) << e.err;
-  auto by_host = lines_by_tag(e.out);
-  ASSERT_EQ(by_host.size(), 4u) << e.out;
-  for (const auto& [host, lines] : by_host) EXPECT_EQ(lines, std::vector<std::string>{"<\xe9t\xe9|caf\xe9>"}) << host;
+  // Each of the 4 ranks or hosts prints its argument and $LATIN, and only that.
+  auto each_prints_them = [](const std::vector<std::string>& command) {
+    std::vector<std::string> args = command;
+    for (const char* word : {"sh", "-c", "printf '<%s|%s>\\n' \"$1\" \"$LATIN\"", "sh", "\xe9t\xe9"})
+      args.push_back(word);
+    auto r = cluster_->muster(args);
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    auto by_tag = lines_by_tag(r.out);
+    ASSERT_EQ(by_tag.size(), 4u) << r.out;
+    for (const auto& [tag, lines] : by_tag) EXPECT_EQ(lines, std::vector<std::string>{"<\xe9t\xe9|caf\xe9>"}) << tag;
+  };
+  each_prints_them({"run", "-f", cluster_->write_cluster_file(), "-x", "LATIN=caf\xe9", "--"});
+  each_prints_them({"exec", "-f", cluster_->write_cluster_file(), "--", "env", "LATIN=caf\xe9"});
 }
 
 // --- failures: each node with its cause -----------------------------------------------------
