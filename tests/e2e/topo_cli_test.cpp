@@ -1,10 +1,13 @@
 // `muster topo` and binding, through the real binary.
+#include <fcntl.h>
 #include <poll.h>
+#include <sched.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
 #include <cstddef>
 #include <cstring>
 #include <map>
@@ -50,6 +53,24 @@ TEST(TopoCli, ThisMachineJsonIsConsistent) {
 // lookup; muster reads no display. A stand-in X server on display :0's abstract socket
 // (where Xlib knocks first) counts the knocks, closing each at once.
 TEST(TopoCli, DiscoveryKnocksOnNoXDisplay) {
+  // Abstract sockets belong to a network namespace, and other programs on this machine run
+  // hwloc too (slurmd, a concurrent test's ranks): the stand-in and the muster under test get
+  // a namespace of their own, so that every knock counted is muster's. Then back home, for
+  // the tests that may follow in this process.
+  const int home = open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC);
+  ASSERT_GE(home, 0);
+  if (unshare(CLONE_NEWNET) != 0) {
+    close(home);
+    if (in_ci()) FAIL() << "cannot make a network namespace: " << std::strerror(errno);
+    GTEST_SKIP() << "cannot make a network namespace (not root): " << std::strerror(errno);
+  }
+  struct BackHome {
+    int fd;
+    ~BackHome() {
+      setns(fd, CLONE_NEWNET);
+      close(fd);
+    }
+  } back_home{home};
   const int x = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   ASSERT_GE(x, 0);
   sockaddr_un addr{};
