@@ -121,14 +121,18 @@ TEST_F(Reliability, ANodeWhoseProcessesAreFrozenEndsTheJobNamingIt) {
 TEST_F(Reliability, CtrlCWhileNodesAreBeingReachedEndsMusterAtOnce) {
   cluster_->freeze_sshd(3, true);  // its handshake never finishes
   RunningCommand head(cluster_->muster_argv({"run", "-f", file_, "--", "true"}));
-  std::this_thread::sleep_for(milliseconds(1000));
+  // Asked once muster is reaching nodes (node1 accepted it), not after a guessed delay: a
+  // SIGINT before muster set up its handling would end it without its words.
+  for (int waited = 0; cluster_->accepted_connections(0) == 0 && waited < 300; ++waited)
+    std::this_thread::sleep_for(milliseconds(100));
   const auto asked = Clock::now();
   head.signal(SIGINT);
   auto r = head.wait(std::chrono::seconds(30));
   const auto took = Clock::now() - asked;
   cluster_->freeze_sshd(3, false);
   EXPECT_EQ(r.exit_code, 130) << r.err;
-  EXPECT_LT(took, milliseconds(1000));
+  // "At once" against a handshake that never ends; the bound leaves room for a busy machine.
+  EXPECT_LT(took, milliseconds(5000));
   EXPECT_NE(r.err.find("muster: interrupted by SIGINT before anything was started"), std::string::npos)
       << r.err;
 }
@@ -140,7 +144,7 @@ TEST_F(Reliability, CtrlCDuringTheNetworkProbeEndsMusterAtOnce) {
   const auto asked = Clock::now();
   head.signal(SIGINT);
   auto r = head.wait(std::chrono::seconds(30));
-  EXPECT_LT(Clock::now() - asked, milliseconds(1000));
+  EXPECT_LT(Clock::now() - asked, milliseconds(5000));  // against minutes of probing
   EXPECT_EQ(r.exit_code, 130) << r.err;
 }
 

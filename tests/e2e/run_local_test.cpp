@@ -153,7 +153,8 @@ TEST(RunLocal, AFailingRankTearsDownTheOthersAndSetsTheStatus) {
   TempDir dir;
   auto r = run_muster({"run", "-n", "4", "--grace", "1", "--", "sh", "-c",
                        "echo $$ > " + dir.path() + "/pid.$RANK; "
-                       "if [ $RANK = 2 ]; then sleep 0.5; exit 7; fi; exec sleep 600"});
+                       "if [ $RANK = 2 ]; then " + once_all_pids_written(dir.path(), 4) + "exit 7; fi; "
+                       "exec sleep 600"});
   EXPECT_EQ(r.exit_code, 7) << r.err;
   EXPECT_NE(r.err.find("muster: rank 2 ("), std::string::npos) << r.err;
   EXPECT_NE(r.err.find(") exited with status 7; stopped 3 other ranks"), std::string::npos) << r.err;

@@ -277,7 +277,8 @@ TEST_F(SshCluster, ARankFailingOnOneHostTearsDownEveryHost) {
   TempDir dir;
   auto r = cluster_->muster({"run", "-f", two_slots(), "--grace", "2", "--", "sh", "-c",
                              "echo $$ > " + dir.path() + "/pid.$RANK; "
-                             "if [ $RANK = 5 ]; then sleep 1; exit 3; fi; exec sleep 600"});
+                             "if [ $RANK = 5 ]; then " + once_all_pids_written(dir.path(), 8) + "exit 3; fi; "
+                             "exec sleep 600"});
   EXPECT_EQ(r.exit_code, 3) << r.err;
   EXPECT_NE(r.err.find("muster: rank 5 (node3) exited with status 3; stopped 7 other ranks"),
             std::string::npos) << r.err;

@@ -15,6 +15,8 @@
 #include <stdexcept>
 #include <thread>
 
+#include <fmt/format.h>
+
 extern char** environ;
 
 namespace muster::testing {
@@ -220,6 +222,11 @@ bool wait_until(const std::function<bool()>& ready, std::chrono::milliseconds li
 bool in_ci() {
   const char* ci = std::getenv("MUSTER_CI");
   return ci && std::string(ci) == "1";
+}
+
+std::string once_all_pids_written(const std::string& dir, int count) {
+  return fmt::format("n=0; while [ $(ls '{}' | grep -c '^pid[.]') -lt {} ] && [ $n -lt 300 ]; do "
+                     "sleep 0.1; n=$((n+1)); done; ", dir, count);
 }
 
 }  // namespace muster::testing

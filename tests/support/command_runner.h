@@ -79,6 +79,11 @@ class TempDir {
   std::string path_;
 };
 
+// A shell snippet (ending in "; ") for a rank that must not act before every rank started:
+// it waits, at most 30 s, until `dir` holds `count` files named pid.*. A rank that fails at
+// once could otherwise end the job before a starved sibling wrote its pid.
+std::string once_all_pids_written(const std::string& dir, int count);
+
 // Waits up to `limit` for `ready()` to become true, polling.
 bool wait_until(const std::function<bool()>& ready,
                 std::chrono::milliseconds limit = std::chrono::milliseconds(20000));

@@ -90,7 +90,8 @@ TEST(FakeCuda, MemcpyRefusesAHostPointerWhereTheKindSaysDevice) {
 
 // The property a benchmark's timer depends on: the call returns before the work is done.
 TEST(FakeCuda, StreamWorkCompletesLaterOnItsOwnThread) {
-  ScopedEnv slow("MUSTER_FAKE_CUDA_KERNEL_US", "200000");
+  // A kernel long enough that a busy machine cannot blur "returned at once" with "waited".
+  ScopedEnv slow("MUSTER_FAKE_CUDA_KERNEL_US", "2000000");
   cudaStream_t stream = nullptr;
   ASSERT_EQ(cudaStreamCreate(&stream), cudaSuccess);
   ncclComm_t comm = lone_comm();
@@ -99,10 +100,10 @@ TEST(FakeCuda, StreamWorkCompletesLaterOnItsOwnThread) {
 
   auto start = Clock::now();
   ASSERT_EQ(ncclAllReduce(send, recv, 3, ncclFloat32, ncclSum, comm, stream), ncclSuccess);
-  EXPECT_LT(Clock::now() - start, std::chrono::milliseconds(100)) << "the call waited for the work";
+  EXPECT_LT(Clock::now() - start, std::chrono::milliseconds(1000)) << "the call waited for the work";
   EXPECT_EQ(cudaStreamQuery(stream), cudaErrorNotReady);
   ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
-  EXPECT_GE(Clock::now() - start, std::chrono::milliseconds(200));
+  EXPECT_GE(Clock::now() - start, std::chrono::milliseconds(2000));
   EXPECT_EQ(cudaStreamQuery(stream), cudaSuccess);
   EXPECT_EQ(from_device(recv, 3), (std::vector<float>{1, 2, 3}));
 
@@ -266,9 +267,13 @@ TEST_F(FakeNcclFaults, AHungRanksCollectiveNeverReturnsToItsCaller) {
     ncclAllReduce(buffer, buffer, 1, ncclFloat32, ncclSum, comm, stream);
     *returned = true;
   }).detach();
+  // Once the fake says the rank hangs (however late the thread got a CPU), the call must
+  // still not have returned a while later.
+  for (int waited = 0; read_file(log_).find("0 hang") == std::string::npos && waited < 100; ++waited)
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  EXPECT_NE(read_file(log_).find("0 hang"), std::string::npos) << read_file(log_);
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
   EXPECT_FALSE(*returned);
-  EXPECT_NE(read_file(log_).find("0 hang"), std::string::npos) << read_file(log_);
 }
 
 }  // namespace
