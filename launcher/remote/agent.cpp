@@ -423,6 +423,10 @@ int run_agent(const std::function<HeadChannel()>& reach_head, const AgentSetting
   if (unreachable) std::rethrow_exception(unreachable);
 
   FrameWriter writer(channel->out_fd);
+  auto say_failure = [&](const std::exception& e) {
+    writer.send({FrameKind::Fail, -1, e.what()});
+    return 1;
+  };
   try {
     if (node_failed) std::rethrow_exception(node_failed);
     const Topology& topology = node->topology;
@@ -432,22 +436,26 @@ int run_agent(const std::function<HeadChannel()>& reach_head, const AgentSetting
     writer.send({FrameKind::Hello, -1,
                  to_json(describe_this_node(topology, node->probe_server.port(), node->probe_secret))});
 
-    // 2. Jobs, one at a time, until the head says goodbye or is lost.
+    // 2. Jobs, one at a time, until the head says goodbye or is lost. A failure is said while
+    //    the link stands: its end gives the writer up (for a head that stopped reading).
     HeadLink head(channel->in_fd, writer, settings.head_silence_limit);
-    for (;;) {
-      pollfd fds[2] = {{head.ready_fd(), POLLIN, 0}, {signals.fd(), POLLIN, 0}};
-      if (poll(fds, 2, -1) < 0 && errno != EINTR) return 1;
-      if (fds[1].revents) return 0;  // told to stop with nothing running
-      auto next = head.take_spec();
-      if (next) {
-        if (!run_job(next->first, next->second, topology, head, writer, spawner, signals)) return 0;
-      } else if (head.gone()) {
-        return 0;
+    try {
+      for (;;) {
+        pollfd fds[2] = {{head.ready_fd(), POLLIN, 0}, {signals.fd(), POLLIN, 0}};
+        if (poll(fds, 2, -1) < 0 && errno != EINTR) return 1;
+        if (fds[1].revents) return 0;  // told to stop with nothing running
+        auto next = head.take_spec();
+        if (next) {
+          if (!run_job(next->first, next->second, topology, head, writer, spawner, signals)) return 0;
+        } else if (head.gone()) {
+          return 0;
+        }
       }
+    } catch (const std::exception& e) {
+      return say_failure(e);
     }
   } catch (const std::exception& e) {
-    writer.send({FrameKind::Fail, -1, e.what()});
-    return 1;
+    return say_failure(e);
   }
 }
 

@@ -13,6 +13,8 @@
 
 #include "launcher/remote/agent.h"
 #include "launcher/remote/agent_protocol.h"
+#include "launcher/remote/launch_spec.h"
+#include "launcher/cluster/rank_plan.h"
 
 namespace muster {
 namespace {
@@ -71,6 +73,36 @@ TEST(Agent, AHeadThatStopsReadingCanStillEndTheSession) {
   ASSERT_EQ(ended.wait_for(30s), std::future_status::ready)
       << "the agent did not hear the head's goodbye while its replies waited";
   EXPECT_EQ(ended.get(), 0);
+  for (int* p : {channel->to_agent, channel->from_agent})
+    for (int i = 0; i < 2; ++i) close(p[i]);
+}
+
+// A job the agent cannot start (here: a spec for a node the plan does not have) ends the agent
+// with a Fail frame that says why: the head names the node's own failure, not a lost node.
+TEST(Agent, AJobThatCannotStartIsSaidToTheHead) {
+  auto channel = std::make_shared<Channel>();
+  ASSERT_EQ(pipe2(channel->to_agent, O_CLOEXEC), 0);
+  ASSERT_EQ(pipe2(channel->from_agent, O_CLOEXEC), 0);
+  auto ended = channel->ended.get_future();
+  std::thread([channel] {
+    channel->ended.set_value(
+        run_agent([&] { return HeadChannel{channel->to_agent[0], channel->from_agent[1]}; }, AgentSettings{}));
+  }).detach();
+  ASSERT_TRUE(read_until(channel->from_agent[0], FrameKind::Hello));
+
+  ClusterSpec cluster;
+  cluster.source = "test";
+  cluster.nodes.push_back(NodeSpec{"n1", "a1", {1}, {}, {}, {}});
+  NodeLaunchSpec spec;
+  spec.plan = make_rank_plan(cluster, std::nullopt, MapBy::Slot);
+  spec.node_rank = 3;  // the plan has one node
+  spec.request.argv = {"true"};
+  const std::string frame = encode_frame({FrameKind::Spec, 1, to_json(spec)});
+  ASSERT_EQ(write(channel->to_agent[1], frame.data(), frame.size()), ssize_t(frame.size()));
+
+  EXPECT_TRUE(read_until(channel->from_agent[0], FrameKind::Fail)) << "the agent's failure never reached the head";
+  ASSERT_EQ(ended.wait_for(30s), std::future_status::ready);
+  EXPECT_EQ(ended.get(), 1);
   for (int* p : {channel->to_agent, channel->from_agent})
     for (int i = 0; i < 2; ++i) close(p[i]);
 }
