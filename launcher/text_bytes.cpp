@@ -98,6 +98,12 @@ size_t character_boundary(std::string_view text, size_t at, bool forward) {
   return std::min(at, text.size());
 }
 
+void keep_first_words(std::string& kept, std::string_view more, size_t limit) {
+  if (kept.size() + 3 >= limit) return;
+  if (more.size() > limit - kept.size()) more = more.substr(0, character_boundary(more, limit - kept.size(), false));
+  kept.append(more);
+}
+
 json bytes_kept(json value) {
   each_string(value, kept);
   return value;

@@ -19,6 +19,11 @@ bool is_utf8(std::string_view bytes);
 // output: a cut through a character would make a report count a byte it replaced.
 size_t character_boundary(std::string_view text, size_t at, bool forward);
 
+// Appends to `kept` what fits of `more` within `limit` bytes, cut between characters. Once
+// full (a cut leaves at most 3 bytes of room) nothing more is appended: a node's first words
+// are never spliced with later ones.
+void keep_first_words(std::string& kept, std::string_view more, size_t limit);
+
 // For muster's protocol (agent frames): every string and object key in `value` that is not
 // UTF-8 (or starts with NUL, which no C string does) is sent as NUL and then its bytes in
 // hex; exactly_restored() undoes it. Byte for byte, whatever the bytes.

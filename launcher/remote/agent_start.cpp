@@ -96,10 +96,9 @@ Attempt attempt_start(SshConnection& connection, const std::string& host, Shippi
   StartOutput::Seen seen = StartOutput::Seen::Nothing;
   for (;;) {
     if (cancelled.load()) throw SshError(SshFailure::Connection, host, "called off");
-    std::string out;
-    const bool open = a.agent.command->read(out, a.agent.stderr_text, std::chrono::milliseconds(100));
-    if (a.agent.stderr_text.size() > kKeptStderr)  // its first words
-      a.agent.stderr_text.resize(character_boundary(a.agent.stderr_text, kKeptStderr, false));
+    std::string out, err;
+    const bool open = a.agent.command->read(out, err, std::chrono::milliseconds(100));
+    keep_first_words(a.agent.stderr_text, err, kKeptStderr);
     const StartOutput::Seen before = seen;
     seen = start_output.take(out, open, a.agent.reader, a.started_as);
     // The first line is the node's shell answering a command: a remote command's round
@@ -143,7 +142,7 @@ Attempt attempt_start(SshConnection& connection, const std::string& host, Shippi
 void ship(SshConnection& connection, const std::string& host, BundleArchive& bundle, bool replace) {
   const std::string& archive = bundle.get();
   auto command = connection.start(ship_command(replace));
-  std::string out, err;
+  std::string out, err, more_err;
   try {
     command->write(archive);
   } catch (const SshError&) {
@@ -151,10 +150,11 @@ void ship(SshConnection& connection, const std::string& host, BundleArchive& bun
   }
   command->close_stdin();
   const auto deadline = Clock::now() + std::chrono::minutes(5);
-  while (command->read(out, err, std::chrono::milliseconds(200))) {
+  while (command->read(out, more_err, std::chrono::milliseconds(200))) {
     if (Clock::now() > deadline)
       throw SshError(SshFailure::Timeout, host, "shipping muster's bundle did not finish within 5 minutes");
-    if (err.size() > kKeptStderr) err.resize(character_boundary(err, kKeptStderr, false));  // first words
+    keep_first_words(err, more_err, kKeptStderr);
+    more_err.clear();
     if (out.size() > kKeptStderr) out.erase(0, out.size() - kKeptStderr);  // "shipped" comes last
   }
   const auto ending = command->exit_status();

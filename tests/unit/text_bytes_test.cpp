@@ -80,6 +80,19 @@ TEST(TextBytes, ACutNeverSplitsACharacter) {
   EXPECT_TRUE(is_utf8(text.substr(0, character_boundary(text, 4, false))));
 }
 
+// A node's first words, read in pieces: kept up to the limit, cut between characters, and
+// never spliced with a later piece once cut.
+TEST(TextBytes, FirstWordsAreKeptWholeAndNeverSplicedWithLaterOnes) {
+  std::string kept;
+  keep_first_words(kept, "abc", 8);
+  EXPECT_EQ(kept, "abc");
+  keep_first_words(kept, "def\xe2\x9c\x93gh", 8);  // ✓ would straddle the limit: cut before it
+  EXPECT_EQ(kept, "abcdef");
+  keep_first_words(kept, "\x93z", 8);               // a later piece adds nothing
+  EXPECT_EQ(kept, "abcdef");
+  EXPECT_TRUE(is_utf8(kept));
+}
+
 TEST(TextBytes, APayloadNestedDeeperThanAnyOfMustersIsRefused) {
   std::string deep(1000, '[');
   deep += std::string(1000, ']');
