@@ -43,11 +43,11 @@ std::string health_request_json(const HealthExpectations& e) {
   if (e.ib_rate_gbps) expect["ib_rate_gbps"] = *e.ib_rate_gbps;
   if (e.ib_ports) expect["ib_ports"] = *e.ib_ports;
   if (e.driver_version) expect["driver_version"] = *e.driver_version;
-  return json_text({{"op", "health"}, {"expect", expect}});  // as the cluster file wrote it
+  return bytes_kept({{"op", "health"}, {"expect", expect}}).dump();  // as the cluster file wrote it
 }
 
 HealthExpectations expectations_from_request(std::string_view text) try {
-  json j = parse_untrusted_json(text);
+  json j = exactly_restored(parse_untrusted_json(text));
   HealthExpectations e;
   if (!j.is_object() || !j.contains("expect")) return e;
   const json& x = j.at("expect");

@@ -605,6 +605,10 @@ TEST(HealthReport, ARoundTripKeepsEveryFieldAndAnOversizedReportIsRefused) {
   EXPECT_EQ(e2.pcie_gen, 5);
   EXPECT_EQ(e2.driver_version, "550.54.15");
   EXPECT_FALSE(e2.pcie_width);
+  // A GPU model the cluster file wrote in Latin-1 reaches the node as written: it must match
+  // the node's own bytes, never a U+FFFD stand-in.
+  e.gpu_model = "Tesla \xe9";
+  EXPECT_EQ(expectations_from_request(health_request_json(e)).gpu_model, "Tesla \xe9");
 }
 
 }  // namespace
