@@ -2,6 +2,7 @@
 
 #include <netdb.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include <cstring>
 #include <map>
@@ -199,10 +200,16 @@ std::string numeric_address(const std::string& host) {
   hints.ai_socktype = SOCK_STREAM;
   addrinfo* found = nullptr;
   const int rc = getaddrinfo(host.c_str(), nullptr, &hints, &found);
+  // As Gloo chose among a name's addresses: the first this machine can bind.
   char text[INET6_ADDRSTRLEN] = {};
-  const bool named = rc == 0 && found &&
-                     getnameinfo(found->ai_addr, found->ai_addrlen, text, sizeof text, nullptr, 0,
-                                 NI_NUMERICHOST) == 0;
+  bool named = false;
+  for (addrinfo* a = rc == 0 ? found : nullptr; a && !named; a = a->ai_next) {
+    const int fd = socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol);
+    if (fd < 0) continue;
+    named = bind(fd, a->ai_addr, a->ai_addrlen) == 0 &&
+            getnameinfo(a->ai_addr, a->ai_addrlen, text, sizeof text, nullptr, 0, NI_NUMERICHOST) == 0;
+    close(fd);
+  }
   if (found) freeaddrinfo(found);
   if (!named)
     throw Error(ErrorKind::Runtime,
