@@ -33,6 +33,12 @@ std::vector<bool> slots_unknown(const ClusterSpec& cluster) {
   return unknown;
 }
 
+// Whether the world size is known now: every node's slots are, or -n fixed it.
+bool world_size_known(const ClusterSpec& cluster, const ClusterInput& input) {
+  const std::vector<bool> unknown = slots_unknown(cluster);
+  return input.ranks || std::find(unknown.begin(), unknown.end(), true) == unknown.end();
+}
+
 nlohmann::json plan_json(const RankPlan& plan, const ClusterSpec& cluster, const ClusterInput& input) {
   nlohmann::json j = rank_plan_json(plan);
   j["world_size"] = plan.world_size();
@@ -42,7 +48,7 @@ nlohmann::json plan_json(const RankPlan& plan, const ClusterSpec& cluster, const
   j["slots_known_when_reached"] = nlohmann::json::array();
   for (size_t i = 0; i < unknown.size(); ++i)
     if (unknown[i]) j["slots_known_when_reached"].push_back(cluster.nodes[i].host);
-  j["world_size_known"] = j["slots_known_when_reached"].empty() || input.ranks.has_value();  // -n
+  j["world_size_known"] = world_size_known(cluster, input);
   return j;
 }
 
@@ -51,9 +57,9 @@ std::string plan_table(const RankPlan& plan, const ClusterSpec& cluster,
   const std::vector<bool> unknown = slots_unknown(cluster);
   const auto unreached = std::count(unknown.begin(), unknown.end(), true);
   const std::string world =
-      unreached == 0 || input.ranks ? fmt::format("world size {}", plan.world_size())
-                     : fmt::format("world size known when the nodes are reached (at least {})",
-                                   plan.world_size());
+      world_size_known(cluster, input)
+          ? fmt::format("world size {}", plan.world_size())
+          : fmt::format("world size known when the nodes are reached (at least {})", plan.world_size());
   std::string out = fmt::format("cluster: {} ({} node{}), {}, map-by {}\n\n",
                                 cluster.name.empty() ? cluster.source : cluster.name,
                                 plan.nodes.size(), plan.nodes.size() == 1 ? "" : "s", world,
