@@ -125,6 +125,7 @@ TEST_F(Reliability, CtrlCWhileNodesAreBeingReachedEndsMusterAtOnce) {
   // SIGINT before muster set up its handling would end it without its words.
   for (int waited = 0; cluster_->accepted_connections(0) == 0 && waited < 300; ++waited)
     std::this_thread::sleep_for(milliseconds(100));
+  ASSERT_GT(cluster_->accepted_connections(0), 0) << "muster never reached node1";
   const auto asked = Clock::now();
   head.signal(SIGINT);
   auto r = head.wait(std::chrono::seconds(30));
