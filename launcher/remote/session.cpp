@@ -53,12 +53,7 @@ int pending_interrupt(const std::vector<int>& fds) {
 namespace {
 
 // What a link's thread tells the head's thread: a frame, or that the link ended.
-struct LinkEvent {
-  size_t node = 0;
-  std::optional<Frame> frame;  // unset: the link ended
-  std::string why_ended;
-  std::chrono::system_clock::time_point at;  // when it was read
-};
+using LinkEvent = ClusterSession::NodeEvent;
 
 }  // namespace
 
@@ -414,9 +409,8 @@ std::vector<AskAnswer> ClusterSession::ask(const std::vector<std::pair<size_t, s
 }
 
 std::vector<ClusterSession::NodeEvent> ClusterSession::take_events(Milliseconds wait) {
-  std::vector<NodeEvent> out;
-  for (LinkEvent& e : events_->take(wait)) out.push_back({e.node, std::move(e.frame), std::move(e.why_ended)});
-  return out;
+  std::deque<NodeEvent> events = events_->take(wait);
+  return {std::make_move_iterator(events.begin()), std::make_move_iterator(events.end())};
 }
 
 void ClusterSession::send(size_t node, const Frame& frame) { links_.at(node)->send(frame); }

@@ -108,6 +108,7 @@ class ClusterSession {
     size_t node = 0;
     std::optional<Frame> frame;
     std::string why_ended;
+    std::chrono::system_clock::time_point at;  // when it was read
   };
   // What the links said since the last call, waiting up to `wait` for something.
   std::vector<NodeEvent> take_events(std::chrono::milliseconds wait);
