@@ -77,6 +77,9 @@ nlohmann::json report_json(const PingReport& r) {
                         {"p99", p.result.rtt.p99_us}, {"samples", p.result.rtt.samples}};
     else
       pair["error"] = p.result.error;
+    if (!p.result.reachable && !p.result.starved.empty()) pair["starved"] = p.result.starved;
+    pair["attempts"] = p.attempts;
+    if (!p.first_error.empty()) pair["first_error"] = p.first_error;
     if (p.result.gbps) pair["bandwidth_gbps"] = *p.result.gbps;
     pairs.push_back(pair);
   }

@@ -54,28 +54,33 @@ NetworkChoice choose_network(const std::vector<std::vector<LocalAddress>>& addre
   const int n = int(addresses_of_node.size());
   NetworkChoice choice;
   if (n == 0) return choice;
-  // An address is good when every node that should have reached it did: every other node
-  // over the mesh; over the rendezvous pairs, node 0 for the others' addresses (node 0's own,
-  // the MASTER_ADDR candidates, are still reached by all). One pass over the probes counts,
-  // per node and address, the distinct nodes that reached it: O(probes), where asking every
-  // probe for every node, address and candidate was O(n^4).
-  struct Reachers {
-    std::vector<bool> from;  // by source node
-    int count = 0;           // distinct sources
+  // An address is good when no node that should reach it failed to, for certain, and some
+  // node did: every other node over the mesh; over the rendezvous pairs, node 0 for the
+  // others' addresses (node 0's own, the MASTER_ADDR candidates, are still probed by all).
+  // A measurement that was starved is no evidence either way, so it cannot take a subnet
+  // away (or give one). One pass over the probes, per node and address: O(probes), where
+  // asking every probe for every node, address and candidate was O(n^4).
+  struct Evidence {
+    std::vector<bool> reached_from;  // by source node
+    bool refuted = false;            // a source that matters failed to reach it, for certain
   };
-  std::map<std::pair<int, std::string>, Reachers> reached;
+  auto matters = [&](int src, int dst) {
+    return schedule == PairSchedule::Every || dst == 0 || src == 0;
+  };
+  std::map<std::pair<int, std::string>, Evidence> evidence;
   for (const PairProbe& p : probes) {
-    if (!p.result.reachable || p.src == p.dst || p.src < 0 || p.src >= n) continue;
-    Reachers& r = reached[{p.dst, p.address}];
-    if (r.from.empty()) r.from.resize(size_t(n));
-    if (!r.from[size_t(p.src)]) r.from[size_t(p.src)] = true, ++r.count;
+    if (p.src == p.dst || p.src < 0 || p.src >= n || !matters(p.src, p.dst)) continue;
+    Evidence& e = evidence[{p.dst, p.address}];
+    if (e.reached_from.empty()) e.reached_from.resize(size_t(n));
+    if (p.result.reachable) e.reached_from[size_t(p.src)] = true;
+    else if (p.result.starved.empty()) e.refuted = true;
   }
   auto reached_by_all = [&](int node, const std::string& address) {
     if (n == 1) return true;
-    auto it = reached.find({node, address});
-    if (it == reached.end()) return false;
-    if (schedule == PairSchedule::WithRendezvous && node != 0) return bool(it->second.from[0]);
-    return it->second.count == n - 1;
+    auto it = evidence.find({node, address});
+    if (it == evidence.end() || it->second.refuted) return false;
+    const auto& from = it->second.reached_from;
+    return std::find(from.begin(), from.end(), true) != from.end();
   };
   // Subnets in the order of node 0's addresses, the preferred one first.
   std::vector<LocalAddress> node0 = addresses_of_node[0];

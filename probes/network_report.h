@@ -33,7 +33,9 @@ std::vector<std::vector<std::pair<int, int>>> rendezvous_rounds(int n);
 struct PairProbe {
   int src = 0, dst = 0;
   std::string address, interface;
-  ProbeResult result;
+  ProbeResult result;   // of the last attempt on this address
+  int attempts = 1;     // how many times the address was probed
+  std::string first_error;  // why an earlier attempt failed, when one did
 };
 
 // What muster will use for rendezvous and collectives.

@@ -18,6 +18,7 @@
 
 #include "launcher/error.h"
 #include "probes/socket_io.h"
+#include "probes/starvation.h"
 
 namespace muster {
 namespace {
@@ -74,7 +75,9 @@ RttStats summarize_rtt(std::vector<double> samples_us) {
   return s;
 }
 
-ProbeResult probe_peer(const std::string& address, int port, const std::string& secret,
+namespace {
+
+ProbeResult probe_once(const std::string& address, int port, const std::string& secret,
                        int round_trips, std::chrono::milliseconds timeout,
                        std::optional<std::chrono::milliseconds> bulk) {
   ProbeResult result;
@@ -148,6 +151,20 @@ ProbeResult probe_peer(const std::string& address, int port, const std::string& 
     if (sent && read_exact(fd, &gbps, sizeof gbps)) result.gbps = gbps;
     close(fd);
   }
+  return result;
+}
+
+}  // namespace
+
+ProbeResult probe_peer(const std::string& address, int port, const std::string& secret,
+                       int round_trips, std::chrono::milliseconds timeout,
+                       std::optional<std::chrono::milliseconds> bulk) {
+  const CpuShortage before = read_cpu_shortage();
+  const auto start = Clock::now();
+  ProbeResult result = probe_once(address, port, secret, round_trips, timeout, bulk);
+  if (!result.reachable)
+    result.starved = starvation_between(before, read_cpu_shortage(),
+                                        std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - start));
   return result;
 }
 

@@ -60,6 +60,9 @@ struct ProbeResult {
   std::string error;                 // why not, when not reachable
   RttStats rtt;
   std::optional<double> gbps;        // bulk TCP throughput, when asked for
+  // When not reachable: why the prober's machine could not measure ("" when it could): the
+  // failure may be the machine's, not the network's (probes/starvation.h).
+  std::string starved;
 };
 
 // Connects to address:port and proves `secret` (bounded by `timeout`), then times

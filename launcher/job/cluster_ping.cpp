@@ -13,6 +13,7 @@
 #include "topology/topology_source.h"
 #include "launcher/json_fields.h"
 #include "launcher/text_bytes.h"
+#include "probes/pair_schedule.h"
 
 namespace muster {
 namespace {
@@ -38,58 +39,112 @@ void measure_clocks(ClusterSession& session, PingReport& report, const std::vect
   }
 }
 
-// The scheduled pairs of reachable nodes, on every address of the target, one round at a
-// time; the rendezvous node is the first reachable one.
+// What one probe answer says of each address asked about, in the order asked.
+std::vector<ProbeResult> parse_probe_answer(const std::optional<std::string>& payload, size_t addresses) {
+  std::vector<ProbeResult> out(addresses);
+  nlohmann::json results = parse_untrusted_json_or_discarded(payload.value_or(""));
+  if (!results.is_array()) results = nlohmann::json::array();  // the node could not probe
+  for (size_t a = 0; a < addresses; ++a) {
+    ProbeResult& p = out[a];
+    p.error = payload ? "the probing node did not answer for this address"
+                      : "the probing node did not answer";
+    if (a >= results.size()) continue;
+    try {
+      const auto& r = results[a];
+      p.error = r.at("error");
+      p.rtt = {r.at("rtt_us").at("min"), r.at("rtt_us").at("median"), r.at("rtt_us").at("p99"),
+               r.at("rtt_us").at("samples")};
+      if (r.contains("gbps")) p.gbps = r.at("gbps").get<double>();
+      if (r.contains("starved")) p.starved = r.at("starved").get<std::string>();  // not from old agents
+      p.reachable = r.at("reachable");
+    } catch (const nlohmann::json::exception& e) {
+      p = {};
+      p.error = std::string("the probing node's answer was malformed: ") + e.what();
+    }
+  }
+  return out;
+}
+
+// The scheduled pairs of reachable nodes, on every address of the target: each pair as soon
+// as both of its nodes are free, and the addresses a pair did not reach once tried again
+// later. The rendezvous node is the first reachable one.
 void probe_pairs(ClusterSession& session, const PingOptions& options, PingReport& report,
                  const std::vector<int>& interrupts) {
   std::vector<int> reachable;
   for (size_t i = 0; i < report.nodes.size(); ++i)
     if (session.usable(i)) reachable.push_back(int(i));
-  const int n = int(reachable.size());
-  const auto rounds = options.pairs == PairSchedule::Every ? tournament_rounds(n) : rendezvous_rounds(n);
-  for (const auto& round : rounds) {
-    std::vector<std::pair<size_t, std::string>> asks;
-    std::vector<std::pair<int, int>> pairs;
-    for (auto [a, b] : round) {
-      int src = reachable[size_t(a)], dst = reachable[size_t(b)];
+  PairScheduler scheduler(int(reachable.size()), options.pairs);
+  // Per ordered pair of node ranks: one entry per address of the target, kept across attempts.
+  std::map<std::pair<int, int>, std::vector<PairProbe>> probes;
+  std::vector<std::pair<PairDispatch, std::vector<size_t>>> asked;  // by tag: which addresses
+  double slowest_rtt_us = 0;  // the largest p99 of a pair measured so far
+  const auto stage_timeout = [&](const PairDispatch& d, int src, int dst) {
+    if (options.timeout) return *options.timeout * (1 << std::min(d.attempt - 1, 4));
+    const auto& reach = session.reach();
+    const double command_rtt_ms = std::max(reach[size_t(src)].command_rtt_ms, reach[size_t(dst)].command_rtt_ms);
+    return probe_stage_timeout(d.attempt, slowest_rtt_us, command_rtt_ms);
+  };
+  // The agent gives up on an address after its timeout per stage: connecting, the secret,
+  // and (at worst) the round trips; the head waits for all of the addresses and the bulk
+  // streams, with room for a busy node.
+  const auto limit_for = [&](size_t addresses, milliseconds stage) {
+    return milliseconds(10000) +
+           int64_t(addresses) * (3 * stage + (options.bandwidth ? options.bulk : milliseconds(0)));
+  };
+  AskFlow flow;
+  flow.next = [&] {
+    std::vector<AskRequest> out;
+    for (const PairDispatch& d : scheduler.next(PairScheduler::Clock::now())) {
+      const int src = reachable[size_t(d.src)], dst = reachable[size_t(d.dst)];
       const NodeHello& target = *report.nodes[size_t(dst)].facts;
+      auto& entries = probes[{src, dst}];
+      if (entries.empty())
+        for (const auto& addr : target.addresses) entries.push_back({src, dst, addr.address, addr.interface, {}, 0, {}});
+      std::vector<size_t> which;  // what this attempt probes: the addresses not reached yet
       nlohmann::json targets = nlohmann::json::array();
-      for (const auto& addr : target.addresses)
-        targets.push_back({{"address", addr.address}, {"port", target.probe_port},
+      for (size_t a = 0; a < entries.size(); ++a) {
+        if (entries[a].result.reachable) continue;
+        which.push_back(a);
+        targets.push_back({{"address", entries[a].address}, {"port", target.probe_port},
                            {"secret", target.probe_secret}});
-      nlohmann::json ask = {{"op", "probe"}, {"targets", targets}, {"count", options.round_trips},
-                            {"timeout_ms", options.timeout.count()},
-                            {"bulk_ms", options.bandwidth ? options.bulk.count() : 0}};
-      asks.emplace_back(size_t(src), json_text(ask));
-      pairs.emplace_back(src, dst);
-    }
-    auto answers = session.ask(asks, milliseconds(60000), interrupts);
-    for (size_t k = 0; k < pairs.size(); ++k) {
-      auto [src, dst] = pairs[k];
-      const NodeHello& target = *report.nodes[size_t(dst)].facts;
-      nlohmann::json results = parse_untrusted_json_or_discarded(answers[k].payload.value_or(""));
-      if (!results.is_array()) results = nlohmann::json::array();  // the node could not probe
-      for (size_t a = 0; a < target.addresses.size(); ++a) {
-        PairProbe p{src, dst, target.addresses[a].address, target.addresses[a].interface, {}};
-        p.result.error = "the probing node did not answer";
-        if (a < results.size()) {
-          try {
-            const auto& r = results[a];
-            p.result.error = r.at("error");
-            p.result.rtt = {r.at("rtt_us").at("min"), r.at("rtt_us").at("median"),
-                            r.at("rtt_us").at("p99"), r.at("rtt_us").at("samples")};
-            if (r.contains("gbps")) p.result.gbps = r.at("gbps").get<double>();
-            p.result.reachable = r.at("reachable");
-          } catch (const nlohmann::json::exception& e) {
-            p.result = {};
-            p.result.error = std::string("the probing node's answer was malformed: ") + e.what();
-          }
-        }
-        report.pairs.push_back(std::move(p));
       }
+      const milliseconds stage = stage_timeout(d, src, dst);
+      nlohmann::json ask = {{"op", "probe"}, {"targets", targets}, {"count", options.round_trips},
+                            {"timeout_ms", stage.count()},
+                            {"bulk_ms", options.bandwidth ? options.bulk.count() : 0}};
+      out.push_back({size_t(src), json_text(ask), limit_for(which.size(), stage), asked.size()});
+      asked.emplace_back(d, std::move(which));
     }
-    if (options.on_round_done) options.on_round_done();
-  }
+    return out;
+  };
+  flow.answered = [&](size_t tag, AskAnswer answer) {
+    const auto& [d, which] = asked[tag];
+    const int src = reachable[size_t(d.src)], dst = reachable[size_t(d.dst)];
+    auto& entries = probes[{src, dst}];
+    const auto results = parse_probe_answer(answer.payload, which.size());
+    bool all_reached = true, starved = false;
+    for (size_t k = 0; k < which.size(); ++k) {
+      PairProbe& p = entries[which[k]];
+      if (p.attempts > 0 && p.first_error.empty()) p.first_error = p.result.error;
+      p.attempts = d.attempt;
+      p.result = results[k];
+      all_reached &= p.result.reachable;
+      starved |= !p.result.starved.empty();
+      if (p.result.reachable) slowest_rtt_us = std::max(slowest_rtt_us, p.result.rtt.p99_us);
+    }
+    const PairOutcome outcome = all_reached ? PairOutcome::Reached
+                                : !session.usable(size_t(src)) || !session.usable(size_t(dst))
+                                    ? PairOutcome::Abandoned
+                                : starved ? PairOutcome::Starved
+                                          : PairOutcome::Failed;
+    const bool settled = scheduler.done(d, outcome, PairScheduler::Clock::now());
+    if (!settled) return;
+    for (auto& p : entries) report.pairs.push_back(std::move(p));
+    probes.erase({src, dst});
+    if (options.on_pair_done) options.on_pair_done();
+  };
+  flow.finished = [&] { return scheduler.finished(); };
+  session.ask_stream(flow, interrupts);
 }
 
 // The rendezvous lives on the first node reached (node 0 whenever it answers).
@@ -157,11 +212,24 @@ std::vector<Finding> find_problems(const ClusterSpec& cluster, const PingReport&
       }
   }
 
+  // A pair is a verdict only after every attempt at it: one that answered on a retry is a
+  // warning (a lost packet, a busy node), not an unreachable address; one whose last attempt
+  // failed while its prober's machine was short of CPU measured the machine: unknown.
   for (const auto& p : in.pairs)
-    if (!p.result.reachable)
+    if (!p.result.reachable && !p.result.starved.empty())
+      add(report, Severity::Warn, FindingKind::Pair, p.src,
+          fmt::format("{} -> {} at {} ({}) is unknown, not measured: {} on attempt {}, while {} was "
+                      "short of CPU ({})", host(p.src), host(p.dst), p.address, p.interface,
+                      p.result.error, p.attempts, host(p.src), p.result.starved));
+    else if (!p.result.reachable)
       add(report, Severity::Fail, FindingKind::Pair, p.src,
-          fmt::format("{} cannot reach {} at {} ({}): {}", host(p.src), host(p.dst), p.address,
-                      p.interface, p.result.error));
+          fmt::format("{} cannot reach {} at {} ({}): {}{}", host(p.src), host(p.dst), p.address,
+                      p.interface, p.result.error,
+                      p.attempts > 1 ? fmt::format(", on each of {} attempts", p.attempts) : ""));
+    else if (!p.first_error.empty())
+      add(report, Severity::Warn, FindingKind::Pair, p.src,
+          fmt::format("{} reached {} at {} ({}) only on attempt {}; the first failed: {}", host(p.src),
+                      host(p.dst), p.address, p.interface, p.attempts, p.first_error));
 
   const int n = int(nodes.size());
   for (const auto& o : rtt_outliers(n, in.pairs, 4.0))
@@ -221,7 +289,7 @@ std::vector<Finding> find_problems(const ClusterSpec& cluster, const PingReport&
 
 }  // namespace
 
-int probe_rounds(int nodes) { return int(tournament_rounds(nodes).size()); }
+int probe_pair_count(int nodes) { return int(PairScheduler(nodes, PairSchedule::Every).pairs()); }
 
 bool PingReport::failed() const {
   return std::any_of(problems.begin(), problems.end(),

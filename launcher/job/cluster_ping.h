@@ -24,12 +24,14 @@ struct PingOptions {
   int round_trips = 50;                         // K: enough for a stable median and a p99
   bool bandwidth = false;                       // also stream bulk data per pair
   std::chrono::milliseconds bulk{300};          // how long each bulk stream lasts
-  std::chrono::milliseconds timeout{2000};      // per connection attempt
-  std::function<void()> on_round_done;          // after each round of the tournament
+  // How long a probe waits at each stage; unset, derived from what was measured (see
+  // probe_stage_timeout) and longer on each retry.
+  std::optional<std::chrono::milliseconds> timeout;
+  std::function<void()> on_pair_done;           // after each pair's last attempt
 };
 
-// How many rounds of pair probes `nodes` reachable nodes take (PairSchedule::Every).
-int probe_rounds(int nodes);
+// How many ordered pairs of `nodes` reachable nodes are probed (PairSchedule::Every).
+int probe_pair_count(int nodes);
 
 struct NodeStatus {
   std::string host, address;

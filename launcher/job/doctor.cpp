@@ -243,23 +243,30 @@ class Doctor {
     PingOptions ping;
     ping.round_trips = 20;
     ping.bandwidth = context_->cluster().checks.min_bandwidth_gbps.has_value();
-    ping.on_round_done = [this] { observer_.step_done(); };
+    ping.on_pair_done = [this] { observer_.step_done(); };
     PingReport r = ping_cluster(context_->session(), context_->cluster(), ping, context_->interrupt_fds());
     for (size_t i = 0; i < r.nodes.size(); ++i) {
       if (!r.nodes[i].facts) continue;
-      int peers = 0, reached = 0;
+      // A pair not measured because this node was short of CPU is neither: a warning.
+      int peers = 0, reached = 0, unknown = 0;
       std::vector<double> medians;
       for (const auto& p : r.pairs)
         if (p.src == int(i)) {
           ++peers;
           reached += p.result.reachable;
+          unknown += !p.result.reachable && !p.result.starved.empty();
           if (p.result.reachable) medians.push_back(p.result.rtt.median_us);
         }
       std::sort(medians.begin(), medians.end());
       std::map<std::string, double> values = {{"peers_reached", reached}, {"peers", peers}};
+      if (unknown) values["peers_not_measured"] = unknown;
       if (!medians.empty()) values["rtt_median_seconds"] = medians[(medians.size() - 1) / 2] / 1e6;
-      add("network", "pairs", host(i), reached == peers ? CheckStatus::Pass : CheckStatus::Fail,
-          fmt::format("reached {} of {} peer addresses{}", reached, peers,
+      const CheckStatus status = reached + unknown < peers ? CheckStatus::Fail
+                                 : unknown               ? CheckStatus::Warn
+                                                         : CheckStatus::Pass;
+      add("network", "pairs", host(i), status,
+          fmt::format("reached {} of {} peer addresses{}{}", reached, peers,
+                      unknown ? fmt::format(" ({} not measured: this node was short of CPU)", unknown) : "",
                       medians.empty() ? "" : fmt::format(", median RTT {:.0f} us", medians[(medians.size() - 1) / 2])),
           values);
       if (r.nodes[i].clock_offset_ms)
@@ -340,10 +347,10 @@ class Doctor {
              {"message_bytes", double(row.bytes)}, {"wrong_elements", double(row.wrong)}});
   }
 
-  int network_rounds() {
+  int network_pairs() {
     int reached = 0;
     for (size_t i = 0; i < context_->session().size(); ++i) reached += context_->session().usable(i);
-    return probe_rounds(reached);
+    return probe_pair_count(reached);
   }
 
   DoctorReport finish(double seconds) {
@@ -357,7 +364,7 @@ class Doctor {
     if (name == "ssh" && context_ && !context_->is_local())
       observer_.begin_stage(name, int(context_->cluster().nodes.size()), "nodes");
     else if (name == "network" && context_ && context_->has_session())
-      observer_.begin_stage(name, network_rounds(), "rounds");
+      observer_.begin_stage(name, network_pairs(), "pairs");
     else
       observer_.begin_stage(name, 0, "");
   }

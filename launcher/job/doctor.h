@@ -61,7 +61,7 @@ struct DoctorRequest {
 class DoctorObserver {
  public:
   virtual ~DoctorObserver() = default;
-  // `total` steps of `unit` ("nodes", "rounds"); 0 when the stage cannot count its steps.
+  // `total` steps of `unit` ("nodes", "pairs"); 0 when the stage cannot count its steps.
   virtual void begin_stage(const std::string& name, int total, const std::string& unit) = 0;
   virtual void step_done() = 0;  // from any thread
   virtual void end_stage(const std::string& name, CheckStatus status, const std::string& reason) = 0;

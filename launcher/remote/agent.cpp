@@ -136,6 +136,7 @@ std::string answer_probe(const nlohmann::json& ask) {
                           {"rtt_us", {{"min", r.rtt.min_us}, {"median", r.rtt.median_us},
                                       {"p99", r.rtt.p99_us}, {"samples", r.rtt.samples}}}};
     if (r.gbps) one["gbps"] = *r.gbps;
+    if (!r.starved.empty()) one["starved"] = r.starved;
     results.push_back(one);
   }
   return json_text(results);

@@ -372,40 +372,71 @@ std::string silence_text(double seconds) {
 std::vector<AskAnswer> ClusterSession::ask(const std::vector<std::pair<size_t, std::string>>& requests,
                                            Milliseconds limit, const std::vector<int>& interrupt_fds) {
   std::vector<AskAnswer> answers(requests.size());
-  std::map<int, size_t> pending;  // request id -> index in `requests`
-  for (size_t k = 0; k < requests.size(); ++k) {
-    const size_t node = requests[k].first;
-    if (!usable(node)) continue;
-    const int id = ++next_id_;
-    pending[id] = k;
-    answers[k].sent = std::chrono::system_clock::now();
-    links_[node]->send({FrameKind::Ask, id, requests[k].second});
-  }
-  auto forget_node = [&](size_t node) {
-    for (auto it = pending.begin(); it != pending.end();)
-      it = requests[it->second].first == node ? pending.erase(it) : std::next(it);
+  bool sent = false;
+  AskFlow flow;
+  flow.next = [&] {
+    std::vector<AskRequest> out;
+    if (!sent)
+      for (size_t k = 0; k < requests.size(); ++k) out.push_back({requests[k].first, requests[k].second, limit, k});
+    sent = true;
+    return out;
   };
-  const auto deadline = Clock::now() + limit;
-  while (!pending.empty() && Clock::now() < deadline) {
+  flow.answered = [&](size_t k, AskAnswer answer) { answers[k] = std::move(answer); };
+  flow.finished = [&] { return sent; };
+  ask_stream(flow, interrupt_fds);
+  return answers;
+}
+
+void ClusterSession::ask_stream(const AskFlow& flow, const std::vector<int>& interrupt_fds) {
+  struct Pending {
+    AskRequest request;
+    AskAnswer answer;
+    Clock::time_point deadline;
+  };
+  std::map<int, Pending> pending;  // by request id
+  auto end = [&](std::map<int, Pending>::iterator it) {
+    flow.answered(it->second.request.tag, std::move(it->second.answer));
+    return pending.erase(it);
+  };
+  auto end_all_of = [&](size_t node) {
+    for (auto it = pending.begin(); it != pending.end();)
+      it = it->second.request.node == node ? end(it) : std::next(it);
+  };
+  while (true) {
+    for (AskRequest& r : flow.next()) {
+      AskAnswer unanswered;
+      unanswered.sent = std::chrono::system_clock::now();
+      if (!usable(r.node)) {
+        flow.answered(r.tag, std::move(unanswered));
+        continue;
+      }
+      const int id = ++next_id_;
+      links_[r.node]->send({FrameKind::Ask, id, r.payload});
+      const auto deadline = Clock::now() + r.limit;
+      pending.emplace(id, Pending{std::move(r), std::move(unanswered), deadline});
+    }
+    if (pending.empty() && flow.finished()) return;
     if (int signal_number = pending_interrupt(interrupt_fds)) throw Interrupted(signal_number);
     for (LinkEvent& e : events_->take(Milliseconds(50))) {
       if (!e.frame) {
         lose(e.node, fmt::format("lost contact with {}: {}", links_[e.node]->host, e.why_ended));
-        forget_node(e.node);
+        end_all_of(e.node);
       } else if (e.frame->kind == FrameKind::Answer) {
         auto it = pending.find(e.frame->rank);
-        if (it == pending.end() || requests[it->second].first != e.node) continue;  // a late one
-        answers[it->second].payload = std::move(e.frame->payload);
-        answers[it->second].answered = e.at;
-        pending.erase(it);
+        if (it == pending.end() || it->second.request.node != e.node) continue;  // a late one
+        it->second.answer.payload = std::move(e.frame->payload);
+        it->second.answer.answered = e.at;
+        end(it);
       }
     }
     for (auto [node, seconds] : silent_nodes()) {
       lose(node, fmt::format("lost contact with {}: {}", links_[node]->host, silence_text(seconds)));
-      forget_node(node);
+      end_all_of(node);
     }
+    const auto now = Clock::now();
+    for (auto it = pending.begin(); it != pending.end();)
+      it = it->second.deadline <= now ? end(it) : std::next(it);
   }
-  return answers;
 }
 
 std::vector<ClusterSession::NodeEvent> ClusterSession::take_events(Milliseconds wait) {

@@ -61,6 +61,24 @@ struct AskAnswer {
   std::chrono::system_clock::time_point sent, answered;
 };
 
+// One request of a stream of asks: for node `node`, answered within `limit` of being sent.
+// `tag` is the asker's own name for it.
+struct AskRequest {
+  size_t node = 0;
+  std::string payload;
+  std::chrono::milliseconds limit{0};
+  size_t tag = 0;
+};
+
+// What keeps a stream of asks going: what to send now (called after every answer, and at
+// least every 50 ms), what came of each request (no payload: the node was lost or the limit
+// passed first), and whether anything more will come.
+struct AskFlow {
+  std::function<std::vector<AskRequest>()> next;
+  std::function<void(size_t tag, AskAnswer answer)> answered;
+  std::function<bool()> finished;
+};
+
 class ClusterSession {
  public:
   // Connects to every node (at most `fanout` handshakes at once), makes sure muster is
@@ -95,6 +113,10 @@ class ClusterSession {
   // Throws Interrupted on a byte from `interrupt_fds`.
   std::vector<AskAnswer> ask(const std::vector<std::pair<size_t, std::string>>& requests,
                              std::chrono::milliseconds limit, const std::vector<int>& interrupt_fds);
+  // Keeps asks in flight as `flow` says, until it is finished and every request ended.
+  // A request to an unusable node ends at once, unanswered. Throws Interrupted on a byte
+  // from `interrupt_fds`.
+  void ask_stream(const AskFlow& flow, const std::vector<int>& interrupt_fds);
 
   // --- for a job over the session (launcher/job/session_job.h supervises it) --------------
 

@@ -41,6 +41,13 @@ struct FakeAgentNode {
   std::function<std::string(const std::string& op)> answer;
   std::optional<std::vector<Frame>> job_frames;
   std::string done = R"({"start_error":"","escaped":0,"stuck":[]})";
+  // The node's addresses, as its hello lists them, and whether its probe of a peer's address
+  // gets an answer: `reaches(address, attempt)`, where attempt counts this node's probes of
+  // that address from 1.
+  std::vector<LocalAddress> addresses;
+  std::function<bool(const std::string& address, int attempt)> reaches = [](const std::string&, int) {
+    return true;
+  };
 };
 
 class FakeAgentTransport : public SshTransport {
@@ -99,6 +106,7 @@ class FakeAgentTransport : public SshTransport {
       hello.cpus = 4;
       hello.free_ports = {29500, 29501};
       hello.probe_port = 40000;
+      hello.addresses = node_.addresses;
       out_ += encode_frame({FrameKind::Hello, -1, node_.hello ? *node_.hello : to_json(hello)});
     }
     void write(std::string_view bytes) override {
@@ -161,6 +169,8 @@ class FakeAgentTransport : public SshTransport {
                                       std::chrono::system_clock::now().time_since_epoch()).count()}};
           else if (ask["op"] == "ports")
             answer = {{"ports", {29500, 29501}}};
+          else if (ask["op"] == "probe")
+            answer = probe(ask);
           else
             answer = nlohmann::json::array();
           out_ += encode_frame({FrameKind::Answer, frame.rank, answer.dump()});
@@ -202,9 +212,24 @@ class FakeAgentTransport : public SshTransport {
       }
     }
 
+    // As the agent answers a probe: one result per target, in the order asked.
+    nlohmann::json probe(const nlohmann::json& ask) {
+      nlohmann::json results = nlohmann::json::array();
+      for (const auto& t : ask.at("targets")) {
+        const std::string address = t.at("address");
+        const bool reached = node_.reaches(address, ++probes_of_[address]);
+        results.push_back({{"address", address}, {"reachable", reached},
+                           {"error", reached ? "" : "no answer within 2000 ms"},
+                           {"rtt_us", {{"min", 40.0}, {"median", 50.0}, {"p99", 90.0},
+                                       {"samples", reached ? ask.at("count").get<int>() : 0}}}});
+      }
+      return results;
+    }
+
     FakeAgentTransport& owner_;
     std::string host_;
     const FakeAgentNode& node_;
+    std::map<std::string, int> probes_of_;  // by address probed
     std::vector<int> ranks_;  // of the job running now
     std::mutex mutex_;
     std::condition_variable ready_;

@@ -94,8 +94,23 @@ TEST(ChooseNetwork, PairsWithNodeZeroAreEnoughForALaunch) {
   EXPECT_EQ(c.master_addr, "10.0.0.1");
   EXPECT_EQ(c.subnet, "10.0.0.0/24");
   EXPECT_EQ(c.interface_of, (std::map<int, std::string>{{0, "eth0"}, {1, "eth0"}, {2, "eth0"}}));
-  // Read as the whole mesh, the same probes leave node 1 and 2 unvouched for.
-  EXPECT_EQ(choose_network(three_nodes(), probes, "10.0.0.1").subnet, "");
+  // Read as the whole mesh, the pairs not measured (1 and 2 with each other) take nothing
+  // away: a subnet is ruled out by a failure, never by a missing measurement.
+  EXPECT_EQ(choose_network(three_nodes(), probes, "10.0.0.1").subnet, "10.0.0.0/24");
+}
+
+TEST(ChooseNetwork, AStarvedMeasurementRulesNothingOutAndAConfirmedFailureDoes) {
+  auto probes = all_pairs("10.0.0.");
+  auto ib = all_pairs("10.9.0.");
+  probes.insert(probes.end(), ib.begin(), ib.end());
+  for (auto& p : probes)
+    if (p.src == 1 && p.dst == 2 && p.address == "10.0.0.3") {
+      p.result.reachable = false;
+      p.result.starved = "some task waited for a CPU 80% of the 2.0 s";
+    }
+  EXPECT_EQ(choose_network(three_nodes(), probes, "10.0.0.1").subnet, "10.0.0.0/24");
+  for (auto& p : probes) p.result.starved.clear();
+  EXPECT_EQ(choose_network(three_nodes(), probes, "10.0.0.1").subnet, "10.9.0.0/24");
 }
 
 TEST(ChooseNetwork, WithNodeZeroANodeItCannotReachOnASubnetRulesThatSubnetOut) {

@@ -1,0 +1,95 @@
+#include "probes/starvation.h"
+
+#include <charconv>
+#include <fstream>
+
+#include <fmt/format.h>
+
+namespace muster {
+namespace {
+
+// Both files are a few hundred bytes (softnet_stat: one line per CPU); a larger one is not
+// what the kernel writes.
+constexpr size_t kMostBytes = 1 << 20;
+
+std::optional<std::string> read_small(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return std::nullopt;
+  std::string text(kMostBytes + 1, '\0');
+  in.read(text.data(), std::streamsize(text.size()));
+  text.resize(size_t(in.gcount()));
+  if (text.size() > kMostBytes) return std::nullopt;
+  return text;
+}
+
+template <typename T>
+std::optional<T> number(std::string_view text, int base = 10) {
+  T value{};
+  auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value, base);
+  if (error != std::errc() || end != text.data() + text.size() || text.empty()) return std::nullopt;
+  return value;
+}
+
+}  // namespace
+
+std::optional<std::uint64_t> parse_cpu_pressure_total(std::string_view text) {
+  // "some avg10=0.00 avg60=0.00 avg300=0.00 total=12345\nfull ..."
+  while (!text.empty()) {
+    const size_t newline = text.find('\n');
+    std::string_view line = text.substr(0, newline);
+    text = newline == std::string_view::npos ? std::string_view() : text.substr(newline + 1);
+    if (!line.starts_with("some ")) continue;
+    const size_t at = line.find(" total=");
+    if (at == std::string_view::npos) return std::nullopt;
+    std::string_view value = line.substr(at + 7);
+    value = value.substr(0, value.find(' '));
+    return number<std::uint64_t>(value);
+  }
+  return std::nullopt;
+}
+
+std::optional<std::uint64_t> parse_softnet_dropped(std::string_view text) {
+  // One line per CPU of hexadecimal words: processed, dropped, time_squeeze, ...
+  std::uint64_t dropped = 0;
+  bool any = false;
+  while (!text.empty()) {
+    const size_t newline = text.find('\n');
+    std::string_view line = text.substr(0, newline);
+    text = newline == std::string_view::npos ? std::string_view() : text.substr(newline + 1);
+    if (line.empty()) continue;
+    const size_t first = line.find(' ');
+    if (first == std::string_view::npos) return std::nullopt;
+    std::string_view second = line.substr(first + 1);
+    second = second.substr(0, second.find(' '));
+    auto value = number<std::uint32_t>(second, 16);
+    if (!value) return std::nullopt;
+    dropped += *value;
+    any = true;
+  }
+  if (!any) return std::nullopt;
+  return dropped;
+}
+
+CpuShortage read_cpu_shortage(const std::string& proc) {
+  CpuShortage out;
+  if (auto text = read_small(proc + "/pressure/cpu")) out.stalled_us = parse_cpu_pressure_total(*text);
+  if (auto text = read_small(proc + "/net/softnet_stat")) out.dropped = parse_softnet_dropped(*text);
+  return out;
+}
+
+std::string starvation_between(const CpuShortage& before, const CpuShortage& after,
+                               std::chrono::microseconds wall) {
+  std::string why;
+  if (before.stalled_us && after.stalled_us && *after.stalled_us >= *before.stalled_us && wall.count() > 0) {
+    const double share = double(*after.stalled_us - *before.stalled_us) / double(wall.count());
+    if (share >= 0.5)
+      why = fmt::format("some task waited for a CPU {:.0f}% of the {:.1f} s", 100 * std::min(share, 1.0),
+                        double(wall.count()) / 1e6);
+  }
+  if (before.dropped && after.dropped && *after.dropped > *before.dropped)
+    why += fmt::format("{}the kernel dropped {} packet{} it had no time to process", why.empty() ? "" : "; ",
+                       *after.dropped - *before.dropped, *after.dropped - *before.dropped == 1 ? "" : "s");
+  return why;
+}
+
+}  // namespace muster

@@ -1,0 +1,35 @@
+// Whether a measurement was starved: a probe that got no answer while its machine had no CPU
+// to spare, or while the kernel dropped packets it had no time to process, measured the
+// machine, not the network. Such a failure is retried, and when it stays starved it is
+// reported as not measured ("unknown"), never as an unreachable address.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace muster {
+
+// What the kernel counts about CPU shortage, machine-wide.
+struct CpuShortage {
+  std::optional<std::uint64_t> stalled_us;  // /proc/pressure/cpu "some" total: time some task waited
+  std::optional<std::uint64_t> dropped;     // /proc/net/softnet_stat column 2, summed over CPUs
+};
+
+// The "some" line's total of /proc/pressure/cpu; unset when it is not there or malformed.
+std::optional<std::uint64_t> parse_cpu_pressure_total(std::string_view text);
+// Packets dropped from the per-CPU backlogs, summed over the lines of /proc/net/softnet_stat.
+std::optional<std::uint64_t> parse_softnet_dropped(std::string_view text);
+
+// Both counters, from the files under `proc` (a fixture root in tests).
+CpuShortage read_cpu_shortage(const std::string& proc = "/proc");
+
+// A starved measurement's cause in words ("some task waited for a CPU 71% of the 2.0 s"),
+// or "" when over `wall` from `before` to `after` tasks waited for a CPU less than half of
+// the time and the kernel dropped nothing.
+std::string starvation_between(const CpuShortage& before, const CpuShortage& after,
+                               std::chrono::microseconds wall);
+
+}  // namespace muster

@@ -1,0 +1,83 @@
+// The network pass over scripted agents: a pair that fails once and answers on a retry is a
+// warning, not an unreachable address; a pair that fails every attempt is named as that pair,
+// and neither keeps the launch from its MASTER_ADDR.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+
+#include <fmt/format.h>
+
+#include "launcher/job/cluster_ping.h"
+#include "tests/fakes/fake_agent_transport.h"
+
+namespace muster {
+namespace {
+
+using std::chrono::milliseconds;
+
+class ClusterPingTest : public ::testing::Test {
+ protected:
+  // Nodes n1..nN at a1..aN over SSH, each with one address 10.0.0.i/24 on eth0.
+  ClusterSpec cluster(int nodes) {
+    ClusterSpec c;
+    c.source = "test";
+    for (int i = 1; i <= nodes; ++i) {
+      transport_->nodes[fmt::format("a{}", i)].addresses = {{"eth0", fmt::format("10.0.0.{}", i), 24}};
+      c.nodes.push_back(NodeSpec{fmt::format("n{}", i), fmt::format("a{}", i), {1}, {}, {}, {}});
+    }
+    return c;
+  }
+  testing::FakeAgentNode& node(int i) { return transport_->nodes.at(fmt::format("a{}", i)); }
+  PingReport ping(const ClusterSpec& c, PairSchedule pairs) {
+    SessionOptions session_options;
+    session_options.heartbeat_timeout = milliseconds(5000);
+    auto session = ClusterSession::open(transport_, c, session_options, {});
+    PingOptions options;
+    options.pairs = pairs;
+    return ping_cluster(*session, c, options, {});
+  }
+  static std::vector<std::string> messages(const PingReport& r, Finding::Severity severity) {
+    std::vector<std::string> out;
+    for (const auto& f : r.problems)
+      if (f.severity == severity) out.push_back(f.message);
+    return out;
+  }
+
+  std::shared_ptr<testing::FakeAgentTransport> transport_ = std::make_shared<testing::FakeAgentTransport>();
+};
+
+TEST_F(ClusterPingTest, APairThatAnswersOnItsRetryIsAWarningNotUnreachable) {
+  ClusterSpec c = cluster(4);
+  node(3).reaches = [](const std::string& address, int attempt) { return address != "10.0.0.4" || attempt > 1; };
+  PingReport r = ping(c, PairSchedule::Every);
+  EXPECT_TRUE(messages(r, Finding::Severity::Fail).empty()) << fmt::format("{}", fmt::join(messages(r, Finding::Severity::Fail), "\n"));
+  EXPECT_EQ(messages(r, Finding::Severity::Warn),
+            std::vector<std::string>{"n3 reached n4 at 10.0.0.4 (eth0) only on attempt 2; the first failed: "
+                                     "no answer within 2000 ms"});
+  EXPECT_EQ(r.pairs.size(), 12u);  // every ordered pair once, on its one address
+  EXPECT_EQ(r.choice.master_addr, "10.0.0.1");
+  EXPECT_EQ(r.choice.subnet, "10.0.0.0/24");
+}
+
+TEST_F(ClusterPingTest, APairThatFailsEveryAttemptIsNamedAsThatPair) {
+  ClusterSpec c = cluster(4);
+  node(3).reaches = [](const std::string& address, int) { return address != "10.0.0.4"; };
+  PingReport r = ping(c, PairSchedule::Every);
+  EXPECT_EQ(messages(r, Finding::Severity::Fail),
+            std::vector<std::string>{"n3 cannot reach n4 at 10.0.0.4 (eth0): no answer within 2000 ms, "
+                                     "on each of 2 attempts"});
+  EXPECT_EQ(r.choice.master_addr, "10.0.0.1");
+  EXPECT_TRUE(r.blocking_problems().empty());
+}
+
+TEST_F(ClusterPingTest, ALaunchKeepsItsMasterAddrWhenARendezvousPairFailsOnce) {
+  ClusterSpec c = cluster(5);
+  node(4).reaches = [](const std::string& address, int attempt) { return address != "10.0.0.1" || attempt > 1; };
+  PingReport r = ping(c, PairSchedule::WithRendezvous);
+  EXPECT_TRUE(r.blocking_problems().empty());
+  EXPECT_EQ(r.choice.master_addr, "10.0.0.1");
+  EXPECT_EQ(r.pairs.size(), 8u);  // each node with node 0, both ways
+}
+
+}  // namespace
+}  // namespace muster
