@@ -52,7 +52,8 @@ nlohmann::json report_json(const PingReport& r) {
                       {"tcp_connect", n.reach.timings.tcp_connect_ms},
                       {"ssh_handshake_auth", n.reach.timings.ssh_ms},
                       {"command_round_trip", n.reach.command_rtt_ms}}},
-        {"clock_offset_ms", n.clock_offset_ms ? nlohmann::json(*n.clock_offset_ms) : nlohmann::json(nullptr)}};
+        {"clock_offset_ms", n.clock_offset_ms ? nlohmann::json(*n.clock_offset_ms) : nlohmann::json(nullptr)},
+        {"clock_error_ms", n.clock_offset_ms ? nlohmann::json(n.clock_error_ms) : nlohmann::json(nullptr)}};
     if (n.facts) {
       nlohmann::json addresses = nlohmann::json::array();
       for (const auto& a : n.facts->addresses)

@@ -2,8 +2,14 @@
 
 #include <arpa/inet.h>
 #include <ifaddrs.h>
+#include <netdb.h>
 #include <net/if.h>
 #include <netinet/in.h>
+
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <thread>
 
 #include <fmt/format.h>
 
@@ -42,6 +48,29 @@ bool is_loopback(const std::string& address) {
   in_addr addr{};
   if (inet_pton(AF_INET, address.c_str(), &addr) != 1) return address == "::1" || address == "localhost";
   return (ntohl(addr.s_addr) >> 24) == 127;
+}
+
+std::optional<bool> name_resolves_within(const std::string& name, std::chrono::milliseconds limit) {
+  struct Answer {
+    std::mutex mutex;
+    std::condition_variable done;
+    std::optional<bool> resolves;
+  };
+  auto answer = std::make_shared<Answer>();
+  // getaddrinfo has no deadline of its own; the thread keeps the answer alive if it is late.
+  std::thread([answer, name] {
+    addrinfo hints{};
+    hints.ai_socktype = SOCK_STREAM;
+    addrinfo* found = nullptr;
+    const bool resolves = getaddrinfo(name.c_str(), nullptr, &hints, &found) == 0;
+    if (resolves) freeaddrinfo(found);
+    std::lock_guard lock(answer->mutex);
+    answer->resolves = resolves;
+    answer->done.notify_all();
+  }).detach();
+  std::unique_lock lock(answer->mutex);
+  answer->done.wait_for(lock, limit, [&] { return answer->resolves.has_value(); });
+  return answer->resolves;
 }
 
 }  // namespace muster

@@ -1,6 +1,8 @@
 // This machine's network addresses, as candidates for reaching it.
 #pragma once
 
+#include <chrono>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -21,5 +23,10 @@ std::string subnet_of(const std::string& address, int prefix_length);
 
 // True for 127.0.0.0/8 (and unparsable text).
 bool is_loopback(const std::string& address);
+
+// Whether `name` resolves to an address on this machine (what Gloo and NCCL fall back to for
+// a host's own name when no interface is named). Unset when the resolver did not answer
+// within `limit`: a resolver that waits on a dead DNS server is left to finish on its own.
+std::optional<bool> name_resolves_within(const std::string& name, std::chrono::milliseconds limit);
 
 }  // namespace muster

@@ -21,21 +21,35 @@ namespace {
 using Severity = Finding::Severity;
 using std::chrono::milliseconds;
 
-// Clock offset of a node: its wall clock against the middle of our request's round trip.
+// How many clock exchanges each node gets: the one with the shortest round trip is kept, as
+// NTP keeps its best sample, because queueing on a slow or busy link delays one direction
+// more than the other and reads as skew.
+constexpr int kClockExchanges = 8;
+
+// Clock offset of a node: its wall clock against the middle of our request's round trip, from
+// the exchange with the shortest round trip; half that round trip bounds the error.
 void measure_clocks(ClusterSession& session, PingReport& report, const std::vector<int>& interrupts) {
   std::vector<std::pair<size_t, std::string>> asks;
   for (size_t i = 0; i < report.nodes.size(); ++i)
     if (session.usable(i)) asks.emplace_back(i, R"({"op":"clock"})");
-  auto answers = session.ask(asks, milliseconds(10000), interrupts);
-  for (size_t k = 0; k < asks.size(); ++k) {
-    const AskAnswer& a = answers[k];
-    if (!a.payload) continue;
-    auto j = parse_untrusted_json_or_discarded(*a.payload);
-    if (!j.is_object() || !j.contains("unix_ns") || !j["unix_ns"].is_number()) continue;  // no offset
-    double remote_ns = j.at("unix_ns").get<double>();
-    double middle_ns = double(std::chrono::duration_cast<std::chrono::nanoseconds>(
-                                  (a.sent + (a.answered - a.sent) / 2).time_since_epoch()).count());
-    report.nodes[asks[k].first].clock_offset_ms = (remote_ns - middle_ns) / 1e6;
+  std::vector<double> best_rtt_ns(asks.size(), -1);
+  for (int exchange = 0; exchange < kClockExchanges; ++exchange) {
+    auto answers = session.ask(asks, milliseconds(10000), interrupts);
+    for (size_t k = 0; k < asks.size(); ++k) {
+      const AskAnswer& a = answers[k];
+      if (!a.payload) continue;
+      auto j = parse_untrusted_json_or_discarded(*a.payload);
+      if (!j.is_object() || !j.contains("unix_ns") || !j["unix_ns"].is_number()) continue;  // no offset
+      const double rtt_ns = double(std::chrono::duration_cast<std::chrono::nanoseconds>(a.answered - a.sent).count());
+      if (rtt_ns < 0 || (best_rtt_ns[k] >= 0 && rtt_ns >= best_rtt_ns[k])) continue;
+      best_rtt_ns[k] = rtt_ns;
+      const double remote_ns = j.at("unix_ns").get<double>();
+      const double middle_ns = double(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                          (a.sent + (a.answered - a.sent) / 2).time_since_epoch()).count());
+      NodeStatus& node = report.nodes[asks[k].first];
+      node.clock_offset_ms = (remote_ns - middle_ns) / 1e6;
+      node.clock_error_ms = rtt_ns / 2 / 1e6;
+    }
   }
 }
 
@@ -255,11 +269,12 @@ std::vector<Finding> find_problems(const ClusterSpec& cluster, const PingReport&
   }
   for (size_t i = 0; i < nodes.size(); ++i) {
     const auto& node = nodes[i];
+    // A skew is a failure only beyond what the measurement itself cannot tell apart.
     if (node.clock_offset_ms && checks.max_clock_skew_ms &&
-        std::abs(*node.clock_offset_ms) > *checks.max_clock_skew_ms)
+        std::abs(*node.clock_offset_ms) - node.clock_error_ms > *checks.max_clock_skew_ms)
       add(report, Severity::Fail, FindingKind::Clock, int(i),
-          fmt::format("{}: clock is {:+.1f} ms off the head's, beyond checks.max_clock_skew_ms {:g}",
-                      node.host, *node.clock_offset_ms, *checks.max_clock_skew_ms));
+          fmt::format("{}: clock is {:+.1f} ms (±{:.1f}) off the head's, beyond checks.max_clock_skew_ms {:g}",
+                      node.host, *node.clock_offset_ms, node.clock_error_ms, *checks.max_clock_skew_ms));
   }
 
   // Facts that set a node apart from the majority: a missing GPU, another kernel.
@@ -280,10 +295,19 @@ std::vector<Finding> find_problems(const ClusterSpec& cluster, const PingReport&
     add(report, Severity::Fail, FindingKind::Rendezvous, in.rendezvous_node,
         fmt::format("no address of {} was reached by every other node: there is no MASTER_ADDR "
                     "every rank could use", host(in.rendezvous_node)));
-  else if (in.choice.master_addr && in.choice.subnet.empty() && with_facts.size() > 1)
+  else if (in.choice.master_addr && in.choice.subnet.empty() && with_facts.size() > 1) {
     add(report, Severity::Warn, FindingKind::Interfaces, std::nullopt,
         "no single subnet joins every node: NCCL_SOCKET_IFNAME and GLOO_SOCKET_IFNAME are left "
         "to the frameworks");
+    // Without an interface, Gloo and NCCL use the address of the host's own name: said here,
+    // before any rank starts, where that name does not resolve.
+    for (int i : with_facts)
+      if (nodes[size_t(i)].facts->name_resolves == false)
+        add(report, Severity::Warn, FindingKind::Interfaces, i,
+            fmt::format("{}: its name {} does not resolve there, and Gloo and NCCL would fall back "
+                        "to it: set GLOO_SOCKET_IFNAME and NCCL_SOCKET_IFNAME in the cluster "
+                        "file's launch.env", host(i), nodes[size_t(i)].facts->hostname));
+  }
   return report;
 }
 

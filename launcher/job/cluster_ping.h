@@ -37,6 +37,7 @@ struct NodeStatus {
   std::string host, address;
   NodeReach reach;
   std::optional<double> clock_offset_ms;        // node clock minus head clock
+  double clock_error_ms = 0;                    // the offset is right within this (half the best round trip)
   std::optional<NodeHello> facts;
   bool here = false;                            // this machine: reached without SSH
 };

@@ -271,8 +271,9 @@ class Doctor {
           values);
       if (r.nodes[i].clock_offset_ms)
         add("network", "clock", host(i), CheckStatus::Pass,
-            fmt::format("{:+.1f} ms from the head", *r.nodes[i].clock_offset_ms),
-            {{"clock_offset_seconds", *r.nodes[i].clock_offset_ms / 1e3}});
+            fmt::format("{:+.1f} ms (±{:.1f}) from the head", *r.nodes[i].clock_offset_ms, r.nodes[i].clock_error_ms),
+            {{"clock_offset_seconds", *r.nodes[i].clock_offset_ms / 1e3},
+             {"clock_error_seconds", r.nodes[i].clock_error_ms / 1e3}});
     }
     // Every problem found becomes a check of the node it names (or of the cluster). The ssh
     // stage reported unreachable nodes; the topology stage compared the nodes.

@@ -103,6 +103,7 @@ NodeHello describe_this_node(const Topology& topology, int probe_port, const std
   char name[256] = {};
   gethostname(name, sizeof name - 1);
   hello.hostname = name;
+  hello.name_resolves = name_resolves_within(hello.hostname, std::chrono::milliseconds(1000));
   hello.version = MUSTER_VERSION;
   hello.machine_id = first_line_of("/etc/machine-id");
   hello.boot_id = first_line_of("/proc/sys/kernel/random/boot_id");

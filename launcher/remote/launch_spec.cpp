@@ -119,7 +119,8 @@ std::string to_json(const NodeHello& h) {
               {"gpu_models", h.gpu_models}, {"cpus", h.cpus}, {"free_ports", h.free_ports},
               {"probe_port", h.probe_port}, {"probe_secret", h.probe_secret},
               {"addresses", addresses}, {"nics", h.nics},
-              {"memory_bytes", h.memory_bytes}, {"kernel", h.kernel}};
+              {"memory_bytes", h.memory_bytes}, {"kernel", h.kernel},
+              {"name_resolves", h.name_resolves ? json(*h.name_resolves) : json(nullptr)}};
   return bytes_kept(std::move(hello)).dump();
 }
 
@@ -172,6 +173,8 @@ NodeHello node_hello_from_json(const std::string& text) {
     h.nics = number_within(j, "nics", 0, kMostNics);
     h.memory_bytes = j.at("memory_bytes");
     h.kernel = j.at("kernel");
+    if (j.contains("name_resolves") && !j.at("name_resolves").is_null())
+      h.name_resolves = j.at("name_resolves").get<bool>();
     return h;
   });
 }

@@ -2,6 +2,7 @@
 // JSON payloads of the Spec and Hello frames.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -36,6 +37,9 @@ struct NodeHello {
   int nics = 0;
   std::uint64_t memory_bytes = 0;
   std::string kernel;           // uname -r
+  // Whether the node's own name resolves there: Gloo and NCCL fall back to it when no
+  // interface is named. Unset: the resolver did not answer in time.
+  std::optional<bool> name_resolves;
 };
 
 std::string to_json(const NodeLaunchSpec& spec);

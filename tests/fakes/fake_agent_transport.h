@@ -45,6 +45,7 @@ struct FakeAgentNode {
   // gets an answer: `reaches(address, attempt)`, where attempt counts this node's probes of
   // that address from 1.
   std::vector<LocalAddress> addresses;
+  std::optional<bool> name_resolves = true;  // as the hello says
   std::function<bool(const std::string& address, int attempt)> reaches = [](const std::string&, int) {
     return true;
   };
@@ -107,6 +108,7 @@ class FakeAgentTransport : public SshTransport {
       hello.free_ports = {29500, 29501};
       hello.probe_port = 40000;
       hello.addresses = node_.addresses;
+      hello.name_resolves = node_.name_resolves;
       out_ += encode_frame({FrameKind::Hello, -1, node_.hello ? *node_.hello : to_json(hello)});
     }
     void write(std::string_view bytes) override {

@@ -79,5 +79,21 @@ TEST_F(ClusterPingTest, ALaunchKeepsItsMasterAddrWhenARendezvousPairFailsOnce) {
   EXPECT_EQ(r.pairs.size(), 8u);  // each node with node 0, both ways
 }
 
+TEST_F(ClusterPingTest, WithoutACommonSubnetANameThatDoesNotResolveIsSaidBeforeAnyRankStarts) {
+  ClusterSpec c = cluster(3);
+  node(2).addresses = {{"eth0", "10.1.0.2", 24}};  // routed, but in a subnet of its own
+  node(2).name_resolves = false;
+  node(3).name_resolves = std::nullopt;             // the resolver did not answer in time
+  PingReport r = ping(c, PairSchedule::Every);
+  EXPECT_EQ(r.choice.master_addr, "10.0.0.1");
+  EXPECT_EQ(r.choice.subnet, "");
+  EXPECT_EQ(messages(r, Finding::Severity::Warn),
+            (std::vector<std::string>{
+                "no single subnet joins every node: NCCL_SOCKET_IFNAME and GLOO_SOCKET_IFNAME are "
+                "left to the frameworks",
+                "n2: its name fake does not resolve there, and Gloo and NCCL would fall back to it: set "
+                "GLOO_SOCKET_IFNAME and NCCL_SOCKET_IFNAME in the cluster file's launch.env"}));
+}
+
 }  // namespace
 }  // namespace muster
