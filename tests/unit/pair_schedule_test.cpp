@@ -37,7 +37,7 @@ std::vector<Started> drive(PairScheduler& scheduler, int nodes, unsigned seed,
       started.push_back({d, now});
       in_flight.push_back(d);
     }
-    std::vector<int> probing(size_t(nodes)), targeted(size_t(nodes));
+    std::vector<int> probing(static_cast<size_t>(nodes), 0), targeted(probing);
     for (const auto& d : in_flight) {
       ++probing[size_t(d.src)];
       ++targeted[size_t(d.dst)];
