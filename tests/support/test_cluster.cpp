@@ -154,9 +154,34 @@ void TestCluster::tear_down() {
 std::string TestCluster::host(int i) const { return fmt::format("node{}", i + 1); }
 std::string TestCluster::address(int i) const { return fmt::format("{}.{}", subnet_, i + 1); }
 
+namespace {
+
+// The kernel keeps one ARP table for every network namespace on the machine, and its limit,
+// net.ipv4.neigh.default.gc_thresh3 (1024 by default), counts the entries of all of them. A
+// host that talks to every other host holds one entry per peer, so 32 hosts need about 1000
+// and 64 about 4000: past the limit the kernel logs "neighbor table overflow", and a new
+// peer is "No route to host" or a SYN that never leaves. Real nodes each have a table of
+// their own, so the test cluster makes room for what its hosts would each hold, only ever
+// raising the limits (other clusters may be running).
+void make_room_in_the_neighbour_table(int hosts) {
+  const long wanted = 1024 + 2L * (hosts + 1) * (hosts + 1);
+  for (const char* name : {"gc_thresh2", "gc_thresh3"}) {
+    const std::string path = fmt::format("/proc/sys/net/ipv4/neigh/default/{}", name);
+    long now = 0;
+    std::ifstream(path) >> now;
+    if (now >= wanted) continue;
+    std::ofstream out(path);
+    out << wanted << "\n";
+    if (!out.flush()) throw std::runtime_error(fmt::format("cannot raise {} to {}", path, wanted));
+  }
+}
+
+}  // namespace
+
 void TestCluster::make_network() {
   // A bridge in a namespace of its own is the LAN; the head and each host plug into it
-  // with a veth pair. Nothing touches this machine's own network namespace.
+  // with a veth pair. Nothing else touches this machine's own network namespace.
+  make_room_in_the_neighbour_table(size());
   must({"ip", "netns", "add", lan_ns_});
   must({"ip", "-n", lan_ns_, "link", "add", "br0", "type", "bridge"});
   must({"ip", "-n", lan_ns_, "link", "set", "br0", "up"});
