@@ -1,7 +1,9 @@
 #include "probes/starvation.h"
 
+#include <algorithm>
 #include <charconv>
 #include <fstream>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -75,6 +77,61 @@ CpuShortage read_cpu_shortage(const std::string& proc) {
   if (auto text = read_small(proc + "/pressure/cpu")) out.stalled_us = parse_cpu_pressure_total(*text);
   if (auto text = read_small(proc + "/net/softnet_stat")) out.dropped = parse_softnet_dropped(*text);
   return out;
+}
+
+std::optional<std::uint64_t> parse_neighbour_table_fulls(std::string_view text) {
+  auto next_line = [&text] {
+    const size_t newline = text.find('\n');
+    std::string_view line = text.substr(0, newline);
+    text = newline == std::string_view::npos ? std::string_view() : text.substr(newline + 1);
+    return line;
+  };
+  auto words = [](std::string_view line) {
+    std::vector<std::string_view> out;
+    while (!line.empty()) {
+      const size_t start = line.find_first_not_of(' ');
+      if (start == std::string_view::npos) break;
+      line = line.substr(start);
+      const size_t end = line.find(' ');
+      out.push_back(line.substr(0, end));
+      line = end == std::string_view::npos ? std::string_view() : line.substr(end);
+    }
+    return out;
+  };
+  const auto header = words(next_line());
+  const auto column = std::find(header.begin(), header.end(), "table_fulls");
+  if (column == header.end()) return std::nullopt;
+  const size_t index = size_t(column - header.begin());
+  std::uint64_t total = 0;
+  bool any = false;
+  while (!text.empty()) {
+    const auto values = words(next_line());
+    if (values.empty()) continue;
+    if (values.size() != header.size()) return std::nullopt;
+    auto value = number<std::uint64_t>(values[index], 16);
+    if (!value) return std::nullopt;
+    total += *value;
+    any = true;
+  }
+  if (!any) return std::nullopt;
+  return total;
+}
+
+NeighbourTable read_neighbour_table(const std::string& proc) {
+  NeighbourTable out;
+  if (auto text = read_small(proc + "/net/stat/arp_cache")) out.times_full = parse_neighbour_table_fulls(*text);
+  if (auto text = read_small(proc + "/sys/net/ipv4/neigh/default/gc_thresh3")) {
+    while (!text->empty() && (text->back() == '\n' || text->back() == ' ')) text->pop_back();
+    out.limit = number<std::uint64_t>(*text);
+  }
+  return out;
+}
+
+std::string neighbour_table_between(const NeighbourTable& before, const NeighbourTable& after) {
+  if (!before.times_full || !after.times_full || *after.times_full <= *before.times_full) return "";
+  return fmt::format("the kernel's neighbour table was full{}: it cannot hold an entry for every peer; raise "
+                     "net.ipv4.neigh.default.gc_thresh3 (and gc_thresh2) above the number of peers",
+                     after.limit ? fmt::format(" (gc_thresh3 is {})", *after.limit) : "");
 }
 
 std::string starvation_between(const CpuShortage& before, const CpuShortage& after,

@@ -32,4 +32,22 @@ CpuShortage read_cpu_shortage(const std::string& proc = "/proc");
 std::string starvation_between(const CpuShortage& before, const CpuShortage& after,
                                std::chrono::microseconds wall);
 
+// The kernel's neighbour (ARP) table, which must hold an entry for every peer a node talks
+// to. Past its limit the kernel cannot resolve a new peer at all: a SYN never leaves, or
+// connect says "No route to host". That is the node's configuration, not the network, and
+// the probe's failure says so.
+struct NeighbourTable {
+  std::optional<std::uint64_t> times_full;  // /proc/net/stat/arp_cache table_fulls, all CPUs
+  std::optional<std::uint64_t> limit;       // net.ipv4.neigh.default.gc_thresh3
+};
+
+// The table_fulls column of /proc/net/stat/arp_cache (a header line naming the columns, then
+// one line of hexadecimal words per CPU), summed.
+std::optional<std::uint64_t> parse_neighbour_table_fulls(std::string_view text);
+
+NeighbourTable read_neighbour_table(const std::string& proc = "/proc");
+
+// Why a probe failed, when the table was full while it ran ("" when it was not).
+std::string neighbour_table_between(const NeighbourTable& before, const NeighbourTable& after);
+
 }  // namespace muster

@@ -160,11 +160,18 @@ ProbeResult probe_peer(const std::string& address, int port, const std::string& 
                        int round_trips, std::chrono::milliseconds timeout,
                        std::optional<std::chrono::milliseconds> bulk) {
   const CpuShortage before = read_cpu_shortage();
+  const NeighbourTable table_before = read_neighbour_table();
   const auto start = Clock::now();
   ProbeResult result = probe_once(address, port, secret, round_trips, timeout, bulk);
-  if (!result.reachable)
-    result.starved = starvation_between(before, read_cpu_shortage(),
-                                        std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - start));
+  if (result.reachable) return result;
+  // A full neighbour table is this node's own limit, as true for the job's ranks as for the
+  // probe: a failure with its cause named, never a starved measurement to be excused.
+  if (auto full = neighbour_table_between(table_before, read_neighbour_table()); !full.empty()) {
+    result.error += "; " + full;
+    return result;
+  }
+  result.starved = starvation_between(before, read_cpu_shortage(),
+                                      std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - start));
   return result;
 }
 

@@ -291,6 +291,17 @@ std::vector<Finding> find_problems(const ClusterSpec& cluster, const PingReport&
       add(report, Severity::Warn, FindingKind::Facts, with_facts[k],
           fmt::format("{}: {} {}, most nodes have {}", host(with_facts[k]), d.what, d.value, d.usual));
 
+  // A kernel whose neighbour table is smaller than the cluster cannot resolve every peer:
+  // past the limit a rank's connection is "No route to host", whatever the network.
+  const std::uint64_t peers = nodes.size() - 1;
+  for (int i : with_facts)
+    if (const auto limit = nodes[size_t(i)].facts->neighbour_limit; limit && *limit < peers)
+      add(report, Severity::Warn, FindingKind::Interfaces, i,
+          fmt::format("{}: its kernel holds at most {} neighbours (net.ipv4.neigh.default.gc_thresh3), "
+                      "fewer than its {} peers: ranks that talk to every peer will find some with "
+                      "\"No route to host\"; raise gc_thresh3 and gc_thresh2 above {}",
+                      host(i), *limit, peers, peers));
+
   if (!with_facts.empty() && !in.choice.master_addr)
     add(report, Severity::Fail, FindingKind::Rendezvous, in.rendezvous_node,
         fmt::format("no address of {} was reached by every other node: there is no MASTER_ADDR "

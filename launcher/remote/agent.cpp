@@ -31,6 +31,7 @@
 #include "probes/free_port.h"
 #include "probes/interfaces.h"
 #include "probes/job_server.h"
+#include "probes/starvation.h"
 #include "probes/tcp_probe.h"
 #include "topology/sysfs_pci.h"
 #include "topology/topology_source.h"
@@ -104,6 +105,7 @@ NodeHello describe_this_node(const Topology& topology, int probe_port, const std
   gethostname(name, sizeof name - 1);
   hello.hostname = name;
   hello.name_resolves = name_resolves_within(hello.hostname, std::chrono::milliseconds(1000));
+  hello.neighbour_limit = read_neighbour_table().limit;
   hello.version = MUSTER_VERSION;
   hello.machine_id = first_line_of("/etc/machine-id");
   hello.boot_id = first_line_of("/proc/sys/kernel/random/boot_id");

@@ -120,7 +120,8 @@ std::string to_json(const NodeHello& h) {
               {"probe_port", h.probe_port}, {"probe_secret", h.probe_secret},
               {"addresses", addresses}, {"nics", h.nics},
               {"memory_bytes", h.memory_bytes}, {"kernel", h.kernel},
-              {"name_resolves", h.name_resolves ? json(*h.name_resolves) : json(nullptr)}};
+              {"name_resolves", h.name_resolves ? json(*h.name_resolves) : json(nullptr)},
+              {"neighbour_limit", h.neighbour_limit ? json(*h.neighbour_limit) : json(nullptr)}};
   return bytes_kept(std::move(hello)).dump();
 }
 
@@ -175,6 +176,8 @@ NodeHello node_hello_from_json(const std::string& text) {
     h.kernel = j.at("kernel");
     if (j.contains("name_resolves") && !j.at("name_resolves").is_null())
       h.name_resolves = j.at("name_resolves").get<bool>();
+    if (j.contains("neighbour_limit") && !j.at("neighbour_limit").is_null())
+      h.neighbour_limit = j.at("neighbour_limit").get<std::uint64_t>();
     return h;
   });
 }

@@ -40,6 +40,9 @@ struct NodeHello {
   // Whether the node's own name resolves there: Gloo and NCCL fall back to it when no
   // interface is named. Unset: the resolver did not answer in time.
   std::optional<bool> name_resolves;
+  // How many neighbours (ARP entries) its kernel can hold, net.ipv4.neigh.default.gc_thresh3:
+  // a rank with more peers than that on one subnet cannot reach them all. Unset: not known.
+  std::optional<std::uint64_t> neighbour_limit;
 };
 
 std::string to_json(const NodeLaunchSpec& spec);

@@ -77,6 +77,7 @@ int measure(int nodes) {
   getrusage(RUSAGE_SELF, &u);
   std::printf("%7d %11.2f %11.2f %9.2f %10ld %9d %s\n", nodes, hello_s, job_s, cpu_seconds(u),
               u.ru_maxrss / 1024, threads, result.end == JobEnd::Completed ? "completed" : "FAILED");
+  std::fflush(stdout);  // the child leaves by _exit, which flushes nothing
   return result.end == JobEnd::Completed ? 0 : 1;
 }
 

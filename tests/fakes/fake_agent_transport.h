@@ -46,6 +46,7 @@ struct FakeAgentNode {
   // that address from 1.
   std::vector<LocalAddress> addresses;
   std::optional<bool> name_resolves = true;  // as the hello says
+  std::optional<std::uint64_t> neighbour_limit = 1024;
   std::function<bool(const std::string& address, int attempt)> reaches = [](const std::string&, int) {
     return true;
   };
@@ -109,6 +110,7 @@ class FakeAgentTransport : public SshTransport {
       hello.probe_port = 40000;
       hello.addresses = node_.addresses;
       hello.name_resolves = node_.name_resolves;
+      hello.neighbour_limit = node_.neighbour_limit;
       out_ += encode_frame({FrameKind::Hello, -1, node_.hello ? *node_.hello : to_json(hello)});
     }
     void write(std::string_view bytes) override {

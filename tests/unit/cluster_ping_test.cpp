@@ -95,5 +95,19 @@ TEST_F(ClusterPingTest, WithoutACommonSubnetANameThatDoesNotResolveIsSaidBeforeA
                 "GLOO_SOCKET_IFNAME and NCCL_SOCKET_IFNAME in the cluster file's launch.env"}));
 }
 
+TEST_F(ClusterPingTest, ANodeWhoseNeighbourTableIsSmallerThanTheClusterIsNamed) {
+  ClusterSpec c = cluster(4);
+  node(2).neighbour_limit = 2;             // fewer than its 3 peers
+  node(3).neighbour_limit = 3;             // just enough
+  node(4).neighbour_limit = std::nullopt;  // not known: nothing claimed
+  PingReport r = ping(c, PairSchedule::Every);
+  EXPECT_EQ(messages(r, Finding::Severity::Warn),
+            std::vector<std::string>{
+                "n2: its kernel holds at most 2 neighbours (net.ipv4.neigh.default.gc_thresh3), fewer than "
+                "its 3 peers: ranks that talk to every peer will find some with \"No route to host\"; raise "
+                "gc_thresh3 and gc_thresh2 above 3"});
+  EXPECT_FALSE(r.failed());
+}
+
 }  // namespace
 }  // namespace muster

@@ -59,5 +59,41 @@ TEST(Starvation, HalfTheTimeWaitingForACpuOrADroppedPacketIsStarved) {
   EXPECT_EQ(starvation_between({}, {}, microseconds(2'000'000)), "");
 }
 
+// As this machine's kernel (6.18) writes it: a header, then one line per CPU.
+constexpr const char* kArpCache =
+    "entries  allocs   destroys hash_grows lookups  hits     res_failed rcv_probes_mcast rcv_probes_ucast "
+    "periodic_gc_runs forced_gc_runs unresolved_discards table_fulls\n"
+    "00000000 000092aa 00009042 00000004   00056d0c 000160b5 000000ed   00000000         00000000         "
+    "00001313         00002e78       00000000            00002c6f\n"
+    "00000000 00008940 00008ba8 00000004   00055f0d 000163c5 000000c9   00000000         00000000         "
+    "00000000         00002898       00000000            000026c5\n";
+
+TEST(NeighbourTable, SumsTheTableFullsColumnOfEveryCpu) {
+  EXPECT_EQ(parse_neighbour_table_fulls(kArpCache), 0x2c6fu + 0x26c5u);
+  EXPECT_EQ(parse_neighbour_table_fulls("entries allocs\n00000000 00000001\n"), std::nullopt);  // no column
+  EXPECT_EQ(parse_neighbour_table_fulls("entries table_fulls\n00000000\n"), std::nullopt);       // short line
+  EXPECT_EQ(parse_neighbour_table_fulls("entries table_fulls\n00000000 zz\n"), std::nullopt);
+  EXPECT_EQ(parse_neighbour_table_fulls(""), std::nullopt);
+}
+
+TEST(NeighbourTable, AProbeThatRanWhileTheTableWasFullSaysSoAndNamesTheLimit) {
+  const auto root = std::filesystem::temp_directory_path() / ("muster-neigh-" + std::to_string(getpid()));
+  std::filesystem::create_directories(root / "net/stat");
+  std::filesystem::create_directories(root / "sys/net/ipv4/neigh/default");
+  std::ofstream(root / "net/stat/arp_cache") << kArpCache;
+  std::ofstream(root / "sys/net/ipv4/neigh/default/gc_thresh3") << "1024\n";
+  const NeighbourTable before = read_neighbour_table(root.string());
+  EXPECT_EQ(before.times_full, 0x2c6fu + 0x26c5u);
+  EXPECT_EQ(before.limit, 1024u);
+  EXPECT_EQ(neighbour_table_between(before, before), "");
+  NeighbourTable after = before;
+  *after.times_full += 3;
+  EXPECT_EQ(neighbour_table_between(before, after),
+            "the kernel's neighbour table was full (gc_thresh3 is 1024): it cannot hold an entry for every "
+            "peer; raise net.ipv4.neigh.default.gc_thresh3 (and gc_thresh2) above the number of peers");
+  EXPECT_EQ(neighbour_table_between({}, after), "");  // no counter before: nothing claimed
+  std::filesystem::remove_all(root);
+}
+
 }  // namespace
 }  // namespace muster
