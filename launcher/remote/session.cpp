@@ -34,9 +34,14 @@ namespace {
 // How often each side says it is alive; the timeout is several of these.
 constexpr Milliseconds kBeatInterval{1000};
 
-// A link's thread waits at most this long before it looks again at what there is to send:
-// a wake-up that went missing costs no more than this.
+// A driver waits at most this long before it looks again at links whose node waits for the
+// head (flow control).
 constexpr Milliseconds kLinkPollSlice{50};
+
+// How many threads drive the links, at most: each polls its share, so a few keep up with
+// thousands of nodes (the agents say little but heartbeats), while a link whose agent is slow
+// to take its input holds up only its share.
+constexpr size_t kLinkDrivers = 4;
 
 int64_t now_ns() { return Clock::now().time_since_epoch().count(); }
 
@@ -85,106 +90,127 @@ struct ClusterSession::Events {
   size_t bytes = 0;
 };
 
-// A node's connection, its agent's channel, and the thread that alone drives them once the
-// session is open (libssh sessions are not thread-safe).
+// The few threads that drive every link, each its share (as srun and PRRTE do), so that the
+// head's threads do not grow with the nodes: one thread per node was 4096 threads at 4096.
+// A link is only ever driven by its one driver (libssh sessions are not thread-safe).
+struct LinkDriver {
+  int wake[2] = {-1, -1};      // a byte: some link of this driver has something to send
+  std::mutex mutex;            // guards woken
+  std::vector<size_t> woken;   // positions, in this driver's share, of the links that have
+                               // something to send or are closing: each at most once
+  std::thread thread;
+
+  LinkDriver() {
+    if (pipe2(wake, O_CLOEXEC | O_NONBLOCK) != 0) throw Error(ErrorKind::Runtime, "cannot create a pipe");
+  }
+  ~LinkDriver() {
+    if (thread.joinable()) thread.join();
+    for (int fd : wake) close(fd);
+  }
+  void notify(size_t position) {
+    {
+      std::lock_guard lock(mutex);
+      woken.push_back(position);
+    }
+    [[maybe_unused]] auto n = write(wake[1], "w", 1);
+  }
+};
+
+// A node's connection and its agent's channel, driven by one LinkDriver once the session is
+// open.
 struct ClusterSession::Link {
   std::string host;
   std::unique_ptr<SshConnection> connection;
   std::unique_ptr<RemoteCommand> agent;
   FrameReader reader{kMaxAgentFramePayload};
   std::string agent_stderr;
-  std::thread io;
-  int wake[2] = {-1, -1};       // a byte: there is something to send, or the link closes
-  std::mutex mutex;             // guards outgoing and closing
+  std::mutex mutex;             // guards outgoing, closing and driver
   std::string outgoing;         // frames to send
   bool closing = false;
+  LinkDriver* driver = nullptr;  // set when the session opens; none for a node not reached
+  size_t position = 0;           // in its driver's share
+  bool wake_pending = false;     // its driver was told and has not stepped it since
   std::atomic<int64_t> last_heard_ns{0};
+  // The driver's own, touched by no other thread.
+  Clock::time_point next_beat{};
+  bool waiting_for_room = false;  // the head was behind at the last step: the node waits
 
-  Link() {
-    if (pipe2(wake, O_CLOEXEC | O_NONBLOCK) != 0)
-      throw Error(ErrorKind::Runtime, "cannot create a pipe");
-  }
-  ~Link() {
-    close_channel(false);
-    if (io.joinable()) io.join();
-    agent.reset();
-    connection.reset();
-    for (int fd : wake) close(fd);
-  }
   void send(const Frame& frame) {
     std::lock_guard lock(mutex);
     outgoing += encode_frame(frame);
-    [[maybe_unused]] auto n = write(wake[1], "s", 1);
+    wake_driver();
   }
-  // Stops the link's thread; with `say_bye`, the agent is told the session is over first.
+  // Stops driving the link; with `say_bye`, the agent is told the session is over first.
   void close_channel(bool say_bye) {
     std::lock_guard lock(mutex);
     if (closing) return;
     if (say_bye) outgoing += encode_frame({FrameKind::Bye, -1, ""});
     closing = true;
-    [[maybe_unused]] auto n = write(wake[1], "c", 1);
+    wake_driver();
   }
   void heard() { last_heard_ns = now_ns(); }
+
+ private:
+  void wake_driver() {  // with `mutex` held
+    if (!driver || wake_pending) return;
+    wake_pending = true;
+    driver->notify(position);
+  }
 };
 
 namespace {
 
-// Drives one link until the session closes it or the channel ends: sends what is queued and
-// a heartbeat each second, forwards every frame received (heartbeats only count as heard),
-// and reports how the link ended.
-void drive_link(ClusterSession::Link& link, size_t node, ClusterSession::Events& events) {
-  auto next_beat = Clock::now();
+enum class LinkStep {
+  Idle,   // nothing more to read now
+  Busy,   // it read or wrote something: there may be more to read
+  Ended,  // closed by the session, or the channel ended (then an event says why)
+};
+
+// One step of a link: sends what is queued and a heartbeat when one is due, and forwards
+// every frame received (heartbeats only count as heard). When the channel ends, the event
+// that says so carries the agent's last words.
+LinkStep step_link(ClusterSession::Link& link, size_t node, ClusterSession::Events& events) {
   std::string why = "the connection closed";
   try {
-    for (;;) {
-      // 1. What is queued, and a heartbeat when one is due.
-      std::string outgoing;
-      bool closing;
-      {
-        std::lock_guard lock(link.mutex);
-        outgoing.swap(link.outgoing);
-        closing = link.closing;
-      }
-      if (!closing && Clock::now() >= next_beat) {
-        outgoing += encode_frame({FrameKind::Beat, -1, ""});
-        next_beat = Clock::now() + kBeatInterval;
-      }
-      if (!outgoing.empty()) link.agent->write(outgoing);
-      if (closing) return;
-
-      // 2. What has arrived, unless the head is behind: then the node waits (flow control),
-      //    and the silence is the head's own, not the node's.
-      const bool room = events.has_room();
-      std::string in;
-      bool open = true;
-      if (room) {
-        open = link.agent->read(in, link.agent_stderr, Milliseconds(0));
-        if (link.agent_stderr.size() > kKeptStderr)  // a ring: its last words are kept
-          link.agent_stderr.erase(0, character_boundary(link.agent_stderr,
-                                                        link.agent_stderr.size() - kKeptStderr, true));
-      } else {
-        link.heard();
-      }
-      if (!in.empty()) {
-        link.heard();
-        link.reader.feed(in);
-        while (auto frame = link.reader.next())
-          if (frame->kind != FrameKind::Beat)
-            events.push({node, std::move(*frame), "", std::chrono::system_clock::now()});
-      }
-      if (!open) break;
-      if (!in.empty()) continue;  // there may be more
-
-      // 3. Wait for the node, for something to send, or for the next heartbeat.
-      const int channel_fd = room ? link.agent->wait_fd() : -1;
-      auto wait = std::min(kLinkPollSlice, std::chrono::duration_cast<Milliseconds>(
-                                               next_beat - Clock::now()) + Milliseconds(1));
-      if (channel_fd < 0 && room) wait = std::min(wait, Milliseconds(5));  // no fd: poll reads
-      pollfd fds[2] = {{link.wake[0], POLLIN, 0}, {channel_fd, POLLIN, 0}};
-      poll(fds, channel_fd >= 0 ? 2 : 1, int(std::max<long>(0, wait.count())));
-      char drain[64];
-      while (read(link.wake[0], drain, sizeof drain) > 0) {}
+    // 1. What is queued, and a heartbeat when one is due.
+    std::string outgoing;
+    bool closing;
+    {
+      std::lock_guard lock(link.mutex);
+      outgoing.swap(link.outgoing);
+      closing = link.closing;
+      link.wake_pending = false;
     }
+    if (!closing && Clock::now() >= link.next_beat) {
+      outgoing += encode_frame({FrameKind::Beat, -1, ""});
+      link.next_beat = Clock::now() + kBeatInterval;
+    }
+    const bool wrote = !outgoing.empty();
+    if (wrote) link.agent->write(outgoing);
+    if (closing) return LinkStep::Ended;
+
+    // 2. What has arrived, unless the head is behind: then the node waits (flow control),
+    //    and the silence is the head's own, not the node's.
+    link.waiting_for_room = !events.has_room();
+    if (link.waiting_for_room) {
+      link.heard();
+      return LinkStep::Idle;
+    }
+    std::string in;
+    const bool open = link.agent->read(in, link.agent_stderr, Milliseconds(0));
+    if (link.agent_stderr.size() > kKeptStderr)  // a ring: its last words are kept
+      link.agent_stderr.erase(0, character_boundary(link.agent_stderr,
+                                                    link.agent_stderr.size() - kKeptStderr, true));
+    if (!in.empty()) {
+      link.heard();
+      link.reader.feed(in);
+      while (auto frame = link.reader.next())
+        if (frame->kind != FrameKind::Beat)
+          events.push({node, std::move(*frame), "", std::chrono::system_clock::now()});
+    }
+    // A write may leave what arrived meanwhile in the SSH library's buffer, where no poll(2)
+    // sees it: a link that wrote is read once more before its driver waits.
+    if (open) return in.empty() && !wrote ? LinkStep::Idle : LinkStep::Busy;
   } catch (const std::exception& e) {
     why = e.what();
   }
@@ -193,6 +219,67 @@ void drive_link(ClusterSession::Link& link, size_t node, ClusterSession::Events&
     why += ": " + words.substr(character_boundary(words, words.size() - std::min<size_t>(300, words.size()), true));
   }
   events.push({node, std::nullopt, why, std::chrono::system_clock::now()});
+  return LinkStep::Ended;
+}
+
+// A driver's loop over its share of the links, until every one has ended: a link is stepped
+// when its channel is readable, when something was queued for it, when its heartbeat is due,
+// or, without a descriptor to wait on, every few milliseconds. One poll(2) waits for them all.
+void drive_links(LinkDriver& driver, const std::vector<std::pair<ClusterSession::Link*, size_t>>& share,
+                 ClusterSession::Events& events) {
+  const size_t n = share.size();
+  std::vector<bool> due(n, true), ended(n, false);
+  size_t open = n;
+  std::vector<pollfd> fds;
+  std::vector<size_t> owner;  // of each descriptor after the first (the driver's wake pipe)
+  while (open > 0) {
+    bool busy = false;
+    for (size_t k = 0; k < n; ++k) {
+      if (ended[k] || !due[k]) continue;
+      due[k] = false;
+      switch (step_link(*share[k].first, share[k].second, events)) {
+        case LinkStep::Ended: ended[k] = true; --open; break;
+        case LinkStep::Busy: due[k] = busy = true; break;
+        case LinkStep::Idle: break;
+      }
+    }
+    if (open == 0) break;
+
+    // Wait for any of them (not at all while one may have more to read, so that the others
+    // are looked at too), for the wake pipe, or for the next heartbeat.
+    auto now = Clock::now();
+    Milliseconds wait = busy ? Milliseconds(0) : kLinkPollSlice;
+    fds.assign(1, {driver.wake[0], POLLIN, 0});
+    owner.clear();
+    for (size_t k = 0; k < n; ++k) {
+      if (ended[k]) continue;
+      const ClusterSession::Link& link = *share[k].first;
+      wait = std::min(wait, std::chrono::duration_cast<Milliseconds>(link.next_beat - now) + Milliseconds(1));
+      const int channel_fd = link.waiting_for_room ? -1 : link.agent->wait_fd();
+      if (channel_fd >= 0) {
+        fds.push_back({channel_fd, POLLIN, 0});
+        owner.push_back(k);
+      } else if (!link.waiting_for_room) {
+        wait = std::min(wait, Milliseconds(5));  // no descriptor: poll its reads
+      }
+    }
+    poll(fds.data(), fds.size(), int(std::max<long>(0, wait.count())));
+    if (fds[0].revents) {
+      char drain[64];
+      while (read(driver.wake[0], drain, sizeof drain) > 0) {}
+      std::lock_guard lock(driver.mutex);
+      for (size_t k : driver.woken) due[k] = true;
+      driver.woken.clear();
+    }
+    for (size_t f = 1; f < fds.size(); ++f)
+      if (fds[f].revents) due[owner[f - 1]] = true;
+    now = Clock::now();
+    for (size_t k = 0; k < n; ++k) {
+      const ClusterSession::Link& link = *share[k].first;
+      if (!ended[k] && (now >= link.next_beat || link.waiting_for_room || link.agent->wait_fd() < 0))
+        due[k] = true;
+    }
+  }
 }
 
 // Everything the opening shares with its threads, which may outlive an interrupted open().
@@ -329,19 +416,41 @@ std::unique_ptr<ClusterSession> ClusterSession::open(std::shared_ptr<AgentLaunch
                                    problems.size(), n, n == 1 ? "" : "s"));
     throw Error(ErrorKind::Unreachable, problems);
   }
-  for (size_t i = 0; i < n; ++i) {
-    Link& link = *session->links_[i];
-    if (!session->reach_[i].ok) continue;
-    link.heard();
-    link.io = signal_free_thread(drive_link, std::ref(link), i, std::ref(*session->events_));
-  }
+  session->start_drivers();
   return session;
 }
 
+// The nodes reached, dealt round-robin to a few drivers.
+void ClusterSession::start_drivers() {
+  std::vector<size_t> reached;
+  for (size_t i = 0; i < links_.size(); ++i)
+    if (reach_[i].ok) reached.push_back(i);
+  const size_t count = std::min(reached.size(), kLinkDrivers);
+  std::vector<std::vector<std::pair<Link*, size_t>>> shares(count);
+  for (size_t k = 0; k < reached.size(); ++k) {
+    Link& link = *links_[reached[k]];
+    link.heard();
+    auto& share = shares[k % count];
+    std::lock_guard lock(link.mutex);
+    link.position = share.size();
+    share.emplace_back(&link, reached[k]);
+  }
+  for (size_t d = 0; d < count; ++d) {
+    drivers_.push_back(std::make_unique<LinkDriver>());
+    LinkDriver& driver = *drivers_.back();
+    for (auto [link, node] : shares[d]) {
+      std::lock_guard lock(link->mutex);
+      link->driver = &driver;
+    }
+    driver.thread = signal_free_thread(
+        [&driver, share = std::move(shares[d]), &events = *events_] { drive_links(driver, share, events); });
+  }
+}
+
 ClusterSession::~ClusterSession() {
-  // Goodbyes first, all at once; then each link's thread and connection.
-  for (auto& link : links_)
-    if (link->io.joinable()) link->close_channel(true);
+  // Goodbyes first, all at once; then the drivers end, and then the connections.
+  for (auto& link : links_) link->close_channel(true);
+  drivers_.clear();
   links_.clear();
 }
 

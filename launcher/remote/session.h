@@ -79,6 +79,8 @@ struct AskFlow {
   std::function<bool()> finished;
 };
 
+struct LinkDriver;  // one of the few threads that drive the links (session.cpp)
+
 class ClusterSession {
  public:
   // Connects to every node (at most `fanout` handshakes at once), makes sure muster is
@@ -142,16 +144,18 @@ class ClusterSession {
   // What the scheduler that started the agents says ended them, waiting up to `wait`.
   AgentLauncher::OutsideEnd outside_end(std::chrono::milliseconds wait);
 
-  struct Link;    // one node's connection, agent and the thread that drives them
-  struct Events;  // what the links' threads tell the head's thread
+  struct Link;    // one node's connection and agent
+  struct Events;  // what the links' drivers tell the head's thread
 
  private:
   ClusterSession();
+  void start_drivers();
 
   std::chrono::milliseconds heartbeat_timeout_;
   std::shared_ptr<AgentLauncher> launcher_;  // kept for as long as its agents run
   std::vector<std::unique_ptr<Link>> links_;
   std::unique_ptr<Events> events_;
+  std::vector<std::unique_ptr<LinkDriver>> drivers_;  // the threads that drive the links
   std::vector<NodeHello> hellos_;
   std::vector<NodeReach> reach_;
   std::vector<std::string> lost_;  // by node: "" while usable

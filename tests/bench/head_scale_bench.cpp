@@ -56,7 +56,7 @@ int measure(int nodes) {
   ClusterSpec cluster;
   cluster.source = "bench";
   for (int i = 0; i < nodes; ++i) {
-    transport->nodes[fmt::format("a{}", i)];
+    transport->nodes[fmt::format("a{}", i)].gives_wait_fd = true;  // as an SSH socket
     cluster.nodes.push_back(NodeSpec{fmt::format("n{}", i), fmt::format("a{}", i), {1}, {}, {}, {}});
   }
   const auto start = Clock::now();

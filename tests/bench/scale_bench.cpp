@@ -1,4 +1,4 @@
-// Benchmark (not a test): how muster's head grows with the cluster. On 4, 8 and 16 test hosts
+// Benchmark (not a test): how muster's head grows with the cluster. On 4, 8, 16, 32 and 64 test hosts
 // (or the counts given), in one run: `exec -- true` (the SSH floor: one connection and one
 // command per node), `run -f -- true` (one rank per node), `ping -f` and `doctor -f`, and the
 // first `run`, which ships the bundle to every node. Prints
@@ -31,7 +31,7 @@ int main(int argc, char** argv) {
   const int runs = argc > 1 ? std::atoi(argv[1]) : 3;
   std::vector<int> sizes;
   for (int i = 2; i < argc; ++i) sizes.push_back(std::atoi(argv[i]));
-  if (sizes.empty()) sizes = {4, 8, 16};
+  if (sizes.empty()) sizes = {4, 8, 16, 32, 64};
 
   std::printf("%-6s %-8s %9s %9s %9s %11s %10s %12s\n", "hosts", "command", "wall s", "/exec",
               "cpu s", "peak MiB", "conn/node", "machine cpu");

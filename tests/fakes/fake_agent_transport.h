@@ -4,6 +4,9 @@
 // job. Every connection and every command started is recorded.
 #pragma once
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -11,6 +14,7 @@
 #include <map>
 #include <mutex>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -47,6 +51,12 @@ struct FakeAgentNode {
   std::vector<LocalAddress> addresses;
   std::optional<bool> name_resolves = true;  // as the hello says
   std::optional<std::uint64_t> neighbour_limit = 1024;
+  // Whether its channel has a descriptor the head can poll(2), as an SSH socket is: without
+  // one the head looks at the channel every few milliseconds (what a benchmark of thousands
+  // of fake nodes would measure instead of the head).
+  bool gives_wait_fd = false;
+  // Its agent ends (its channel closes) as it gets this probe request, counted from 1; 0: never.
+  int dies_at_probe = 0;
   std::function<bool(const std::string& address, int attempt)> reaches = [](const std::string&, int) {
     return true;
   };
@@ -99,6 +109,8 @@ class FakeAgentTransport : public SshTransport {
    public:
     Agent(FakeAgentTransport& owner, std::string host, const FakeAgentNode& node)
         : owner_(owner), host_(std::move(host)), node_(node) {
+      if (node_.gives_wait_fd && pipe2(ready_fd_, O_CLOEXEC | O_NONBLOCK) != 0)
+        throw std::runtime_error("fake agent: cannot create a pipe");
       if (node_.never_says_hello || node_.shell_hangs) return;
       NodeHello hello;
       hello.hostname = "fake";
@@ -112,16 +124,28 @@ class FakeAgentTransport : public SshTransport {
       hello.name_resolves = node_.name_resolves;
       hello.neighbour_limit = node_.neighbour_limit;
       out_ += encode_frame({FrameKind::Hello, -1, node_.hello ? *node_.hello : to_json(hello)});
+      say_ready();
     }
+    ~Agent() override {
+      for (int fd : ready_fd_)
+        if (fd >= 0) close(fd);
+    }
+    int wait_fd() const override { return ready_fd_[0]; }
     void write(std::string_view bytes) override {
       std::lock_guard lock(mutex_);
       reader_.feed(bytes);
       while (auto frame = reader_.next()) handle(*frame);
       ready_.notify_all();
+      say_ready();
     }
     void close_stdin() override {}
     bool read(std::string& out, std::string& err, std::chrono::milliseconds limit) override {
       std::unique_lock lock(mutex_);
+      if (ready_fd_[0] >= 0) {
+        char drain[64];
+        while (::read(ready_fd_[0], drain, sizeof drain) > 0) {}
+        if (dying_mib_left_ > 1) say_ready();  // more to come
+      }
       if (dying_mib_left_ > 0) {  // as much stderr as a read gives at most, each time
         static const std::string mebibyte(kMaxReadPerCall, 'e');
         err += mebibyte;
@@ -150,6 +174,12 @@ class FakeAgentTransport : public SshTransport {
     }
 
    private:
+    // Makes wait_fd() readable when there is something to read (or the agent ended).
+    void say_ready() {
+      if (ready_fd_[1] >= 0 && (!out_.empty() || ended_ || dying_mib_left_ > 0)) {
+        [[maybe_unused]] auto n = ::write(ready_fd_[1], "r", 1);
+      }
+    }
     bool silent() const {
       return node_.never_says_hello || node_.shell_hangs ||
              (node_.silent_from_run && jobs_ >= node_.silent_from_run);
@@ -173,7 +203,10 @@ class FakeAgentTransport : public SshTransport {
                                       std::chrono::system_clock::now().time_since_epoch()).count()}};
           else if (ask["op"] == "ports")
             answer = {{"ports", {29500, 29501}}};
-          else if (ask["op"] == "probe")
+          else if (ask["op"] == "probe" && ++probe_asks_ == node_.dies_at_probe) {
+            ended_ = true;
+            break;
+          } else if (ask["op"] == "probe")
             answer = probe(ask);
           else
             answer = nlohmann::json::array();
@@ -244,6 +277,8 @@ class FakeAgentTransport : public SshTransport {
     int jobs_ = 0;
     int dying_mib_left_ = 0;
     std::chrono::steady_clock::time_point last_beat_{};
+    int ready_fd_[2] = {-1, -1};
+    int probe_asks_ = 0;
   };
 
   class Connection : public SshConnection {

@@ -5,6 +5,7 @@
 #include <sys/resource.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <stdexcept>
 
 #include <fmt/format.h>
@@ -224,6 +225,36 @@ TEST_F(SessionTest, AnExceptionInTheHeadStopsEveryNodesRanks) {
   auto frames = transport_->frames_received();
   for (const char* host : {"n1", "n2"})
     EXPECT_EQ(std::count(frames.begin(), frames.end(), std::string(host) + " STOP"), 2) << host;
+}
+
+int threads_now() {
+  return int(std::distance(std::filesystem::directory_iterator("/proc/self/task"),
+                           std::filesystem::directory_iterator()));
+}
+
+// The head's threads do not grow with the nodes: a few drivers poll every link, and every node
+// is still heard from, asked and run on, whether its channel has a descriptor to poll (as an
+// SSH socket does) or not.
+TEST_F(SessionTest, TheHeadDrivesManyNodesOnAFewThreads) {
+  constexpr int kNodes = 64;
+  for (bool with_descriptor : {true, false}) {
+    transport_ = std::make_shared<FakeAgentTransport>();
+    ClusterSpec c = cluster(kNodes);
+    for (int i = 1; i <= kNodes; ++i) node(i).gives_wait_fd = with_descriptor;
+    const int before = threads_now();
+    SessionOptions options;
+    options.heartbeat_timeout = milliseconds(5000);  // the fake beats only when it is read
+    auto session = ClusterSession::open(transport_, c, options, {});
+    EXPECT_LE(threads_now() - before, 4) << "with_descriptor " << with_descriptor;
+    std::vector<std::pair<size_t, std::string>> asks;
+    for (size_t i = 0; i < kNodes; ++i) asks.emplace_back(i, R"({"op":"ports"})");
+    for (const auto& a : session->ask(asks, milliseconds(5000), {}))
+      EXPECT_EQ(a.payload, R"({"ports":[29500,29501]})");
+    EXPECT_EQ(run(*session, c).end, JobEnd::Completed);
+    EXPECT_EQ(run(*session, c).end, JobEnd::Completed);
+    session.reset();
+    EXPECT_EQ(threads_now(), before);
+  }
 }
 
 }  // namespace
