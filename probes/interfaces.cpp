@@ -62,8 +62,21 @@ std::optional<bool> name_resolves_within(const std::string& name, std::chrono::m
     addrinfo hints{};
     hints.ai_socktype = SOCK_STREAM;
     addrinfo* found = nullptr;
-    const bool resolves = getaddrinfo(name.c_str(), nullptr, &hints, &found) == 0;
-    if (resolves) freeaddrinfo(found);
+    bool resolves = false;
+    if (getaddrinfo(name.c_str(), nullptr, &hints, &found) == 0) {
+      // Debian's /etc/hosts names the host 127.0.1.1: Gloo would bind there, and no peer
+      // could reach it. Only an address off loopback counts.
+      for (const addrinfo* a = found; a && !resolves; a = a->ai_next) {
+        char text[INET6_ADDRSTRLEN] = {};
+        const void* where = a->ai_family == AF_INET
+                                ? static_cast<const void*>(&reinterpret_cast<const sockaddr_in*>(a->ai_addr)->sin_addr)
+                                : static_cast<const void*>(&reinterpret_cast<const sockaddr_in6*>(a->ai_addr)->sin6_addr);
+        if ((a->ai_family == AF_INET || a->ai_family == AF_INET6) &&
+            inet_ntop(a->ai_family, where, text, sizeof text) && !is_loopback(text))
+          resolves = true;
+      }
+      freeaddrinfo(found);
+    }
     std::lock_guard lock(answer->mutex);
     answer->resolves = resolves;
     answer->done.notify_all();

@@ -24,8 +24,9 @@ std::string subnet_of(const std::string& address, int prefix_length);
 // True for 127.0.0.0/8 (and unparsable text).
 bool is_loopback(const std::string& address);
 
-// Whether `name` resolves to an address on this machine (what Gloo and NCCL fall back to for
-// a host's own name when no interface is named). Unset when the resolver did not answer
+// Whether `name` resolves to an address off loopback (what Gloo and NCCL fall back to for a
+// host's own name when no interface is named; 127.0.1.1, as Debian's /etc/hosts has it, is
+// an address no peer can reach). Unset when the resolver did not answer
 // within `limit`: a resolver that waits on a dead DNS server is left to finish on its own.
 std::optional<bool> name_resolves_within(const std::string& name, std::chrono::milliseconds limit);
 

@@ -77,9 +77,11 @@ RttStats summarize_rtt(std::vector<double> samples_us) {
 
 namespace {
 
+// `answered` is set when the failure was an answer (a refusal, "no route to host", a wrong
+// address): only a wait that ran out can be the prober's machine's fault.
 ProbeResult probe_once(const std::string& address, int port, const std::string& secret,
                        int round_trips, std::chrono::milliseconds timeout,
-                       std::optional<std::chrono::milliseconds> bulk) {
+                       std::optional<std::chrono::milliseconds> bulk, bool& answered) {
   ProbeResult result;
   // Connects `fd`; on failure closes it, sets `error` and returns false.
   auto connect_to = [&](int& fd, std::string& error) -> bool {
@@ -96,6 +98,7 @@ ProbeResult probe_once(const std::string& address, int port, const std::string& 
     addr.sin_port = htons(uint16_t(port));
     if (inet_pton(AF_INET, address.c_str(), &addr.sin_addr) != 1) {
       error = "not an IPv4 address";
+      answered = true;
       return false;
     }
     const TcpConnection connection =
@@ -107,6 +110,7 @@ ProbeResult probe_once(const std::string& address, int port, const std::string& 
     }
     if (connection.error != 0) {
       error = std::strerror(connection.error);
+      answered = true;
       return false;
     }
     fcntl(fd, F_SETFL, 0);  // blocking from here, with a receive limit
@@ -162,7 +166,8 @@ ProbeResult probe_peer(const std::string& address, int port, const std::string& 
   const CpuShortage before = read_cpu_shortage();
   const NeighbourTable table_before = read_neighbour_table();
   const auto start = Clock::now();
-  ProbeResult result = probe_once(address, port, secret, round_trips, timeout, bulk);
+  bool answered = false;
+  ProbeResult result = probe_once(address, port, secret, round_trips, timeout, bulk, answered);
   if (result.reachable) return result;
   // A full neighbour table is this node's own limit, as true for the job's ranks as for the
   // probe: a failure with its cause named, never a starved measurement to be excused.
@@ -170,6 +175,7 @@ ProbeResult probe_peer(const std::string& address, int port, const std::string& 
     result.error += "; " + full;
     return result;
   }
+  if (answered) return result;  // refused or unroutable: the network's answer, not a wait
   result.starved = starvation_between(before, read_cpu_shortage(),
                                       std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - start));
   return result;

@@ -28,21 +28,29 @@ constexpr int kClockExchanges = 8;
 
 // Clock offset of a node: its wall clock against the middle of our request's round trip, from
 // the exchange with the shortest round trip; half that round trip bounds the error.
+// The exchanges share one deadline, and a node that missed one is not asked again: a node
+// that never answers costs the pass 10 s, not 10 s an exchange.
 void measure_clocks(ClusterSession& session, PingReport& report, const std::vector<int>& interrupts) {
   std::vector<std::pair<size_t, std::string>> asks;
   for (size_t i = 0; i < report.nodes.size(); ++i)
     if (session.usable(i)) asks.emplace_back(i, R"({"op":"clock"})");
-  std::vector<double> best_rtt_ns(asks.size(), -1);
-  for (int exchange = 0; exchange < kClockExchanges; ++exchange) {
-    auto answers = session.ask(asks, milliseconds(10000), interrupts);
+  std::vector<double> best_rtt_ns(report.nodes.size(), -1);
+  const auto deadline = std::chrono::steady_clock::now() + milliseconds(10000);
+  for (int exchange = 0; exchange < kClockExchanges && !asks.empty(); ++exchange) {
+    const auto left = std::chrono::duration_cast<milliseconds>(deadline - std::chrono::steady_clock::now());
+    if (left <= milliseconds(0)) break;
+    auto answers = session.ask(asks, left, interrupts);
+    std::vector<std::pair<size_t, std::string>> answered;
     for (size_t k = 0; k < asks.size(); ++k) {
       const AskAnswer& a = answers[k];
       if (!a.payload) continue;
+      answered.push_back(asks[k]);
       auto j = parse_untrusted_json_or_discarded(*a.payload);
       if (!j.is_object() || !j.contains("unix_ns") || !j["unix_ns"].is_number()) continue;  // no offset
       const double rtt_ns = double(std::chrono::duration_cast<std::chrono::nanoseconds>(a.answered - a.sent).count());
-      if (rtt_ns < 0 || (best_rtt_ns[k] >= 0 && rtt_ns >= best_rtt_ns[k])) continue;
-      best_rtt_ns[k] = rtt_ns;
+      double& best = best_rtt_ns[asks[k].first];
+      if (rtt_ns < 0 || (best >= 0 && rtt_ns >= best)) continue;
+      best = rtt_ns;
       const double remote_ns = j.at("unix_ns").get<double>();
       const double middle_ns = double(std::chrono::duration_cast<std::chrono::nanoseconds>(
                                           (a.sent + (a.answered - a.sent) / 2).time_since_epoch()).count());
@@ -50,6 +58,7 @@ void measure_clocks(ClusterSession& session, PingReport& report, const std::vect
       node.clock_offset_ms = (remote_ns - middle_ns) / 1e6;
       node.clock_error_ms = rtt_ns / 2 / 1e6;
     }
+    asks = std::move(answered);
   }
 }
 
@@ -57,11 +66,15 @@ void measure_clocks(ClusterSession& session, PingReport& report, const std::vect
 std::vector<ProbeResult> parse_probe_answer(const std::optional<std::string>& payload, size_t addresses) {
   std::vector<ProbeResult> out(addresses);
   nlohmann::json results = parse_untrusted_json_or_discarded(payload.value_or(""));
-  if (!results.is_array()) results = nlohmann::json::array();  // the node could not probe
+  std::string refused;  // the agent's own words when it could not probe at all
+  if (results.is_object() && results.contains("error") && results["error"].is_string())
+    refused = "the probing node could not probe: " + results["error"].get<std::string>();
+  if (!results.is_array()) results = nlohmann::json::array();
   for (size_t a = 0; a < addresses; ++a) {
     ProbeResult& p = out[a];
-    p.error = payload ? "the probing node did not answer for this address"
-                      : "the probing node did not answer";
+    p.error = !payload ? "the probing node did not answer"
+              : !refused.empty() ? refused
+                                 : "the probing node did not answer for this address";
     if (a >= results.size()) continue;
     try {
       const auto& r = results[a];
@@ -87,7 +100,9 @@ void probe_pairs(ClusterSession& session, const PingOptions& options, PingReport
   std::vector<int> reachable;
   for (size_t i = 0; i < report.nodes.size(); ++i)
     if (session.usable(i)) reachable.push_back(int(i));
-  PairScheduler scheduler(int(reachable.size()), options.pairs);
+  PairScheduler::Limits limits;
+  limits.retry_after = options.retry_after;
+  PairScheduler scheduler(int(reachable.size()), options.pairs, limits);
   // Per ordered pair of node ranks: one entry per address of the target, kept across attempts.
   std::map<std::pair<int, int>, std::vector<PairProbe>> probes;
   std::vector<std::pair<PairDispatch, std::vector<size_t>>> asked;  // by tag: which addresses
@@ -98,18 +113,33 @@ void probe_pairs(ClusterSession& session, const PingOptions& options, PingReport
     const double command_rtt_ms = std::max(reach[size_t(src)].command_rtt_ms, reach[size_t(dst)].command_rtt_ms);
     return probe_stage_timeout(d.attempt, slowest_rtt_us, command_rtt_ms);
   };
-  // The agent gives up on an address after its timeout per stage: connecting, the secret,
-  // and (at worst) the round trips; the head waits for all of the addresses and the bulk
-  // streams, with room for a busy node.
+  // One address takes the agent at most its timeout per stage (connecting, the secret, the
+  // round trips) and, with bandwidth, the stream and the wait for its count (10 s). The ask
+  // carries the whole budget, and the agent starts no address past it; the head waits for
+  // one address more and then some, so that it gives up only on a node that is stuck, never
+  // while the node is still probing (its ends would be free for another pair meanwhile).
+  const auto per_address = [&](milliseconds stage) {
+    return 3 * stage + (options.bandwidth ? options.bulk + milliseconds(10000) : milliseconds(0));
+  };
+  const auto budget_for = [&](size_t addresses, milliseconds stage) {
+    return int64_t(addresses) * per_address(stage);
+  };
   const auto limit_for = [&](size_t addresses, milliseconds stage) {
-    return milliseconds(10000) +
-           int64_t(addresses) * (3 * stage + (options.bandwidth ? options.bulk : milliseconds(0)));
+    return budget_for(addresses, stage) + per_address(stage) + milliseconds(10000);
   };
   AskFlow flow;
   flow.next = [&] {
     std::vector<AskRequest> out;
     for (const PairDispatch& d : scheduler.next(PairScheduler::Clock::now())) {
       const int src = reachable[size_t(d.src)], dst = reachable[size_t(d.dst)];
+      if (!session.usable(size_t(src)) || !session.usable(size_t(dst))) {
+        // Lost since the pass began: nothing to measure, and the loss is said of the node
+        // itself (see ping_cluster), never as its peers' failure to reach it.
+        scheduler.done(d, PairOutcome::Abandoned, PairScheduler::Clock::now());
+        probes.erase({src, dst});
+        if (options.on_pair_done) options.on_pair_done();
+        continue;
+      }
       const NodeHello& target = *report.nodes[size_t(dst)].facts;
       auto& entries = probes[{src, dst}];
       if (entries.empty())
@@ -125,6 +155,7 @@ void probe_pairs(ClusterSession& session, const PingOptions& options, PingReport
       const milliseconds stage = stage_timeout(d, src, dst);
       nlohmann::json ask = {{"op", "probe"}, {"targets", targets}, {"count", options.round_trips},
                             {"timeout_ms", stage.count()},
+                            {"budget_ms", budget_for(which.size(), stage).count()},
                             {"bulk_ms", options.bandwidth ? options.bulk.count() : 0}};
       out.push_back({size_t(src), json_text(ask), limit_for(which.size(), stage), asked.size()});
       asked.emplace_back(d, std::move(which));
@@ -153,7 +184,8 @@ void probe_pairs(ClusterSession& session, const PingOptions& options, PingReport
                                           : PairOutcome::Failed;
     const bool settled = scheduler.done(d, outcome, PairScheduler::Clock::now());
     if (!settled) return;
-    for (auto& p : entries) report.pairs.push_back(std::move(p));
+    if (outcome != PairOutcome::Abandoned)
+      for (auto& p : entries) report.pairs.push_back(std::move(p));
     probes.erase({src, dst});
     if (options.on_pair_done) options.on_pair_done();
   };
@@ -229,8 +261,12 @@ std::vector<Finding> find_problems(const ClusterSpec& cluster, const PingReport&
   // A pair is a verdict only after every attempt at it: one that answered on a retry is a
   // warning (a lost packet, a busy node), not an unreachable address; one whose last attempt
   // failed while its prober's machine was short of CPU measured the machine: unknown.
+  // A pair with a node that was lost says nothing of the network: the loss is the finding.
+  auto lost = [&](int node) { return !nodes[size_t(node)].facts; };
   for (const auto& p : in.pairs)
-    if (!p.result.reachable && !p.result.starved.empty())
+    if (lost(p.src) || lost(p.dst))
+      continue;
+    else if (!p.result.reachable && !p.result.starved.empty())
       add(report, Severity::Warn, FindingKind::Pair, p.src,
           fmt::format("{} -> {} at {} ({}) is unknown, not measured: {} on attempt {}, while {} was "
                       "short of CPU ({})", host(p.src), host(p.dst), p.address, p.interface,
@@ -315,8 +351,8 @@ std::vector<Finding> find_problems(const ClusterSpec& cluster, const PingReport&
     for (int i : with_facts)
       if (nodes[size_t(i)].facts->name_resolves == false)
         add(report, Severity::Warn, FindingKind::Interfaces, i,
-            fmt::format("{}: its name {} does not resolve there, and Gloo and NCCL would fall back "
-                        "to it: set GLOO_SOCKET_IFNAME and NCCL_SOCKET_IFNAME in the cluster "
+            fmt::format("{}: its name {} does not resolve there to an address off loopback, and "
+                        "Gloo and NCCL would fall back to it: set GLOO_SOCKET_IFNAME and NCCL_SOCKET_IFNAME in the cluster "
                         "file's launch.env", host(i), nodes[size_t(i)].facts->hostname));
   }
   return report;
@@ -380,6 +416,14 @@ PingReport ping_cluster(ClusterSession& session, const ClusterSpec& cluster,
   // 2. Clocks, then the scheduled pairs on every address.
   if (options.clocks) measure_clocks(session, report, interrupt_fds);
   probe_pairs(session, options, report, interrupt_fds);
+  // A node lost meanwhile is reported as lost, and its pairs are left out of the choice.
+  for (size_t i = 0; i < report.nodes.size(); ++i) {
+    NodeStatus& s = report.nodes[i];
+    if (!s.facts || session.usable(i)) continue;
+    s.reach = {false, session.why_unusable(i), s.reach.timings, 0};
+    s.facts.reset();
+    s.clock_offset_ms.reset();
+  }
   // 3. The choice those allow, and what is wrong, in plain words.
   analyze_probes(cluster, report);
   return report;

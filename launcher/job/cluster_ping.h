@@ -15,6 +15,7 @@
 #include "launcher/remote/launch_spec.h"
 #include "launcher/remote/session.h"
 #include "probes/network_report.h"
+#include "probes/pair_schedule.h"
 
 namespace muster {
 
@@ -27,6 +28,8 @@ struct PingOptions {
   // How long a probe waits at each stage; unset, derived from what was measured (see
   // probe_stage_timeout) and longer on each retry.
   std::optional<std::chrono::milliseconds> timeout;
+  // How long a failed pair waits before its retry (PairScheduler::Limits says why a second).
+  std::chrono::milliseconds retry_after = PairScheduler::Limits{}.retry_after;
   std::function<void()> on_pair_done;           // after each pair's last attempt
 };
 

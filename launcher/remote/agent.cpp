@@ -5,6 +5,7 @@
 #include <sys/utsname.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <condition_variable>
@@ -131,7 +132,17 @@ std::string answer_probe(const nlohmann::json& ask) {
   nlohmann::json results = nlohmann::json::array();
   std::optional<std::chrono::milliseconds> bulk;
   if (ask.value("bulk_ms", 0) > 0) bulk = std::chrono::milliseconds(ask.at("bulk_ms").get<int>());
+  // The head waits for this ask a while past its budget: no address starts after it, so the
+  // answer always comes while the head still holds the pair's nodes for it.
+  const auto budget = std::chrono::milliseconds(std::clamp<int64_t>(ask.value("budget_ms", int64_t(0)), 0, 3'600'000));
+  const auto stop_at = std::chrono::steady_clock::now() + budget;
   for (const auto& t : ask.at("targets")) {
+    if (budget.count() > 0 && std::chrono::steady_clock::now() >= stop_at) {
+      results.push_back({{"address", t.at("address")}, {"reachable", false},
+                         {"error", fmt::format("not probed: the ask's {} ms ran out first", budget.count())},
+                         {"rtt_us", {{"min", 0.0}, {"median", 0.0}, {"p99", 0.0}, {"samples", 0}}}});
+      continue;
+    }
     ProbeResult r = probe_peer(t.at("address"), t.at("port"), t.at("secret"), ask.at("count"),
                                std::chrono::milliseconds(ask.at("timeout_ms").get<int>()), bulk);
     nlohmann::json one = {{"address", t.at("address")}, {"reachable", r.reachable},

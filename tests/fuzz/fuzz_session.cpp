@@ -75,6 +75,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     PingOptions ping;
     ping.round_trips = 2;
     ping.timeout = 100ms;
+    ping.retry_after = 10ms;  // a fuzzed failure is retried at once, not a second later
     ping_cluster(*session, cluster, ping, {});
     LaunchRequest request;
     request.argv = {"true"};

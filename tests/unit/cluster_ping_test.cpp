@@ -91,8 +91,31 @@ TEST_F(ClusterPingTest, WithoutACommonSubnetANameThatDoesNotResolveIsSaidBeforeA
             (std::vector<std::string>{
                 "no single subnet joins every node: NCCL_SOCKET_IFNAME and GLOO_SOCKET_IFNAME are "
                 "left to the frameworks",
-                "n2: its name fake does not resolve there, and Gloo and NCCL would fall back to it: set "
-                "GLOO_SOCKET_IFNAME and NCCL_SOCKET_IFNAME in the cluster file's launch.env"}));
+                "n2: its name fake does not resolve there to an address off loopback, and Gloo and NCCL "
+                "would fall back to it: set GLOO_SOCKET_IFNAME and NCCL_SOCKET_IFNAME in the cluster file's launch.env"}));
+}
+
+// A node lost in the middle of the pairs is reported as lost, once; its peers are not blamed
+// for failing to reach it, and the others are measured to the end.
+TEST_F(ClusterPingTest, ANodeLostWhileThePairsAreMeasuredIsNamedAsLostNotThroughItsPeers) {
+  ClusterSpec c = cluster(5);
+  node(4).dies_at_probe = 2;
+  PingReport r = ping(c, PairSchedule::Every);
+  EXPECT_FALSE(r.nodes[3].reach.ok);
+  EXPECT_NE(r.nodes[3].reach.failure.find("lost contact with n4"), std::string::npos) << r.nodes[3].reach.failure;
+  const auto fails = messages(r, Finding::Severity::Fail);
+  ASSERT_EQ(fails.size(), 1u) << fmt::format("{}", fmt::join(fails, "\n"));
+  EXPECT_NE(fails[0].find("lost contact with n4"), std::string::npos) << fails[0];
+  // Every pair of the four others, measured and reached.
+  size_t among_others = 0;
+  for (const auto& p : r.pairs)
+    if (p.src != 3 && p.dst != 3) {
+      EXPECT_TRUE(p.result.reachable) << p.src << "->" << p.dst;
+      ++among_others;
+    }
+  EXPECT_EQ(among_others, 12u);
+  EXPECT_EQ(r.choice.master_addr, "10.0.0.1");
+  EXPECT_EQ(r.choice.subnet, "10.0.0.0/24");
 }
 
 TEST_F(ClusterPingTest, ANodeWhoseNeighbourTableIsSmallerThanTheClusterIsNamed) {

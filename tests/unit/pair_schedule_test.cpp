@@ -46,7 +46,9 @@ std::vector<Started> drive(PairScheduler& scheduler, int nodes, unsigned seed,
       const int most = node == 0 ? hub_targets : 1;
       EXPECT_LE(probing[size_t(node)], 1) << "node " << node;
       EXPECT_LE(targeted[size_t(node)], most) << "node " << node;
-      if (probing[size_t(node)]) EXPECT_EQ(targeted[size_t(node)], 0) << "node " << node;
+      if (probing[size_t(node)]) {
+        EXPECT_EQ(targeted[size_t(node)], 0) << "node " << node;
+      }
     }
     if (in_flight.empty()) continue;  // a retry that is not due yet
     const size_t k = random() % in_flight.size();
