@@ -65,8 +65,8 @@ std::optional<bool> name_resolves_within(const std::string& name, std::chrono::m
     bool resolves = false;
     if (getaddrinfo(name.c_str(), nullptr, &hints, &found) == 0) {
       // Debian's /etc/hosts names the host 127.0.1.1: Gloo would bind there, and no peer
-      // could reach it. Only an address off loopback counts.
-      for (const addrinfo* a = found; a && !resolves; a = a->ai_next) {
+      // could reach it. Gloo takes the first address that binds, so the first one decides.
+      if (const addrinfo* a = found) {
         char text[INET6_ADDRSTRLEN] = {};
         const void* where = a->ai_family == AF_INET
                                 ? static_cast<const void*>(&reinterpret_cast<const sockaddr_in*>(a->ai_addr)->sin_addr)

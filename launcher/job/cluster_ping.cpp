@@ -114,12 +114,13 @@ void probe_pairs(ClusterSession& session, const PingOptions& options, PingReport
     return probe_stage_timeout(d.attempt, slowest_rtt_us, command_rtt_ms);
   };
   // One address takes the agent at most its timeout per stage (connecting, the secret, the
-  // round trips) and, with bandwidth, the stream and the wait for its count (10 s). The ask
+  // round trips) and, with bandwidth, a second connection and secret, the stream and the
+  // wait for its count (10 s). The ask
   // carries the whole budget, and the agent starts no address past it; the head waits for
   // one address more and then some, so that it gives up only on a node that is stuck, never
   // while the node is still probing (its ends would be free for another pair meanwhile).
   const auto per_address = [&](milliseconds stage) {
-    return 3 * stage + (options.bandwidth ? options.bulk + milliseconds(10000) : milliseconds(0));
+    return 3 * stage + (options.bandwidth ? 2 * stage + options.bulk + milliseconds(10000) : milliseconds(0));
   };
   const auto budget_for = [&](size_t addresses, milliseconds stage) {
     return int64_t(addresses) * per_address(stage);
@@ -130,35 +131,39 @@ void probe_pairs(ClusterSession& session, const PingOptions& options, PingReport
   AskFlow flow;
   flow.next = [&] {
     std::vector<AskRequest> out;
-    for (const PairDispatch& d : scheduler.next(PairScheduler::Clock::now())) {
-      const int src = reachable[size_t(d.src)], dst = reachable[size_t(d.dst)];
-      if (!session.usable(size_t(src)) || !session.usable(size_t(dst))) {
-        // Lost since the pass began: nothing to measure, and the loss is said of the node
-        // itself (see ping_cluster), never as its peers' failure to reach it.
-        scheduler.done(d, PairOutcome::Abandoned, PairScheduler::Clock::now());
-        probes.erase({src, dst});
-        if (options.on_pair_done) options.on_pair_done();
-        continue;
+    for (bool abandoned = true; abandoned;) {  // a lost node's pairs are settled in one go
+      abandoned = false;
+      for (const PairDispatch& d : scheduler.next(PairScheduler::Clock::now())) {
+        const int src = reachable[size_t(d.src)], dst = reachable[size_t(d.dst)];
+        if (!session.usable(size_t(src)) || !session.usable(size_t(dst))) {
+          // Lost since the pass began: nothing to measure, and the loss is said of the node
+          // itself (see ping_cluster), never as its peers' failure to reach it.
+          scheduler.done(d, PairOutcome::Abandoned, PairScheduler::Clock::now());
+          probes.erase({src, dst});
+          if (options.on_pair_done) options.on_pair_done();
+          abandoned = true;
+          continue;
+        }
+        const NodeHello& target = *report.nodes[size_t(dst)].facts;
+        auto& entries = probes[{src, dst}];
+        if (entries.empty())
+          for (const auto& addr : target.addresses) entries.push_back({src, dst, addr.address, addr.interface, {}, 0, {}});
+        std::vector<size_t> which;  // what this attempt probes: the addresses not reached yet
+        nlohmann::json targets = nlohmann::json::array();
+        for (size_t a = 0; a < entries.size(); ++a) {
+          if (entries[a].result.reachable) continue;
+          which.push_back(a);
+          targets.push_back({{"address", entries[a].address}, {"port", target.probe_port},
+                             {"secret", target.probe_secret}});
+        }
+        const milliseconds stage = stage_timeout(d, src, dst);
+        nlohmann::json ask = {{"op", "probe"}, {"targets", targets}, {"count", options.round_trips},
+                              {"timeout_ms", stage.count()},
+                              {"budget_ms", budget_for(which.size(), stage).count()},
+                              {"bulk_ms", options.bandwidth ? options.bulk.count() : 0}};
+        out.push_back({size_t(src), json_text(ask), limit_for(which.size(), stage), asked.size()});
+        asked.emplace_back(d, std::move(which));
       }
-      const NodeHello& target = *report.nodes[size_t(dst)].facts;
-      auto& entries = probes[{src, dst}];
-      if (entries.empty())
-        for (const auto& addr : target.addresses) entries.push_back({src, dst, addr.address, addr.interface, {}, 0, {}});
-      std::vector<size_t> which;  // what this attempt probes: the addresses not reached yet
-      nlohmann::json targets = nlohmann::json::array();
-      for (size_t a = 0; a < entries.size(); ++a) {
-        if (entries[a].result.reachable) continue;
-        which.push_back(a);
-        targets.push_back({{"address", entries[a].address}, {"port", target.probe_port},
-                           {"secret", target.probe_secret}});
-      }
-      const milliseconds stage = stage_timeout(d, src, dst);
-      nlohmann::json ask = {{"op", "probe"}, {"targets", targets}, {"count", options.round_trips},
-                            {"timeout_ms", stage.count()},
-                            {"budget_ms", budget_for(which.size(), stage).count()},
-                            {"bulk_ms", options.bandwidth ? options.bulk.count() : 0}};
-      out.push_back({size_t(src), json_text(ask), limit_for(which.size(), stage), asked.size()});
-      asked.emplace_back(d, std::move(which));
     }
     return out;
   };
@@ -268,9 +273,9 @@ std::vector<Finding> find_problems(const ClusterSpec& cluster, const PingReport&
       continue;
     else if (!p.result.reachable && !p.result.starved.empty())
       add(report, Severity::Warn, FindingKind::Pair, p.src,
-          fmt::format("{} -> {} at {} ({}) is unknown, not measured: {} on attempt {}, while {} was "
-                      "short of CPU ({})", host(p.src), host(p.dst), p.address, p.interface,
-                      p.result.error, p.attempts, host(p.src), p.result.starved));
+          fmt::format("{} -> {} at {} ({}) is unknown, not measured: {} on attempt {}, and on {} {}",
+                      host(p.src), host(p.dst), p.address, p.interface, p.result.error, p.attempts,
+                      host(p.src), p.result.starved));
     else if (!p.result.reachable)
       add(report, Severity::Fail, FindingKind::Pair, p.src,
           fmt::format("{} cannot reach {} at {} ({}): {}{}", host(p.src), host(p.dst), p.address,

@@ -266,7 +266,7 @@ class Doctor {
                                                          : CheckStatus::Pass;
       add("network", "pairs", host(i), status,
           fmt::format("reached {} of {} peer addresses{}{}", reached, peers,
-                      unknown ? fmt::format(" ({} not measured: this node was short of CPU)", unknown) : "",
+                      unknown ? fmt::format(" ({} not measured: this node could not measure them)", unknown) : "",
                       medians.empty() ? "" : fmt::format(", median RTT {:.0f} us", medians[(medians.size() - 1) / 2])),
           values);
       if (r.nodes[i].clock_offset_ms)

@@ -138,8 +138,11 @@ std::string answer_probe(const nlohmann::json& ask) {
   const auto stop_at = std::chrono::steady_clock::now() + budget;
   for (const auto& t : ask.at("targets")) {
     if (budget.count() > 0 && std::chrono::steady_clock::now() >= stop_at) {
+      // Not measured is not unreachable: the head tries it again, and says "unknown" if
+      // it never gets its turn.
       results.push_back({{"address", t.at("address")}, {"reachable", false},
-                         {"error", fmt::format("not probed: the ask's {} ms ran out first", budget.count())},
+                         {"error", "not probed"},
+                         {"starved", fmt::format("the ask's {} ms ran out before this address", budget.count())},
                          {"rtt_us", {{"min", 0.0}, {"median", 0.0}, {"p99", 0.0}, {"samples", 0}}}});
       continue;
     }

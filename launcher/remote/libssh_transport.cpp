@@ -79,6 +79,16 @@ class LibsshCommand : public RemoteCommand {
       }
       if (n == SSH_ERROR) return false;
     }
+    // Draining stderr may have taken a stdout packet off the socket into libssh's buffer,
+    // where a poll(2) on the socket never sees it: it is taken now, not at the next heartbeat.
+    for (size_t taken = 0; taken < kMaxReadPerCall;) {
+      const int n = ssh_channel_read_nonblocking(channel_, buffer, sizeof buffer, 0);
+      if (n == SSH_ERROR) return false;
+      if (n <= 0) break;
+      out.append(buffer, size_t(n));
+      got = true;
+      taken += size_t(n);
+    }
     if (got) return true;
     return !(ssh_channel_is_eof(channel_) || ssh_channel_is_closed(channel_));
   }

@@ -185,6 +185,9 @@ LinkStep step_link(ClusterSession::Link& link, size_t node, ClusterSession::Even
       outgoing += encode_frame({FrameKind::Beat, -1, ""});
       link.next_beat = Clock::now() + kBeatInterval;
     }
+    // The write blocks only while the node's SSH window is full: a frozen node with megabytes
+    // queued for it. That holds up this driver's other links too (until the node is lost);
+    // writing without blocking is the step after this one.
     const bool wrote = !outgoing.empty();
     if (wrote) link.agent->write(outgoing);
     if (closing) return LinkStep::Ended;

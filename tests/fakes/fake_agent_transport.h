@@ -55,6 +55,10 @@ struct FakeAgentNode {
   // one the head looks at the channel every few milliseconds (what a benchmark of thousands
   // of fake nodes would measure instead of the head).
   bool gives_wait_fd = false;
+  // Why a probe that failed was starved, as the agent would say it ("": it was not).
+  std::function<std::string(const std::string& address, int attempt)> starved = [](const std::string&, int) {
+    return std::string();
+  };
   // Its agent ends (its channel closes) as it gets this probe request, counted from 1; 0: never.
   int dies_at_probe = 0;
   std::function<bool(const std::string& address, int attempt)> reaches = [](const std::string&, int) {
@@ -254,11 +258,14 @@ class FakeAgentTransport : public SshTransport {
       nlohmann::json results = nlohmann::json::array();
       for (const auto& t : ask.at("targets")) {
         const std::string address = t.at("address");
-        const bool reached = node_.reaches(address, ++probes_of_[address]);
+        const int attempt = ++probes_of_[address];
+        const bool reached = node_.reaches(address, attempt);
         results.push_back({{"address", address}, {"reachable", reached},
                            {"error", reached ? "" : "no answer within 2000 ms"},
                            {"rtt_us", {{"min", 40.0}, {"median", 50.0}, {"p99", 90.0},
                                        {"samples", reached ? ask.at("count").get<int>() : 0}}}});
+        if (const std::string why = node_.starved(address, attempt); !reached && !why.empty())
+          results.back()["starved"] = why;
       }
       return results;
     }

@@ -118,6 +118,20 @@ TEST_F(ClusterPingTest, ANodeLostWhileThePairsAreMeasuredIsNamedAsLostNotThrough
   EXPECT_EQ(r.choice.subnet, "10.0.0.0/24");
 }
 
+// A failure measured while the prober had no CPU to spare gets a third attempt and is then
+// "unknown": a warning, never "cannot reach", and it takes no subnet away.
+TEST_F(ClusterPingTest, AStarvedFailureIsUnknownNotUnreachable) {
+  ClusterSpec c = cluster(4);
+  node(3).reaches = [](const std::string& address, int) { return address != "10.0.0.4"; };
+  node(3).starved = [](const std::string&, int) { return "some task waited for a CPU 80% of the 2.0 s"; };
+  PingReport r = ping(c, PairSchedule::Every);
+  EXPECT_TRUE(messages(r, Finding::Severity::Fail).empty()) << fmt::format("{}", fmt::join(messages(r, Finding::Severity::Fail), "\n"));
+  EXPECT_EQ(messages(r, Finding::Severity::Warn),
+            std::vector<std::string>{"n3 -> n4 at 10.0.0.4 (eth0) is unknown, not measured: no answer within "
+                                     "2000 ms on attempt 3, and on n3 some task waited for a CPU 80% of the 2.0 s"});
+  EXPECT_EQ(r.choice.subnet, "10.0.0.0/24");
+}
+
 TEST_F(ClusterPingTest, ANodeWhoseNeighbourTableIsSmallerThanTheClusterIsNamed) {
   ClusterSpec c = cluster(4);
   node(2).neighbour_limit = 2;             // fewer than its 3 peers
