@@ -32,14 +32,50 @@ std::optional<T> number(std::string_view text, int base = 10) {
   return value;
 }
 
+// Takes the first line off `text`.
+std::string_view next_line(std::string_view& text) {
+  const size_t newline = text.find('\n');
+  std::string_view line = text.substr(0, newline);
+  text = newline == std::string_view::npos ? std::string_view() : text.substr(newline + 1);
+  return line;
+}
+
+// A line's words, however many spaces apart (the kernel aligns its columns).
+std::vector<std::string_view> words(std::string_view line) {
+  std::vector<std::string_view> out;
+  for (size_t start; (start = line.find_first_not_of(' ')) != std::string_view::npos;) {
+    line = line.substr(start);
+    const size_t end = line.find(' ');
+    out.push_back(line.substr(0, end));
+    line = end == std::string_view::npos ? std::string_view() : line.substr(end);
+  }
+  return out;
+}
+
+// Column `index` of per-CPU lines of hexadecimal words, summed: unset when there is no line,
+// or a line is short of the column (or not `width` words wide, when given) or not a number.
+std::optional<std::uint64_t> sum_hex_column(std::string_view text, size_t index, std::optional<size_t> width) {
+  std::uint64_t total = 0;
+  bool any = false;
+  while (!text.empty()) {
+    const auto values = words(next_line(text));
+    if (values.empty()) continue;
+    if (values.size() <= index || (width && values.size() != *width)) return std::nullopt;
+    auto value = number<std::uint64_t>(values[index], 16);
+    if (!value) return std::nullopt;
+    total += *value;
+    any = true;
+  }
+  if (!any) return std::nullopt;
+  return total;
+}
+
 }  // namespace
 
 std::optional<std::uint64_t> parse_cpu_pressure_total(std::string_view text) {
   // "some avg10=0.00 avg60=0.00 avg300=0.00 total=12345\nfull ..."
   while (!text.empty()) {
-    const size_t newline = text.find('\n');
-    std::string_view line = text.substr(0, newline);
-    text = newline == std::string_view::npos ? std::string_view() : text.substr(newline + 1);
+    const std::string_view line = next_line(text);
     if (!line.starts_with("some ")) continue;
     const size_t at = line.find(" total=");
     if (at == std::string_view::npos) return std::nullopt;
@@ -52,24 +88,7 @@ std::optional<std::uint64_t> parse_cpu_pressure_total(std::string_view text) {
 
 std::optional<std::uint64_t> parse_softnet_dropped(std::string_view text) {
   // One line per CPU of hexadecimal words: processed, dropped, time_squeeze, ...
-  std::uint64_t dropped = 0;
-  bool any = false;
-  while (!text.empty()) {
-    const size_t newline = text.find('\n');
-    std::string_view line = text.substr(0, newline);
-    text = newline == std::string_view::npos ? std::string_view() : text.substr(newline + 1);
-    if (line.empty()) continue;
-    const size_t first = line.find(' ');
-    if (first == std::string_view::npos) return std::nullopt;
-    std::string_view second = line.substr(first + 1);
-    second = second.substr(0, second.find(' '));
-    auto value = number<std::uint32_t>(second, 16);
-    if (!value) return std::nullopt;
-    dropped += *value;
-    any = true;
-  }
-  if (!any) return std::nullopt;
-  return dropped;
+  return sum_hex_column(text, 1, std::nullopt);
 }
 
 CpuShortage read_cpu_shortage(const std::string& proc) {
@@ -80,41 +99,10 @@ CpuShortage read_cpu_shortage(const std::string& proc) {
 }
 
 std::optional<std::uint64_t> parse_neighbour_table_fulls(std::string_view text) {
-  auto next_line = [&text] {
-    const size_t newline = text.find('\n');
-    std::string_view line = text.substr(0, newline);
-    text = newline == std::string_view::npos ? std::string_view() : text.substr(newline + 1);
-    return line;
-  };
-  auto words = [](std::string_view line) {
-    std::vector<std::string_view> out;
-    while (!line.empty()) {
-      const size_t start = line.find_first_not_of(' ');
-      if (start == std::string_view::npos) break;
-      line = line.substr(start);
-      const size_t end = line.find(' ');
-      out.push_back(line.substr(0, end));
-      line = end == std::string_view::npos ? std::string_view() : line.substr(end);
-    }
-    return out;
-  };
-  const auto header = words(next_line());
+  const auto header = words(next_line(text));
   const auto column = std::find(header.begin(), header.end(), "table_fulls");
   if (column == header.end()) return std::nullopt;
-  const size_t index = size_t(column - header.begin());
-  std::uint64_t total = 0;
-  bool any = false;
-  while (!text.empty()) {
-    const auto values = words(next_line());
-    if (values.empty()) continue;
-    if (values.size() != header.size()) return std::nullopt;
-    auto value = number<std::uint64_t>(values[index], 16);
-    if (!value) return std::nullopt;
-    total += *value;
-    any = true;
-  }
-  if (!any) return std::nullopt;
-  return total;
+  return sum_hex_column(text, size_t(column - header.begin()), header.size());
 }
 
 NeighbourTable read_neighbour_table(const std::string& proc) {

@@ -38,7 +38,7 @@ TEST(Scale, SixtyFourHealthyHostsPassRunSmokeDoctorAndPing) {
   EXPECT_EQ(run.result.exit_code, 0) << run.result.err;
   // 64 ranks on two cores take about 1 s per small all-reduce: a few iterations prove the
   // world works; tests/bench/ measures speed.
-  const Timed smoke = timed({"smoke", "-f", file, "--max-bytes", "4K", "--iters", "2", "--warmup", "1"});
+  const Timed smoke = timed({"smoke", "-f", file, "--max-bytes", "8", "--iters", "2", "--warmup", "1"});
   EXPECT_EQ(smoke.result.exit_code, 0) << smoke.result.out << smoke.result.err;
   const Timed doctor = timed({"doctor", "-f", file, "--json"});
   EXPECT_EQ(doctor.result.exit_code, 0) << doctor.result.out.substr(0, 20000) << doctor.result.err;
