@@ -133,7 +133,7 @@ class Sweeper {
       for (int i = 0; i < warmups_left; ++i) c.run(op, send, recv, count);
       c.run(CollectiveOp::Barrier, nullptr, nullptr, 0);  // start the timed loop together
       auto start = std::chrono::steady_clock::now();
-      for (int i = 0; i < settings_.iters; ++i) c.run(op, send, recv, count);
+      c.run_repeatedly(op, send, recv, count, settings_.iters);
       double total_us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count();
       if (!in_place) e.wrong = count_wrong(op, c.download(recv, recv_elems), n, c.rank(), count);
       e.kind = SmokeEvent::Kind::Result;

@@ -92,6 +92,10 @@ class StallingCollective : public Collective {
     while (*stalled_) std::this_thread::sleep_for(std::chrono::hours(1));  // until it is stopped
     inner_->run(op, send, recv, count);
   }
+  void run_repeatedly(CollectiveOp op, const float* send, float* recv, size_t count, int times) override {
+    while (*stalled_) std::this_thread::sleep_for(std::chrono::hours(1));
+    inner_->run_repeatedly(op, send, recv, count, times);
+  }
   std::unique_ptr<Collective> subgroup(const std::string& name, const std::vector<int>& members) override {
     auto group = inner_->subgroup(name, members);
     return group ? std::make_unique<StallingCollective>(std::move(group), stalled_) : nullptr;

@@ -16,7 +16,7 @@
 // says ncclInProgress until ncclCommAbort). A config with blocking = 0 makes the communicator
 // non-blocking, as NCCL's does: its init returns ncclInProgress and completes in the background.
 // MUSTER_FAKE_NCCL_LOG=FILE records "RANK event" lines: init (on the current device's bus id),
-// hang, async-error, abort, destroy.
+// hang, async-error, abort, destroy, and queued-behind (see enqueue).
 #include <nccl.h>
 
 #include <arpa/inet.h>
@@ -410,6 +410,11 @@ ncclResult_t enqueue(ncclComm_t comm, cudaStream_t stream, Op op, const void* se
     comm->state->async_error = ncclSystemError;  // a local fault; its peers see a remote one
     fails = true;
   }
+  // Said once per process: a collective queued while the stream still had one to run, which
+  // only a caller that does not wait after each collective (as nccl-tests times) produces.
+  static std::atomic<bool> said_queued_behind{false};
+  if (cudaStreamQuery(stream) == cudaErrorNotReady && !said_queued_behind.exchange(true))
+    log_event("queued-behind");
   auto* task = new Task{comm->state, op, static_cast<const float*>(send), static_cast<float*>(recv),
                         count, root, fails};
   if (muster_fake_cuda_enqueue(stream, run_task, task) != 0) {
