@@ -245,18 +245,22 @@ class Doctor {
     ping.bandwidth = context_->cluster().checks.min_bandwidth_gbps.has_value();
     ping.on_pair_done = [this] { observer_.step_done(); };
     PingReport r = ping_cluster(context_->session(), context_->cluster(), ping, context_->interrupt_fds());
+    // Each node's pairs, gathered in one pass: at 64 nodes there are 4032 of them per address.
+    std::vector<std::vector<const ProbeResult*>> probed_by(r.nodes.size());
+    for (const auto& p : r.pairs)
+      if (p.src >= 0 && size_t(p.src) < probed_by.size()) probed_by[size_t(p.src)].push_back(&p.result);
     for (size_t i = 0; i < r.nodes.size(); ++i) {
       if (!r.nodes[i].facts) continue;
-      // A pair not measured because this node was short of CPU is neither: a warning.
+      // A pair left unmeasured (its prober was starved of CPU or packets, or the pair was
+      // skipped) is neither reached nor unreachable: unknown, a warning.
       int peers = 0, reached = 0, unknown = 0;
       std::vector<double> medians;
-      for (const auto& p : r.pairs)
-        if (p.src == int(i)) {
-          ++peers;
-          reached += p.result.reachable;
-          unknown += !p.result.reachable && !p.result.starved.empty();
-          if (p.result.reachable) medians.push_back(p.result.rtt.median_us);
-        }
+      for (const ProbeResult* result : probed_by[i]) {
+        ++peers;
+        reached += result->reachable;
+        unknown += !result->reachable && !result->starved.empty();
+        if (result->reachable) medians.push_back(result->rtt.median_us);
+      }
       std::sort(medians.begin(), medians.end());
       std::map<std::string, double> values = {{"peers_reached", reached}, {"peers", peers}};
       if (unknown) values["peers_not_measured"] = unknown;
