@@ -193,7 +193,7 @@ CommandAction setup_smoke(CLI::App& app) {
       ->check(CLI::IsMember({"node"}));
   app.add_flag("--pairs", request.settings.pairs, "also every pair of nodes, to name a bad one");
   app.add_option("--timeout", request.collective_timeout_s,
-                 "seconds one collective, one size's timed loop or the rendezvous may take before it is aborted")
+                 "seconds one collective (or the rendezvous) may take before it is aborted")
       ->check(positive())
       ->check(at_most(kLongestWaitSeconds))
       ->capture_default_str();

@@ -56,7 +56,7 @@ class Collective {
   // Runs the same collective `times` times and returns when the last has finished: how a
   // timed loop runs, as nccl-tests times it. A backend that queues work (NCCL, on a stream)
   // queues them back to back and waits once, so the time is the GPU's and not that of a
-  // host's wait after each; the timeout then bounds the whole loop.
+  // host's wait after each; the timeout still bounds each collective, not the loop.
   virtual void run_repeatedly(CollectiveOp op, const float* send, float* recv, size_t count, int times) {
     for (int i = 0; i < times; ++i) run(op, send, recv, count);
   }

@@ -40,6 +40,10 @@ struct Libraries {
   nccl_api::StreamCreate stream_create = nullptr;
   nccl_api::StreamDestroy stream_destroy = nullptr;
   nccl_api::StreamQuery stream_query = nullptr;
+  nccl_api::EventCreateWithFlags event_create = nullptr;
+  nccl_api::EventRecord event_record = nullptr;
+  nccl_api::EventQuery event_query = nullptr;
+  nccl_api::EventDestroy event_destroy = nullptr;
   nccl_api::CudaGetErrorString cuda_error_string = nullptr;
 
   template <typename Fn>
@@ -73,6 +77,10 @@ Libraries& libraries() {
     l.bind(l.cudart, l.stream_create, "cudaStreamCreate");
     l.bind(l.cudart, l.stream_query, "cudaStreamQuery");
     l.bind(l.cudart, l.stream_destroy, "cudaStreamDestroy");
+    l.bind(l.cudart, l.event_create, "cudaEventCreateWithFlags");
+    l.bind(l.cudart, l.event_record, "cudaEventRecord");
+    l.bind(l.cudart, l.event_query, "cudaEventQuery");
+    l.bind(l.cudart, l.event_destroy, "cudaEventDestroy");
     l.bind(l.cudart, l.cuda_error_string, "cudaGetErrorString");
     l.bind(l.nccl, l.get_unique_id, "ncclGetUniqueId");
     l.bind(l.nccl, l.comm_init_rank, "ncclCommInitRank");
@@ -162,13 +170,22 @@ class NcclCollective : public Collective {
   }
   // Back to back on the stream, one wait after the last. A wait after each measured an
   // 87 us floor under every collective on an H100 (a host that polls and sleeps, not the
-  // GPU); nccl-tests waits once per timed loop for the same reason.
+  // GPU); nccl-tests waits once per timed loop for the same reason. An event after each
+  // says when it ran, so that the timeout still bounds each collective, not the loop.
   void run_repeatedly(CollectiveOp op, const float* send, float* recv, size_t count, int times) override {
+    while (events_.size() < size_t(times)) {
+      cudaEvent_t event = nullptr;
+      check_cuda(libs_.event_create(&event, kEventDisableTiming), "cudaEventCreateWithFlags");
+      events_.push_back(event);
+    }
     for (int i = 0; i < times; ++i) {
       enqueue(op, send, recv, count);
-      // A non-blocking communicator takes no further call while one is still being enqueued.
-      wait_or_abort(op, i + 1 < times ? Until::Enqueued : Until::Finished);
+      // A non-blocking communicator takes no further call while one is still being enqueued,
+      // and the event must follow the collective onto the stream.
+      wait_or_abort(op, Until::Enqueued);
+      check_cuda(libs_.event_record(events_[size_t(i)], stream_), "cudaEventRecord");
     }
+    wait_or_abort(op, Until::EachFinished, times);
   }
 
   std::unique_ptr<Collective> subgroup(const std::string& name,
@@ -225,16 +242,27 @@ class NcclCollective : public Collective {
   // enqueued (ncclInProgress) when it returns, and then runs on the stream. Poll both, and
   // abort the communicator when the collective does not finish in time, so a missing peer
   // cannot hang the rank.
-  enum class Until { Enqueued, Finished };
-  void wait_or_abort(CollectiveOp op, Until until) {
+  // Until::Enqueued: the call is on the stream. Until::Finished: the stream ran it.
+  // Until::EachFinished: the first `recorded` events fired, each restarting the timeout.
+  enum class Until { Enqueued, Finished, EachFinished };
+  void wait_or_abort(CollectiveOp op, Until until, int recorded = 0) {
     const auto started = std::chrono::steady_clock::now();
-    const auto deadline = started + timeout_;
+    auto deadline = started + timeout_;
+    int fired = 0;
     for (;;) {
       ncclResult_t async = 0;
       libs_.comm_async_error(comm_, &async);
       if (async == kNcclSuccess && until == Until::Enqueued) return;
       if (async == kNcclSuccess) {  // enqueued: the stream says when it ran
-        cudaError_t state = libs_.stream_query(stream_);
+        cudaError_t state = 0;
+        if (until == Until::Finished) {
+          state = libs_.stream_query(stream_);
+        } else {
+          while (fired < recorded && (state = libs_.event_query(events_[size_t(fired)])) == 0) {
+            ++fired;
+            deadline = std::chrono::steady_clock::now() + timeout_;
+          }
+        }
         if (state == 0) return;
         if (state != kCudaNotReady) {
           broken_ = true;  // aborted, not destroyed: a communicator after a CUDA error may not finish
@@ -276,6 +304,8 @@ class NcclCollective : public Collective {
     abort_if_broken();
     if (comm_) libs_.comm_destroy(comm_);
     if (barrier_) libs_.free(barrier_);
+    for (cudaEvent_t event : events_) libs_.event_destroy(event);
+    events_.clear();
     if (stream_) libs_.stream_destroy(stream_);
     comm_ = nullptr;
     barrier_ = nullptr;
@@ -300,6 +330,7 @@ class NcclCollective : public Collective {
   ncclComm_t comm_ = nullptr;
   cudaStream_t stream_ = nullptr;
   float* barrier_ = nullptr;
+  std::vector<cudaEvent_t> events_;  // one after each collective of a timed loop
   bool broken_ = false;  // a collective failed or timed out: abort before freeing anything
 };
 

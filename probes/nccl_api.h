@@ -10,6 +10,7 @@ namespace muster::nccl_api {
 
 using cudaError_t = int;                     // enum cudaError
 using cudaStream_t = struct CUstream_st*;
+using cudaEvent_t = struct CUevent_st*;
 using ncclComm_t = struct ncclComm*;
 using ncclResult_t = int;                    // enum ncclResult_t
 using ncclDataType_t = int;                  // enum ncclDataType_t
@@ -25,6 +26,7 @@ constexpr int kMemcpyHostToDevice = 1;       // cudaMemcpyHostToDevice
 constexpr int kMemcpyDeviceToHost = 2;       // cudaMemcpyDeviceToHost
 constexpr cudaError_t kCudaSuccess = 0;      // cudaSuccess
 constexpr cudaError_t kCudaNotReady = 600;   // cudaErrorNotReady
+constexpr unsigned kEventDisableTiming = 2;  // cudaEventDisableTiming
 constexpr ncclResult_t kNcclSuccess = 0;     // ncclSuccess
 constexpr ncclResult_t kNcclInProgress = 7;  // ncclInProgress
 
@@ -73,6 +75,10 @@ using Memcpy = cudaError_t (*)(void*, const void*, size_t, int kind);
 using StreamCreate = cudaError_t (*)(cudaStream_t*);
 using StreamDestroy = cudaError_t (*)(cudaStream_t);
 using StreamQuery = cudaError_t (*)(cudaStream_t);
+using EventCreateWithFlags = cudaError_t (*)(cudaEvent_t*, unsigned int);
+using EventRecord = cudaError_t (*)(cudaEvent_t, cudaStream_t);
+using EventQuery = cudaError_t (*)(cudaEvent_t);
+using EventDestroy = cudaError_t (*)(cudaEvent_t);
 using CudaGetErrorString = const char* (*)(cudaError_t);
 
 }  // namespace muster::nccl_api

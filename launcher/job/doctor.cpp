@@ -251,8 +251,8 @@ class Doctor {
       if (p.src >= 0 && size_t(p.src) < probed_by.size()) probed_by[size_t(p.src)].push_back(&p.result);
     for (size_t i = 0; i < r.nodes.size(); ++i) {
       if (!r.nodes[i].facts) continue;
-      // A pair left unmeasured (its prober was starved of CPU or packets, or the pair was
-      // skipped) is neither reached nor unreachable: unknown, a warning.
+      // A pair left unmeasured (its prober was starved of CPU or packets, or never got to try
+      // the address) is neither reached nor unreachable: unknown, a warning.
       int peers = 0, reached = 0, unknown = 0;
       std::vector<double> medians;
       for (const ProbeResult* result : probed_by[i]) {

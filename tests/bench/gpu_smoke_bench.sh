@@ -16,7 +16,7 @@ import json, sys
 out, rounds = sys.argv[1], int(sys.argv[2])
 for r in range(1, rounds + 1):
     m = json.load(open(f"{out}/smoke{r}.json"))
-    t = json.loads(open(f"{out}/torch{r}.txt").read().split("TORCH ", 1)[1])
+    t = json.loads(open(f"{out}/torch{r}.txt").read().split("TORCH ", 1)[1].splitlines()[0])
     print(f"round {r}: {'op':10} {'bytes':>9} {'muster us':>9} {'torch us':>9} muster/torch")
     for row in m["results"]:
         theirs = t.get(row["op"], {}).get(str(row["bytes"]))

@@ -1,5 +1,6 @@
 # One rank of gpu_smoke_bench.sh's torch side (started by `muster run`): torch.distributed over NCCL
-# timed as nccl-tests times: warm-up, 20 runs enqueued back to back, one synchronisation.
+# timed as nccl-tests times: warm-up, a barrier, 20 runs enqueued back to back, one
+# synchronisation; each size's time is the mean over the ranks, as muster's time_us is.
 import json, os, sys, time, torch, torch.distributed as dist
 torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))
 dist.init_process_group("nccl", init_method="env://")
@@ -13,8 +14,11 @@ for op in ("all_reduce", "all_gather"):
             x = torch.ones(max(1, e // n), device="cuda"); y = torch.empty(max(1, e // n) * n, device="cuda")
             step = lambda: dist.all_gather_into_tensor(y, x)
         for _ in range(5): step()
-        torch.cuda.synchronize(); t = time.perf_counter()
+        dist.barrier(); torch.cuda.synchronize(); t = time.perf_counter()
         for _ in range(20): step()
-        torch.cuda.synchronize(); out.setdefault(op, {})[str(b)] = (time.perf_counter() - t) / 20 * 1e6
+        torch.cuda.synchronize()
+        mine = torch.tensor([(time.perf_counter() - t) / 20 * 1e6], device="cuda")
+        dist.all_reduce(mine)
+        out.setdefault(op, {})[str(b)] = mine.item() / n
 if dist.get_rank() == 0: print("TORCH " + json.dumps(out), flush=True)
 dist.destroy_process_group()

@@ -234,6 +234,17 @@ TEST_F(GpuSmoke, TimedRunsAreQueuedBackToBackAndWaitedForOnce) {
     EXPECT_NE(nccl_log().find(fmt::format("{} queued-behind", rank)), std::string::npos) << nccl_log();
 }
 
+// The timeout bounds each collective, not a timed loop of them: five that take 0.4 s each
+// pass under a timeout of 1.5 s, as one alone would.
+TEST_F(GpuSmoke, ATimedLoopLongerThanTheTimeoutPassesWhenEachCollectiveIsWithinIt) {
+  auto r = run_muster({"smoke", "--max-bytes", "8", "--iters", "5", "--warmup", "0", "--timeout", "1.5", "--json"},
+                      env({"MUSTER_FAKE_CUDA_KERNEL_US=400000"}));
+  ASSERT_EQ(r.exit_code, 0) << r.err << r.out;
+  auto report = nlohmann::json::parse(r.out);
+  ASSERT_FALSE(report["results"].empty());
+  for (const auto& row : report["results"]) EXPECT_GE(row["time_us"].get<double>(), 400000) << row.dump();
+}
+
 TEST_F(GpuSmoke, AHungRankIsNamedAndTheOthersAbortWithinTheTimeout) {
   const auto start = Clock::now();
   // Rank 2 hangs in its 40th collective: inside the first all-reduce step's timed loop.

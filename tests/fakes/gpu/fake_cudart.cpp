@@ -2,13 +2,14 @@
 // that every signature, type and error code is the real ABI's. Devices are the GPUs of the
 // machine description (fake_machine.h); device memory is host memory; every stream has a
 // worker thread that runs its work asynchronously, as a GPU does: work enqueued returns at
-// once, cudaStreamQuery says cudaErrorNotReady until it has run, and MUSTER_FAKE_CUDA_KERNEL_US
-// makes each piece of work take that long. A timer that stops before the stream is
-// synchronised therefore measures nothing, and a test can tell. CUDA_VISIBLE_DEVICES narrows and
+// once, cudaStreamQuery (and an event recorded after it) says cudaErrorNotReady until it has
+// run, and MUSTER_FAKE_CUDA_KERNEL_US makes each piece of work take that long. A timer that
+// stops before the stream is synchronised therefore measures nothing, and a test can tell. CUDA_VISIBLE_DEVICES narrows and
 // renumbers the devices as it does for the real runtime.
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <optional>
@@ -20,6 +21,7 @@
 #include <deque>
 #include <functional>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <set>
 #include <thread>
@@ -30,7 +32,11 @@ struct CUstream_st {
   int device = 0;  // the device current when it was made
   std::mutex mutex;
   std::condition_variable changed;
-  std::deque<std::function<void()>> work;
+  struct Work {
+    std::function<void()> run;
+    bool is_kernel;  // takes MUSTER_FAKE_CUDA_KERNEL_US; an event's mark takes no time
+  };
+  std::deque<Work> work;
   bool busy = false;
   bool stopping = false;
   std::thread worker;
@@ -47,8 +53,8 @@ struct CUstream_st {
         work.pop_front();
         busy = true;
         lock.unlock();
-        std::this_thread::sleep_for(kernel);
-        next();
+        if (next.is_kernel) std::this_thread::sleep_for(kernel);
+        next.run();
         lock.lock();
         busy = false;
         changed.notify_all();
@@ -72,6 +78,11 @@ struct CUstream_st {
     std::unique_lock lock(mutex);
     changed.wait(lock, [&] { return work.empty() && !busy; });
   }
+};
+
+// Never recorded: fired, as a new real event reports cudaSuccess.
+struct CUevent_st {
+  std::shared_ptr<std::atomic<bool>> fired = std::make_shared<std::atomic<bool>>(true);
 };
 
 namespace {
@@ -153,7 +164,7 @@ int muster_fake_cuda_enqueue(cudaStream_t stream, void (*run)(void*), void* arg)
   if (!stream) return cudaErrorInvalidResourceHandle;
   {
     std::lock_guard lock(stream->mutex);
-    stream->work.emplace_back([run, arg] { run(arg); });
+    stream->work.push_back({[run, arg] { run(arg); }, true});
   }
   stream->changed.notify_all();
   return cudaSuccess;
@@ -232,6 +243,36 @@ cudaError_t cudaStreamDestroy(cudaStream_t stream) {
     if (!g_streams.erase(stream)) return cudaErrorInvalidResourceHandle;
   }
   stream->destroy();
+  return cudaSuccess;
+}
+
+// Events fire when the stream's work before them has run, as the real ones do.
+cudaError_t cudaEventCreateWithFlags(cudaEvent_t* event, unsigned int flags) {
+  if (!event || (flags & ~unsigned(cudaEventBlockingSync | cudaEventDisableTiming))) return cudaErrorInvalidValue;
+  *event = new CUevent_st;
+  return cudaSuccess;
+}
+
+cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
+  if (!event || !stream) return cudaErrorInvalidResourceHandle;
+  auto fired = std::make_shared<std::atomic<bool>>(false);
+  event->fired = fired;  // a later record replaces an earlier one, as cudaEventRecord's does
+  {
+    std::lock_guard lock(stream->mutex);
+    stream->work.push_back({[fired] { *fired = true; }, false});
+  }
+  stream->changed.notify_all();
+  return cudaSuccess;
+}
+
+cudaError_t cudaEventQuery(cudaEvent_t event) {
+  if (!event) return cudaErrorInvalidResourceHandle;
+  return *event->fired ? cudaSuccess : cudaErrorNotReady;
+}
+
+cudaError_t cudaEventDestroy(cudaEvent_t event) {
+  if (!event) return cudaErrorInvalidResourceHandle;
+  delete event;  // a mark still queued holds its flag, not the event
   return cudaSuccess;
 }
 
