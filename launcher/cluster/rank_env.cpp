@@ -56,11 +56,14 @@ std::map<std::string, std::string> resolve_exports(const std::vector<std::string
 Environment rank_environment(const Environment& base, const RankPlan& plan, int rank,
                              const JobEnvironment& job) {
   const RankAssignment& r = plan.ranks.at(size_t(rank));
-  const NodePlan& node = plan.nodes.at(size_t(r.node_rank));
-  const std::string world = std::to_string(plan.world_size());
+  return rank_environment(base, node_view(plan, r.node_rank), r, job);
+}
+
+Environment rank_environment(const Environment& base, const NodeView& node, const RankAssignment& r,
+                             const JobEnvironment& job) {
+  const std::string world = std::to_string(node.world_size);
   const std::string local_size = std::to_string(node.ranks.size());
-  int nodes_used = 0;
-  for (const auto& n : plan.nodes) nodes_used += !n.ranks.empty();
+  const int nodes_used = node.nodes_used;
 
   Environment env = base;
   // srun set these for the agent that starts this rank (or for a batch script's own task),

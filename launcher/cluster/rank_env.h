@@ -36,6 +36,9 @@ std::map<std::string, std::string> resolve_exports(const std::vector<std::string
 // The environment of `rank`: `base` (the node's own), then the variables frameworks read,
 // then the node's measured choices, then launch.env, then -x; later ones win. When a proxy
 // is configured, MASTER_ADDR joins NO_PROXY/no_proxy so rendezvous never goes through it.
+Environment rank_environment(const Environment& base, const NodeView& node, const RankAssignment& rank,
+                             const JobEnvironment& job);
+// The same for `rank` of a whole plan.
 Environment rank_environment(const Environment& base, const RankPlan& plan, int rank,
                              const JobEnvironment& job);
 

@@ -60,12 +60,29 @@ RankPlan make_rank_plan(const ClusterSpec& cluster, std::optional<int> world_siz
   return plan;
 }
 
+namespace {
+
+nlohmann::json rank_json(const RankAssignment& r) {
+  return {{"rank", r.rank}, {"local_rank", r.local_rank}, {"node_rank", r.node_rank},
+          {"host", r.host}, {"gpu", r.gpu ? nlohmann::json(*r.gpu) : nlohmann::json(nullptr)}};
+}
+
+RankAssignment rank_from_json(const nlohmann::json& r) {
+  RankAssignment a;
+  a.rank = r.at("rank");
+  a.local_rank = r.at("local_rank");
+  a.node_rank = r.at("node_rank");
+  a.host = r.at("host");
+  if (!r.at("gpu").is_null()) a.gpu = r.at("gpu").get<int>();
+  return a;
+}
+
+}  // namespace
+
 nlohmann::json rank_plan_json(const RankPlan& plan) {
   using nlohmann::json;
   json ranks = json::array(), nodes = json::array();
-  for (const auto& r : plan.ranks)
-    ranks.push_back({{"rank", r.rank}, {"local_rank", r.local_rank}, {"node_rank", r.node_rank},
-                     {"host", r.host}, {"gpu", r.gpu ? json(*r.gpu) : json(nullptr)}});
+  for (const auto& r : plan.ranks) ranks.push_back(rank_json(r));
   for (const auto& n : plan.nodes)
     nodes.push_back({{"node_rank", n.node_rank}, {"host", n.host}, {"slots", n.slots},
                      {"ranks", n.ranks}});
@@ -74,19 +91,46 @@ nlohmann::json rank_plan_json(const RankPlan& plan) {
 
 RankPlan rank_plan_from_json(const nlohmann::json& j) {
   RankPlan plan;
-  for (const auto& r : j.at("ranks")) {
-    RankAssignment a;
-    a.rank = r.at("rank");
-    a.local_rank = r.at("local_rank");
-    a.node_rank = r.at("node_rank");
-    a.host = r.at("host");
-    if (!r.at("gpu").is_null()) a.gpu = r.at("gpu").get<int>();
-    plan.ranks.push_back(a);
-  }
+  for (const auto& r : j.at("ranks")) plan.ranks.push_back(rank_from_json(r));
   for (const auto& n : j.at("nodes"))
     plan.nodes.push_back({n.at("node_rank"), n.at("host"), n.at("slots"),
                           n.at("ranks").get<std::vector<int>>()});
   return plan;
+}
+
+NodeView node_view(const RankPlan& plan, int node_rank) {
+  NodeView view{node_rank, plan.world_size(), 0, {}};
+  for (const auto& n : plan.nodes) view.nodes_used += !n.ranks.empty();
+  for (int rank : plan.nodes.at(size_t(node_rank)).ranks) view.ranks.push_back(plan.ranks.at(size_t(rank)));
+  return view;
+}
+
+nlohmann::json node_view_json(const NodeView& view) {
+  nlohmann::json ranks = nlohmann::json::array();
+  for (const auto& r : view.ranks) ranks.push_back(rank_json(r));
+  return {{"node_rank", view.node_rank}, {"world_size", view.world_size},
+          {"nodes_used", view.nodes_used}, {"ranks", ranks}};
+}
+
+NodeView node_view_from_json(const nlohmann::json& j) {
+  NodeView view{j.at("node_rank"), j.at("world_size"), j.at("nodes_used"), {}};
+  const auto& ranks = j.at("ranks");
+  if (view.world_size < 0 || view.nodes_used < 0 || ranks.size() > size_t(view.world_size))
+    throw Error(ErrorKind::Runtime, fmt::format("node {} is given {} ranks of a world of {}",
+                                                view.node_rank, ranks.size(), view.world_size));
+  for (const auto& r : ranks) view.ranks.push_back(rank_from_json(r));
+  return view;
+}
+
+void check_node_view(const NodeView& view) {
+  for (size_t i = 0; i < view.ranks.size(); ++i) {
+    const RankAssignment& a = view.ranks[i];
+    if (a.node_rank != view.node_rank || a.rank < 0 || a.rank >= view.world_size || a.local_rank != int(i))
+      throw Error(ErrorKind::Runtime, fmt::format("node {} was given rank {} (local rank {}) of node {} "
+                                                  "in a world of {}: not a share of one job's plan",
+                                                  view.node_rank, a.rank, a.local_rank, a.node_rank,
+                                                  view.world_size));
+  }
 }
 
 }  // namespace muster

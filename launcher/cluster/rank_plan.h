@@ -41,6 +41,16 @@ struct RankPlan {
   int world_size() const { return int(ranks.size()); }
 };
 
+// One node's share of a plan and the two facts of the whole job its ranks' environment
+// needs: what the head sends that node's agent. It grows with the node's ranks, not with
+// the cluster: the whole plan, sent to each of 4096 nodes, was 600 KB to every one of them.
+struct NodeView {
+  int node_rank = 0;
+  int world_size = 0;
+  int nodes_used = 0;                 // nodes with at least one rank
+  std::vector<RankAssignment> ranks;  // the node's ranks, in local-rank order
+};
+
 // Slots a node offers: its fixed count, else its GPU count when known and non-zero, else 1.
 int resolved_slots(const NodeSpec& node);
 
@@ -52,5 +62,15 @@ RankPlan make_rank_plan(const ClusterSpec& cluster, std::optional<int> world_siz
 // what the head sends each agent. The reader throws nlohmann's errors on a malformed plan.
 nlohmann::json rank_plan_json(const RankPlan& plan);
 RankPlan rank_plan_from_json(const nlohmann::json& j);
+
+// Node `node_rank`'s share of `plan` (which must have that node).
+NodeView node_view(const RankPlan& plan, int node_rank);
+nlohmann::json node_view_json(const NodeView& view);
+// Throws nlohmann's errors on a malformed view, Error(Runtime) on one with more ranks than
+// its world.
+NodeView node_view_from_json(const nlohmann::json& j);
+// Throws Error(Runtime) when `view` is not a node's share of one plan: a rank of another
+// node, one beyond the world size, or local ranks out of order.
+void check_node_view(const NodeView& view);
 
 }  // namespace muster

@@ -66,7 +66,7 @@ LaunchedJob run_here(ClusterContext& context, const JobOptions& options,
   request.job.jax_coordinator_port = find_free_tcp_port();
   std::vector<RankProcess> ranks;
   for (const auto& node : job.plan.nodes)
-    for (auto& r : rank_processes_for_node(job.plan, node.node_rank, request, muster_env, topology))
+    for (auto& r : rank_processes_for_node(node_view(job.plan, node.node_rank), request, muster_env, topology))
       ranks.push_back(std::move(r));
 
   // 3. Start the ranks and supervise them until every one has ended.

@@ -54,10 +54,11 @@ class SessionRun {
   // Each node gets its part of the plan; the agents start their ranks at once.
   void send_specs() {
     id_ = session_.new_id();
+    NodeLaunchSpec spec{{}, request_, policy_};  // copied once: node_env holds every node's
     for (const auto& node : plan_.nodes) {
       if (node.ranks.empty()) continue;
       reported_[size_t(node.node_rank)] = false;
-      NodeLaunchSpec spec{node.node_rank, plan_, request_, policy_};
+      spec.node = node_view(plan_, node.node_rank);
       session_.send(size_t(node.node_rank), {FrameKind::Spec, id_, to_json(spec)});
     }
     if (policy_.timeout) deadline_ = Clock::now() + *policy_.timeout;

@@ -37,7 +37,7 @@ std::optional<Gpu> rank_gpu_from_json(const std::string& text) {
   }
 }
 
-std::vector<RankProcess> rank_processes_for_node(const RankPlan& plan, int node_rank,
+std::vector<RankProcess> rank_processes_for_node(const NodeView& node,
                                                  const LaunchRequest& request,
                                                  const Environment& base,
                                                  const Topology& topology) {
@@ -46,16 +46,17 @@ std::vector<RankProcess> rank_processes_for_node(const RankPlan& plan, int node_
                 fmt::format("ranks can only be bound to this machine's CPUs, but the topology "
                             "came from {}; unset it or use --bind none",
                             topology.source));
-  const auto& ranks = plan.nodes.at(size_t(node_rank)).ranks;
+  check_node_view(node);
   std::vector<std::optional<int>> gpus;
-  for (int rank : ranks) gpus.push_back(plan.ranks[size_t(rank)].gpu);
+  for (const auto& r : node.ranks) gpus.push_back(r.gpu);
   std::vector<RankBinding> bindings = plan_bindings(topology, gpus, request.bind);
   std::vector<RankProcess> out;
-  for (size_t i = 0; i < ranks.size(); ++i) {
+  for (size_t i = 0; i < node.ranks.size(); ++i) {
+    const RankAssignment& r = node.ranks[i];
     RankProcess p;
-    p.rank = ranks[i];
+    p.rank = r.rank;
     p.spec.argv = request.argv;
-    p.spec.env = rank_environment(base, plan, ranks[i], request.job);
+    p.spec.env = rank_environment(base, node, r, request.job);
     if (!p.spec.argv.empty() && p.spec.argv[0] == kMusterSelf) {
       // This muster again, started as it was started here (through its bundle's loader, or
       // /proc/self/exe), shown by ps as "muster smoke-rank".
@@ -64,7 +65,7 @@ std::vector<RankProcess> rank_processes_for_node(const RankPlan& plan, int node_
       self.argv.insert(self.argv.end(), p.spec.argv.begin() + 1, p.spec.argv.end());
       p.spec.argv = std::move(self.argv);
       for (const auto& [name, value] : self.env) p.spec.env.set(name, value);
-      p.spec.env.set(kRankGpuVariable, rank_gpu_json(topology, plan.ranks[size_t(ranks[i])].local_rank));
+      p.spec.env.set(kRankGpuVariable, rank_gpu_json(topology, r.local_rank));
     }
     p.spec.workdir = request.workdir;
     p.spec.cpus = bindings[i].cpus;

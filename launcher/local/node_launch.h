@@ -40,11 +40,11 @@ struct LaunchRequest {
   BindPolicy bind = BindPolicy::Core;
 };
 
-// The processes node `node_rank` starts for `plan`: each rank's command, environment
+// The processes a node starts for its share of a plan: each rank's command, environment
 // (`base` is the node's own environment, inherited as a local shell would) and CPU binding
 // from the node's `topology`. Throws Error(Usage) when binding is asked for against a
-// topology that is not this machine's.
-std::vector<RankProcess> rank_processes_for_node(const RankPlan& plan, int node_rank,
+// topology that is not this machine's, Error(Runtime) when `node` is no node's share of a plan.
+std::vector<RankProcess> rank_processes_for_node(const NodeView& node,
                                                  const LaunchRequest& request,
                                                  const Environment& base,
                                                  const Topology& topology);

@@ -389,12 +389,12 @@ class HeadLink {
 bool run_job(int id, const NodeLaunchSpec& spec, const Topology& topology, HeadLink& head,
              FrameWriter& writer, ProcessSpawner& spawner, const ShutdownSignals& signals) {
   std::vector<RankProcess> ranks = rank_processes_for_node(
-      spec.plan, spec.node_rank, spec.request, node_environment(), topology);
+      spec.node, spec.request, node_environment(), topology);
   writer.send({FrameKind::Bound, -1, bindings_to_json(binding_reports(ranks, topology))});
   AgentOutput output(writer);
   const int stop_fd = head.begin_run(id);
   JobResult result = run_local_job(spawner, ranks, spec.teardown, output, {stop_fd, signals.fd()},
-                                   job_markers(spec.request.job, spec.node_rank));
+                                   job_markers(spec.request.job, spec.node.node_rank));
   output.flush();
   const bool signalled = result.end == JobEnd::Interrupted && !head.stop_requested(id);
   head.end_run();

@@ -34,8 +34,7 @@ std::string to_json(const NodeLaunchSpec& spec) {
   const JobEnvironment& job = spec.request.job;
   json j = {
       {"protocol", kAgentProtocol},
-      {"node_rank", spec.node_rank},
-      {"plan", rank_plan_json(spec.plan)},
+      {"node", node_view_json(spec.node)},
       {"argv", spec.request.argv},
       {"workdir", spec.request.workdir ? json(*spec.request.workdir) : json(nullptr)},
       {"bind", bind_policy_name(spec.request.bind)},
@@ -44,7 +43,8 @@ std::string to_json(const NodeLaunchSpec& spec) {
                {"launch_env", job.launch_env}, {"exports", job.exports},
                {"node_env", [&] {
                   json by_node = json::object();
-                  for (const auto& [node, vars] : job.node_env) by_node[std::to_string(node)] = vars;
+                  if (auto it = job.node_env.find(spec.node.node_rank); it != job.node_env.end())
+                    by_node[std::to_string(it->first)] = it->second;  // the others' are not its business
                   return by_node;
                 }()}}},
       {"grace_ms", spec.teardown.grace.count()},
@@ -61,8 +61,7 @@ NodeLaunchSpec node_launch_spec_from_json(const std::string& text) {
     if (j.at("protocol").get<int>() != kAgentProtocol)
       throw Error(ErrorKind::Runtime, "the head speaks another muster protocol version");
     NodeLaunchSpec spec;
-    spec.node_rank = j.at("node_rank");
-    spec.plan = rank_plan_from_json(j.at("plan"));
+    spec.node = node_view_from_json(j.at("node"));
     spec.request.argv = j.at("argv").get<std::vector<std::string>>();
     if (!j.at("workdir").is_null()) spec.request.workdir = j.at("workdir").get<std::string>();
     spec.request.bind = bind_policy_from_name(j.at("bind"));

@@ -15,9 +15,8 @@ namespace muster {
 
 // Everything a node needs to start its ranks exactly as the local launcher would.
 struct NodeLaunchSpec {
-  int node_rank = 0;
-  RankPlan plan;
-  LaunchRequest request;
+  NodeView node;          // the node's share of the plan
+  LaunchRequest request;  // its job.node_env holds this node's entry alone
   TeardownPolicy teardown;  // the agent's own grace and kill wait (the head keeps the timeout)
 };
 
@@ -74,6 +73,6 @@ std::string to_json(const NodeRunReport& report);
 NodeRunReport node_run_report_from_json(const std::string& text);
 
 // The protocol version both sides must share; bumped on any change to the frames or JSON.
-inline constexpr int kAgentProtocol = 3;
+inline constexpr int kAgentProtocol = 4;
 
 }  // namespace muster

@@ -230,7 +230,8 @@ class FakeAgentTransport : public SshTransport {
             break;
           }
           NodeLaunchSpec spec = node_launch_spec_from_json(frame.payload);
-          ranks_ = spec.plan.nodes.at(size_t(spec.node_rank)).ranks;
+          ranks_.clear();
+          for (const auto& r : spec.node.ranks) ranks_.push_back(r.rank);
           if (!node_.prints.empty() && !ranks_.empty())
             out_ += encode_frame({FrameKind::Out, ranks_.front(), node_.prints});
           if (node_.ranks_wait_for_stop) break;

@@ -77,7 +77,7 @@ TEST(Agent, AHeadThatStopsReadingCanStillEndTheSession) {
     for (int i = 0; i < 2; ++i) close(p[i]);
 }
 
-// A job the agent cannot start (here: a spec for a node the plan does not have) ends the agent
+// A job the agent cannot start (here: a share of the plan that is another node's) ends the agent
 // with a Fail frame that says why: the head names the node's own failure, not a lost node.
 TEST(Agent, AJobThatCannotStartIsSaidToTheHead) {
   auto channel = std::make_shared<Channel>();
@@ -94,8 +94,8 @@ TEST(Agent, AJobThatCannotStartIsSaidToTheHead) {
   cluster.source = "test";
   cluster.nodes.push_back(NodeSpec{"n1", "a1", {1}, {}, {}, {}});
   NodeLaunchSpec spec;
-  spec.plan = make_rank_plan(cluster, std::nullopt, MapBy::Slot);
-  spec.node_rank = 3;  // the plan has one node
+  spec.node = node_view(make_rank_plan(cluster, std::nullopt, MapBy::Slot), 0);
+  spec.node.node_rank = 3;  // its rank is node 0's
   spec.request.argv = {"true"};
   const std::string frame = encode_frame({FrameKind::Spec, 1, to_json(spec)});
   ASSERT_EQ(write(channel->to_agent[1], frame.data(), frame.size()), ssize_t(frame.size()));

@@ -138,7 +138,7 @@ TEST(RankEnvironment, AProbeRankIsToldItsGpuAndAUsersRankIsNot) {
   LaunchRequest probe;
   probe.argv = {kMusterSelf, "smoke-rank"};
   probe.bind = BindPolicy::None;
-  auto ranks = rank_processes_for_node(plan, 0, probe, Environment({}), node);
+  auto ranks = rank_processes_for_node(node_view(plan, 0), probe, Environment({}), node);
   ASSERT_EQ(ranks.size(), 3u);
   std::vector<std::optional<Gpu>> told;
   for (const auto& r : ranks) {
@@ -157,7 +157,7 @@ TEST(RankEnvironment, AProbeRankIsToldItsGpuAndAUsersRankIsNot) {
 
   LaunchRequest user = probe;
   user.argv = {"python3", "train.py"};
-  for (const auto& r : rank_processes_for_node(plan, 0, user, Environment({}), node))
+  for (const auto& r : rank_processes_for_node(node_view(plan, 0), user, Environment({}), node))
     EXPECT_FALSE(r.spec.env.has(kRankGpuVariable));
 }
 

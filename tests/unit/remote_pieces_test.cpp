@@ -15,6 +15,7 @@
 #include "launcher/remote/agent_protocol.h"
 #include "launcher/remote/agent_start.h"
 #include "launcher/remote/bundle.h"
+#include "launcher/cluster/rank_plan.h"
 #include "launcher/error.h"
 #include "launcher/remote/launch_spec.h"
 #include "probes/digest.h"
@@ -155,13 +156,32 @@ TEST(AgentProtocol, SomethingElseOnTheChannelIsAClearError) {
   EXPECT_THROW(reader.next(), Error);
 }
 
-// What the head sends arrives whole: every field of the plan, the command and the
-// environment, values with newlines, quotes and non-ASCII included.
+// The head sends each node its own ranks and the job's size, not the plan of every node:
+// the whole plan, sent to each of 4096 nodes, was 600 KB to every one of them.
+TEST(LaunchSpec, ANodeIsSentItsOwnRanksAloneWhateverTheClusterSize) {
+  ClusterSpec cluster;
+  for (int i = 0; i < 1000; ++i) cluster.nodes.push_back(NodeSpec{fmt::format("n{}", i), "", {2}, {}, {}, {}});
+  const RankPlan plan = make_rank_plan(cluster, std::nullopt, MapBy::Slot);
+  NodeLaunchSpec sent;
+  sent.node = node_view(plan, 42);
+  sent.request.argv = {"true"};
+  const std::string wire = to_json(sent);
+  EXPECT_LT(wire.size(), 1000u) << "grows with the cluster: " << wire.substr(0, 300);
+  NodeLaunchSpec got = node_launch_spec_from_json(wire);
+  EXPECT_EQ(got.node.world_size, 2000);
+  EXPECT_EQ(got.node.nodes_used, 1000);
+  ASSERT_EQ(got.node.ranks.size(), 2u);
+  EXPECT_EQ(got.node.ranks[0].rank, 84);
+  EXPECT_EQ(got.node.ranks[1].rank, 85);
+  EXPECT_EQ(got.node.ranks[1].local_rank, 1);
+  EXPECT_EQ(got.node.ranks[1].host, "n42");
+}
+
+// What the head sends arrives whole: every field of the node's share of the plan, the
+// command and the environment, values with newlines, quotes and non-ASCII included.
 TEST(LaunchSpec, ASpecSurvivesTheTripToTheAgent) {
   NodeLaunchSpec sent;
-  sent.node_rank = 1;
-  sent.plan.ranks = {{0, 0, 0, "gpu01", 3}, {1, 0, 1, "gpu02", std::nullopt}};
-  sent.plan.nodes = {{0, "gpu01", 8, {0}}, {1, "gpu02", 2, {1}}};
+  sent.node = {1, 5, 2, {{3, 0, 1, "gpu02", 6}, {4, 1, 1, "gpu02", std::nullopt}}};
   sent.request.argv = {"python3", "-c", "print('a b')\n$(x) `y`; é"};
   sent.request.workdir = "/scratch/job 1";
   sent.request.bind = BindPolicy::Numa;
@@ -171,20 +191,21 @@ TEST(LaunchSpec, ASpecSurvivesTheTripToTheAgent) {
   sent.request.job.jax_coordinator_port = 29501;
   sent.request.job.launch_env = {{"A", "line1\nline2"}};
   sent.request.job.exports = {{"B", "\"quoted\" 'too'"}};
-  sent.request.job.node_env = {{1, {{"NCCL_SOCKET_IFNAME", "=eth1"}}}};
+  sent.request.job.node_env = {{0, {{"NCCL_SOCKET_IFNAME", "=eth0"}}}, {1, {{"NCCL_SOCKET_IFNAME", "=eth1"}}}};
   sent.teardown.grace = Milliseconds(2500);
   sent.teardown.kill_wait = Milliseconds(700);
 
   NodeLaunchSpec got = node_launch_spec_from_json(to_json(sent));
-  EXPECT_EQ(got.node_rank, 1);
-  ASSERT_EQ(got.plan.ranks.size(), 2u);
-  EXPECT_EQ(got.plan.ranks[0].host, "gpu01");
-  EXPECT_EQ(got.plan.ranks[0].gpu, 3);
-  EXPECT_EQ(got.plan.ranks[1].node_rank, 1);
-  EXPECT_FALSE(got.plan.ranks[1].gpu.has_value());
-  ASSERT_EQ(got.plan.nodes.size(), 2u);
-  EXPECT_EQ(got.plan.nodes[0].slots, 8);
-  EXPECT_EQ(got.plan.nodes[1].ranks, std::vector<int>{1});
+  EXPECT_EQ(got.node.node_rank, 1);
+  EXPECT_EQ(got.node.world_size, 5);
+  EXPECT_EQ(got.node.nodes_used, 2);
+  ASSERT_EQ(got.node.ranks.size(), 2u);
+  EXPECT_EQ(got.node.ranks[0].rank, 3);
+  EXPECT_EQ(got.node.ranks[0].host, "gpu02");
+  EXPECT_EQ(got.node.ranks[0].gpu, 6);
+  EXPECT_EQ(got.node.ranks[1].local_rank, 1);
+  EXPECT_EQ(got.node.ranks[1].node_rank, 1);
+  EXPECT_FALSE(got.node.ranks[1].gpu.has_value());
   EXPECT_EQ(got.request.argv, sent.request.argv);
   EXPECT_EQ(got.request.workdir, sent.request.workdir);
   EXPECT_EQ(got.request.bind, BindPolicy::Numa);
@@ -194,7 +215,9 @@ TEST(LaunchSpec, ASpecSurvivesTheTripToTheAgent) {
   EXPECT_EQ(got.request.job.jax_coordinator_port, 29501);
   EXPECT_EQ(got.request.job.launch_env, sent.request.job.launch_env);
   EXPECT_EQ(got.request.job.exports, sent.request.job.exports);
-  EXPECT_EQ(got.request.job.node_env, sent.request.job.node_env);
+  // Its own node's measured choices, not the other nodes': they are not its business.
+  EXPECT_EQ(got.request.job.node_env, (std::map<int, std::map<std::string, std::string>>{
+                                          {1, {{"NCCL_SOCKET_IFNAME", "=eth1"}}}}));
   EXPECT_EQ(got.teardown.grace, Milliseconds(2500));
   EXPECT_EQ(got.teardown.kill_wait, Milliseconds(700));
 }

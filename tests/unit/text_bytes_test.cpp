@@ -32,8 +32,7 @@ TEST(TextBytes, TheProtocolCarriesAnyBytesExactly) {
 
 TEST(TextBytes, ASpecAndADoneReportKeepEveryByteOfArgvEnvironmentAndCommandLines) {
   NodeLaunchSpec sent;
-  sent.plan.ranks = {{0, 0, 0, "n1", std::nullopt}};
-  sent.plan.nodes = {{0, "n1", 1, {0}}};
+  sent.node = {0, 1, 1, {{0, 0, 0, "n1", std::nullopt}}};
   sent.request.argv = {"ls", "/data/r\xe9sum\xe9.txt"};
   sent.request.workdir = "/scratch/\xe9t\xe9";
   sent.request.job.exports = {{"LATIN", "caf\xe9"}};
