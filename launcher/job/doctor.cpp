@@ -97,11 +97,23 @@ class Doctor {
       } catch (const std::exception& e) {
         add(name, "stage", std::nullopt, CheckStatus::Fail, e.what());
       }
+      fail_nodes_lost_in(name);
       summarize(first, result);
       observer_.end_stage(name, result.status, result.reason);
     }
     result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
     report_.stages.push_back(result);
+  }
+
+  // A node the ssh stage reached and a later stage lost fails that stage, said once: what
+  // could not be checked on it is no pass (16 of 32 nodes lost after the ssh stage once
+  // passed doctor with warnings, the launch and smoke run on the other 16).
+  void fail_nodes_lost_in(const std::string& stage) {
+    if (stage == "ssh" || !context_ || context_->is_local() || !context_->has_session()) return;
+    ClusterSession& session = context_->session();
+    for (size_t i = 0; i < session.size(); ++i)
+      if (session.reach()[i].ok && !session.usable(i) && lost_said_.insert(i).second)
+        add(stage, "lost", host(i), CheckStatus::Fail, session.why_unusable(i));
   }
 
   // --- the stages ----------------------------------------------------------------------
@@ -120,7 +132,7 @@ class Doctor {
         cluster.is_this_machine
             ? std::string("no cluster given: checking this machine")
             : fmt::format("{}: {}", report_.cluster, plural(cluster.nodes.size(), "node")));
-    context_ = std::make_unique<ClusterContext>(std::move(cluster), request_.remote);
+    context_ = std::make_unique<ClusterContext>(std::move(cluster), request_.remote, request_.transport);
   }
 
   void check_ssh_reach() {
@@ -207,7 +219,8 @@ class Doctor {
     health_ = check_cluster_health(*context_, kHealthLimit);
     for (const auto& n : health_->nodes) {
       if (!n.health) {
-        add("health", "node", host(n.node), CheckStatus::Warn, "unknown: " + n.why_not);
+        if (context_->is_local() || context_->session().usable(n.node))  // else a loss: a failure
+          add("health", "node", host(n.node), CheckStatus::Warn, "unknown: " + n.why_not);
         continue;
       }
       for (const auto& f : n.health->findings) report_.checks.push_back(health_check_of(f, host(n.node)));
@@ -440,6 +453,7 @@ class Doctor {
   DoctorObserver& observer_;
   DoctorReport report_;
   std::unique_ptr<ClusterContext> context_;
+  std::set<size_t> lost_said_;  // nodes whose loss a stage has failed on
   // Each stage that cannot be built on, to the stage whose failure caused it (itself, or
   // the failed stage that made it skip): "skipped: the cluster stage failed", not "ssh".
   std::map<std::string, std::string> failed_;

@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -55,6 +56,7 @@ struct DoctorRequest {
   ClusterInput cluster;
   RemoteSettings remote;
   std::vector<std::string> only, skip;  // stage names
+  std::shared_ptr<SshTransport> transport;  // how nodes are reached: libssh's unless a test's
 };
 
 // What doctor tells as it goes, for a progress display.

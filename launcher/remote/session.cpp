@@ -131,6 +131,9 @@ struct ClusterSession::Link {
   size_t position = 0;           // in its driver's share
   bool wake_pending = false;     // its driver was told and has not stepped it since
   std::atomic<int64_t> last_heard_ns{0};
+  // Its agent said hello: from then until the drivers start, the opening thread keeps it
+  // alive (it alone touches the link once its node is open).
+  std::atomic<bool> agent_started{false};
   // The driver's own, touched by no other thread.
   Clock::time_point next_beat{};
   bool waiting_for_room = false;  // the head was behind at the last step: the node waits
@@ -314,6 +317,7 @@ void open_node(Opening& o, size_t i) {
     link.agent_stderr = std::move(started.agent.stderr_text);
     o.hellos[i] = std::move(started.agent.hello);
     reach.ok = true;
+    link.agent_started = true;
   } catch (const std::exception& e) {
     reach.failure = e.what();
     link.agent.reset();
@@ -393,8 +397,16 @@ std::unique_ptr<ClusterSession> ClusterSession::open(std::shared_ptr<AgentLaunch
   std::vector<pollfd> fds = {{opening->done[0], POLLIN, 0}};
   for (int fd : interrupt_fds) fds.push_back({fd, POLLIN, 0});
   for (;;) {
-    if (poll(fds.data(), fds.size(), -1) < 0 && errno != EINTR) break;
+    if (poll(fds.data(), fds.size(), int(kBeatInterval.count())) < 0 && errno != EINTR) break;
     if (fds[0].revents) break;
+    // The agents already started hear the head while the others are reached: shipping the
+    // bundle to 32 fresh nodes took 28 s, and the first 16 agents, silent-limited to 10 s,
+    // had given the head up before it began to drive their links.
+    for (auto& link : opening->links)
+      if (link->agent_started) try {
+          link->agent->write(encode_frame({FrameKind::Beat, -1, ""}));
+        } catch (const std::exception&) {  // its driver will find the channel ended, and say why
+        }
     if (int signal_number = pending_interrupt(interrupt_fds)) {
       opening->cancelled = true;
       worker.detach();  // it gives back what it opened when it finishes

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <fcntl.h>
+#include <cstdlib>
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -50,7 +51,10 @@ inline Measurement measure(const std::vector<std::string>& argv) {
     c.push_back(nullptr);
     int devnull = open("/dev/null", O_WRONLY);
     dup2(devnull, STDOUT_FILENO);
-    dup2(devnull, STDERR_FILENO);
+    // MUSTER_BENCH_STDERR=FILE keeps what the commands said, to tell why one failed.
+    const char* keep = std::getenv("MUSTER_BENCH_STDERR");
+    int err = keep ? open(keep, O_WRONLY | O_CREAT | O_APPEND, 0644) : -1;
+    dup2(err >= 0 ? err : devnull, STDERR_FILENO);
     execvp(c[0], c.data());
     _exit(127);
   }

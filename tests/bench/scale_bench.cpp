@@ -38,9 +38,15 @@ int main(int argc, char** argv) {
   for (int n : sizes) {
     TestCluster cluster(n);
     const std::string file = cluster.write_cluster_file();
+    // Every node gets a home of its own, empty as a fresh node's, so the first run ships
+    // muster's bundle to each of them; every command below finds it cached, as on a second
+    // launch.
+    HostSetup fresh;
+    fresh.own_cache = true;
+    for (int i = 0; i < n; ++i) cluster.set_up_host(i, fresh);
     if (std::getenv("MUSTER_BENCH_HOLD")) {
-      // For profiling by hand (perf record -a): the cluster stays up until a line or end of
-      // input arrives, and commands reach it from the head's namespace.
+      // For profiling by hand (perf record -a): the cluster, its homes still empty, stays up
+      // until a line or end of input arrives; commands reach it from the head's namespace.
       std::string head;
       for (const auto& word : cluster.head_argv({})) head += word + " ";
       std::printf("cluster file %s; run commands as: %sbuild/muster ...\n", file.c_str(), head.c_str());
@@ -49,12 +55,6 @@ int main(int argc, char** argv) {
       (void)!std::fgets(line, sizeof line, stdin);
       return 0;
     }
-    // Every node gets a home of its own, empty as a fresh node's, so the first run ships
-    // muster's bundle to each of them; every command below finds it cached, as on a second
-    // launch.
-    HostSetup fresh;
-    fresh.own_cache = true;
-    for (int i = 0; i < n; ++i) cluster.set_up_host(i, fresh);
     const Measurement first_ship = measure(cluster.muster_argv({"run", "-f", file, "--", "true"}));
     auto connections = [&] {
       int total = 0;

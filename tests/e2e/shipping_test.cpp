@@ -57,6 +57,18 @@ class Shipping : public ::testing::Test {
   std::string file_;
 };
 
+// The agents reached first hear the head while slower nodes are still being reached (their
+// bundle shipped, a site's wrapper): 32 fresh nodes once took 28 s to reach, and the first
+// 16 agents, silent-limited, had given the head up before it began to drive their links.
+TEST_F(Shipping, AgentsReachedFirstOutliveASlowNodesStart) {
+  HostSetup slow;
+  slow.sftp = false;
+  slow.force_command = "sleep 3; eval \"$SSH_ORIGINAL_COMMAND\"";  // every command waits 3 s
+  cluster_->set_up_host(1, slow);
+  auto run = cluster_->muster({"run", "-f", file_, "--fanout", "1", "--heartbeat-timeout", "2", "--", "true"});
+  EXPECT_EQ(run.exit_code, 0) << run.err;
+}
+
 TEST_F(Shipping, ANodeWithoutMustersLibrariesOrSftpRunsFromTheBundle) {
   HostSetup bare;
   bare.hidden_libraries = {"libyaml-cpp.so.0.7", "libssh.so.4", "libhwloc.so.15"};

@@ -6,8 +6,10 @@
 #include <algorithm>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "launcher/job/cluster_ping.h"
+#include "launcher/job/doctor.h"
 #include "tests/fakes/fake_agent_transport.h"
 
 namespace muster {
@@ -144,6 +146,34 @@ TEST_F(ClusterPingTest, ANodeWhoseNeighbourTableIsSmallerThanTheClusterIsNamed) 
                 "its 3 peers: ranks that talk to every peer will find some with \"No route to host\"; raise "
                 "gc_thresh3 and gc_thresh2 above 3"});
   EXPECT_FALSE(r.failed());
+}
+
+struct QuietDoctor : DoctorObserver {
+  void begin_stage(const std::string&, int, const std::string&) override {}
+  void step_done() override {}
+  void end_stage(const std::string&, CheckStatus, const std::string&) override {}
+};
+
+// A node the ssh stage reached and the network stage lost fails that stage by name: what could
+// not be checked on it is no pass, whatever the other nodes did (16 of 32 nodes lost once
+// passed doctor with warnings, its launch run on the other 16).
+TEST(DoctorOverFakeAgents, ANodeLostAfterTheSshStageFailsTheStageThatLostIt) {
+  auto transport = std::make_shared<testing::FakeAgentTransport>();
+  for (int i = 1; i <= 3; ++i)
+    transport->nodes[fmt::format("a{}", i)].addresses = {{"eth0", fmt::format("10.0.0.{}", i), 24}};
+  transport->nodes["a3"].dies_at_probe = 1;
+  DoctorRequest request;
+  request.cluster.hosts = "a1,a2,a3";
+  request.only = {"ssh", "network", "launch"};
+  request.transport = transport;
+  QuietDoctor quiet;
+  const DoctorReport report = run_doctor(request, quiet);
+  std::vector<std::string> failed;
+  for (const auto& c : report.checks)
+    if (c.status == CheckStatus::Fail) failed.push_back(fmt::format("{} {} {}: {}", c.stage, c.name, c.node.value_or("-"), c.reason));
+  ASSERT_EQ(failed.size(), 1u) << fmt::format("{}", fmt::join(failed, "\n"));
+  EXPECT_EQ(failed[0].rfind("network lost a3: lost contact with a3", 0), 0u) << failed[0];
+  EXPECT_EQ(report.overall(), CheckStatus::Fail);
 }
 
 }  // namespace
