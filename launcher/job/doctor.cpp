@@ -261,7 +261,8 @@ class Doctor {
     // Each node's pairs, gathered in one pass: at 64 nodes there are 4032 of them per address.
     std::vector<std::vector<const ProbeResult*>> probed_by(r.nodes.size());
     for (const auto& p : r.pairs)
-      if (p.src >= 0 && size_t(p.src) < probed_by.size()) probed_by[size_t(p.src)].push_back(&p.result);
+      if (p.src >= 0 && size_t(p.src) < probed_by.size() && r.nodes[size_t(p.dst)].facts)  // a lost target is its own finding
+        probed_by[size_t(p.src)].push_back(&p.result);
     for (size_t i = 0; i < r.nodes.size(); ++i) {
       if (!r.nodes[i].facts) continue;
       // A pair left unmeasured (its prober was starved of CPU or packets, or never got to try

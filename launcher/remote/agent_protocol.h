@@ -41,8 +41,8 @@ std::string encode_frame(const Frame& frame);
 
 // The most a frame may carry, by who sends it; a longer one ends the channel before its
 // bytes are kept. An agent sends a rank's line (at most LineBuffer's 1 MiB) or a report or
-// answer far smaller; the head sends a spec, which holds the whole rank plan (up to
-// kMaxRanks ranks, about 70 bytes each) and the job's command and environment.
+// answer far smaller; the head sends a spec, which holds the node's own ranks (up to
+// kMaxRanks, about 70 bytes each) and the job's command and environment.
 inline constexpr size_t kMaxAgentFramePayload = size_t(16) << 20;
 inline constexpr size_t kMaxHeadFramePayload = size_t(256) << 20;
 
