@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <functional>
 #include <memory>
+#include <optional>
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
@@ -25,6 +26,7 @@ struct PingCliOptions {
   RemoteFlags remote;
   int count = 50;
   bool bandwidth = false;
+  bool matrix = false;
   bool json = false;
 };
 
@@ -82,6 +84,7 @@ nlohmann::json report_json(const PingReport& r) {
     pair["attempts"] = p.attempts;
     if (!p.first_error.empty()) pair["first_error"] = p.first_error;
     if (p.result.gbps) pair["bandwidth_gbps"] = *p.result.gbps;
+    if (p.gbps_alone) pair["bandwidth_alone_gbps"] = *p.gbps_alone;
     pairs.push_back(pair);
   }
   nlohmann::json problems = nlohmann::json::array();
@@ -100,19 +103,39 @@ nlohmann::json report_json(const PingReport& r) {
           {"passed", !r.failed()}};
 }
 
+// Past this many nodes a matrix no longer fits a screen: its outliers are shown instead.
+constexpr size_t kWholeMatrixNodes = 16;
+
+using MatrixCell = std::function<std::string(const PairProbe*, size_t, size_t)>;
+using PairValue = std::function<std::optional<double>(const PairProbe&)>;
+
+// The column headers: the hosts' names where every one fits its cell, else [0] .. [n-1] with
+// a legend, so that names alike in their first characters (10.88.0.1 and 10.88.0.10) are
+// never cut into one.
+std::string matrix_legend(const PingReport& r, size_t cell, std::vector<std::string>& labels) {
+  const bool fit = std::all_of(r.nodes.begin(), r.nodes.end(),
+                               [&](const NodeStatus& n) { return n.host.size() < cell; });
+  std::string legend;
+  for (size_t j = 0; j < r.nodes.size(); ++j) {
+    labels.push_back(fit ? r.nodes[j].host : fmt::format("[{}]", j));
+    if (!fit) legend += fmt::format("{} {} = {}", j ? "," : "columns:", labels.back(), r.nodes[j].host);
+  }
+  return legend.empty() ? "" : legend + "\n";
+}
+
 // A node-by-node matrix, row to column, one cell per ordered pair. Past what 80 columns
 // hold, the columns come in blocks, each under its own header, as a wide table is printed.
-std::string matrix_text(const PingReport& r, size_t width, const std::string& title,
-                        const std::function<std::string(const PairProbe*, size_t, size_t)>& cell) {
+std::string matrix_text(const PingReport& r, size_t width, const std::string& title, const MatrixCell& cell) {
   constexpr size_t kCell = 10;
   const size_t n = r.nodes.size();
   const size_t per_block = std::max<size_t>(1, (kColumns - std::min(kColumns, width + 2)) / kCell);
-  std::string out = fmt::format("\n{}, row to column:\n", title);
+  std::vector<std::string> labels;
+  std::string out = fmt::format("\n{}, row to column:\n{}", title, matrix_legend(r, kCell, labels));
   for (size_t first = 0; first < n; first += per_block) {
     const size_t last = std::min(n, first + per_block);
     if (first > 0) out += "\n";
     out += fmt::format("{:<{}}", "", width + 2);
-    for (size_t j = first; j < last; ++j) out += fmt::format("{:>{}}", r.nodes[j].host.substr(0, kCell - 1), kCell);
+    for (size_t j = first; j < last; ++j) out += fmt::format("{:>{}}", labels[j], kCell);
     out += "\n";
     for (size_t i = 0; i < n; ++i) {
       out += fmt::format("  {:<{}}", r.nodes[i].host, width);
@@ -124,7 +147,30 @@ std::string matrix_text(const PingReport& r, size_t width, const std::string& ti
   return out;
 }
 
-std::string report_text(const PingReport& r) {
+// For a cluster too large for a matrix: the median over pairs and the five pairs furthest
+// from it the bad way (`worst_is_high`: the largest are worst, as for RTT).
+std::string summary_text(const PingReport& r, const std::string& title, const PairValue& value,
+                         bool worst_is_high) {
+  std::vector<std::pair<double, const PairProbe*>> measured;
+  size_t unmeasured = 0;
+  for (const auto& p : r.pairs)
+    if (auto v = value(p)) measured.emplace_back(*v, &p);
+    else ++unmeasured;
+  const std::string not_measured = unmeasured ? fmt::format(", {} not measured", unmeasured) : "";
+  std::string out = fmt::format("\n{} over {} pairs", title, measured.size());
+  if (measured.empty()) return out + not_measured + "\n";
+  std::sort(measured.begin(), measured.end());
+  out += fmt::format(": median {:.2f}{}; the worst:\n", measured[(measured.size() - 1) / 2].first, not_measured);
+  if (worst_is_high) std::reverse(measured.begin(), measured.end());
+  for (size_t k = 0; k < std::min<size_t>(5, measured.size()); ++k) {
+    const PairProbe& p = *measured[k].second;
+    out += fmt::format("  {} -> {} at {}: {:.2f}\n", r.nodes[size_t(p.src)].host, r.nodes[size_t(p.dst)].host,
+                       p.address, measured[k].first);
+  }
+  return out + "(--matrix prints every pair)\n";
+}
+
+std::string report_text(const PingReport& r, bool whole_matrix) {
   std::string out = "reaching each node (ms): resolve / TCP / SSH+auth / command\n";
   size_t width = 4;
   for (const auto& n : r.nodes) width = std::max(width, n.host.size());
@@ -146,18 +192,32 @@ std::string report_text(const PingReport& r) {
     if (p.kind == FindingKind::Rtt && p.severity == Finding::Severity::Warn && p.node)
       outliers.push_back(*p.node);
   const bool here = std::all_of(r.nodes.begin(), r.nodes.end(), [](const NodeStatus& n) { return n.here; });
-  if (here) out += "\nno pairs to probe: every node is this machine\n";
-  else out += matrix_text(r, width, "median RTT (us)", [&](const PairProbe* p, size_t i, size_t j) {
-    if (!p) return std::string("?");
-    if (!p->result.reachable) return std::string("UNREACH");
-    bool marked = std::count(outliers.begin(), outliers.end(), int(i)) ||
-                  std::count(outliers.begin(), outliers.end(), int(j));
-    return fmt::format("{:.0f}{}", p->result.rtt.median_us, marked ? "*" : "");
-  });
-  if (r.bandwidth_measured)
-    out += matrix_text(r, width, "bandwidth (Gbit/s)", [](const PairProbe* p, size_t, size_t) {
-      return p && p->result.gbps ? fmt::format("{:.2f}", *p->result.gbps) : std::string("?");
+  const PairValue rtt_us = [](const PairProbe& p) {
+    return p.result.reachable ? std::optional(p.result.rtt.median_us) : std::nullopt;
+  };
+  const PairValue gbps = [](const PairProbe& p) -> std::optional<double> {
+    if (!p.result.gbps && !p.gbps_alone) return std::nullopt;
+    return std::max(p.result.gbps.value_or(0), p.gbps_alone.value_or(0));
+  };
+  if (here) {
+    out += "\nno pairs to probe: every node is this machine\n";
+  } else if (!whole_matrix && r.nodes.size() > kWholeMatrixNodes) {
+    out += summary_text(r, "median RTT (us)", rtt_us, true);
+    if (r.bandwidth_measured) out += summary_text(r, "bandwidth (Gbit/s)", gbps, false);
+  } else {
+    out += matrix_text(r, width, "median RTT (us)", [&](const PairProbe* p, size_t i, size_t j) {
+      if (!p) return std::string("?");
+      if (!p->result.reachable) return std::string("UNREACH");
+      bool marked = std::count(outliers.begin(), outliers.end(), int(i)) ||
+                    std::count(outliers.begin(), outliers.end(), int(j));
+      return fmt::format("{:.0f}{}", p->result.rtt.median_us, marked ? "*" : "");
     });
+    if (r.bandwidth_measured)
+      out += matrix_text(r, width, "bandwidth (Gbit/s)", [&](const PairProbe* p, size_t, size_t) {
+        const auto v = p ? gbps(*p) : std::nullopt;
+        return v ? fmt::format("{:.2f}", *v) : std::string("?");
+      });
+  }
   out += "\n";
   if (r.problems.empty()) out += "no problems found\n";
   for (const auto& p : r.problems)
@@ -182,6 +242,8 @@ CommandAction setup_ping(CLI::App& app) {
       ->check(in_range(1, 100000, true))
       ->capture_default_str();
   app.add_flag("--bandwidth", options->bandwidth, "also measure bulk TCP throughput per pair");
+  app.add_flag("--matrix", options->matrix,
+               fmt::format("print every pair's matrix past {} nodes, not the outliers", kWholeMatrixNodes));
   app.add_flag("--json", options->json, "print the whole report as JSON");
   app.footer("Without -f, -H or --hostfile: this machine, without SSH.\n"
              "Exit status: 0 when every check passed, 1 when one failed, 255 when a node "
@@ -195,7 +257,7 @@ CommandAction setup_ping(CLI::App& app) {
     PingReport report = context.is_local() ? ping_here(context.cluster())
                                            : ping_cluster(context.session(Reach::BestEffort),
                                                           context.cluster(), ping, context.interrupt_fds());
-    print_out(options->json ? report_json_text(report_json(report), 2) + "\n" : report_text(report));
+    print_out(options->json ? report_json_text(report_json(report), 2) + "\n" : report_text(report, options->matrix));
     const bool unreached = std::any_of(report.nodes.begin(), report.nodes.end(),
                                        [](const NodeStatus& n) { return !n.reach.ok; });
     return unreached ? 255 : report.failed() ? 1 : 0;

@@ -134,23 +134,54 @@ std::vector<Outlier> rtt_outliers(int nodes, const std::vector<PairProbe>& probe
   return out;
 }
 
-std::vector<Outlier> bandwidth_outliers(int nodes, const std::vector<PairProbe>& probes,
-                                        double fraction) {
-  std::vector<double> all;
-  std::vector<std::vector<double>> sending(size_t(std::max(nodes, 0)));
-  for (const auto& p : probes) {
-    if (!p.result.gbps) continue;
-    all.push_back(*p.result.gbps);
-    sending[size_t(p.src)].push_back(*p.result.gbps);
+SlowBandwidth find_slow_bandwidth(int nodes, const std::vector<PairBandwidth>& pairs,
+                                  const BandwidthBar& bar) {
+  SlowBandwidth out;
+  const size_t n = size_t(std::max(nodes, 0));
+  std::vector<std::vector<double>> sending(n), receiving(n), either(n);
+  for (const auto& p : pairs) {
+    if (p.src < 0 || p.dst < 0 || size_t(p.src) >= n || size_t(p.dst) >= n) continue;
+    sending[size_t(p.src)].push_back(p.gbps);
+    receiving[size_t(p.dst)].push_back(p.gbps);
+    either[size_t(p.src)].push_back(p.gbps);
+    either[size_t(p.dst)].push_back(p.gbps);
   }
-  const double cluster = median_of(all);
-  std::vector<Outlier> out;
-  if (nodes < 3 || cluster <= 0) return out;
-  for (int node = 0; node < nodes; ++node) {
-    double mine = median_of(sending[size_t(node)]);
-    if (!sending[size_t(node)].empty() && mine <= fraction * cluster)
-      out.push_back({node, mine / cluster});
+  std::vector<double> typical_of_node;
+  for (auto v : either)
+    if (!v.empty()) {
+      std::sort(v.begin(), v.end());
+      typical_of_node.push_back(v[v.size() / 2]);
+    }
+  if (!typical_of_node.empty()) {
+    std::sort(typical_of_node.begin(), typical_of_node.end());
+    out.typical_gbps = typical_of_node[typical_of_node.size() / 2];
   }
+  if (bar.min_gbps) out.threshold_gbps = *bar.min_gbps;
+  else if (typical_of_node.size() >= 3) out.threshold_gbps = bar.min_ratio * out.typical_gbps;
+  if (out.threshold_gbps <= 0) return out;
+  const auto slow = [&](double gbps) { return gbps < out.threshold_gbps; };
+  const auto mostly_slow = [&](const std::vector<double>& v) {
+    return v.size() >= 2 && 2 * std::count_if(v.begin(), v.end(), slow) > std::ptrdiff_t(v.size());
+  };
+  std::vector<bool> slow_sender(n), slow_receiver(n);
+  for (size_t i = 0; i < n; ++i) {
+    slow_sender[i] = mostly_slow(sending[i]);
+    slow_receiver[i] = mostly_slow(receiving[i]);
+    if (slow_sender[i] || slow_receiver[i])
+      out.nodes.push_back({int(i), slow_sender[i], slow_receiver[i], median_of(sending[i]),
+                           median_of(receiving[i]), int(std::max(sending[i].size(), receiving[i].size()))});
+  }
+  std::map<std::pair<int, int>, SlowLink> links;
+  for (const auto& p : pairs) {
+    if (p.src < 0 || p.dst < 0 || size_t(p.src) >= n || size_t(p.dst) >= n || !slow(p.gbps)) continue;
+    if (slow_sender[size_t(p.src)] || slow_receiver[size_t(p.dst)]) continue;  // a slow node's pair
+    const int a = std::min(p.src, p.dst), b = std::max(p.src, p.dst);
+    SlowLink& link = links[{a, b}];
+    link.a = a;
+    link.b = b;
+    (p.src == a ? link.a_to_b_gbps : link.b_to_a_gbps) = p.gbps;
+  }
+  for (auto& [ends, link] : links) out.links.push_back(link);
   return out;
 }
 

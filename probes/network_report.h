@@ -36,6 +36,9 @@ struct PairProbe {
   ProbeResult result;   // of the last attempt on this address
   int attempts = 1;     // how many times the address was probed
   std::string first_error;  // why an earlier attempt failed, when one did
+  // Bandwidth measured again with no other stream in flight, where the first measurement,
+  // taken beside other pairs' streams, looked slow.
+  std::optional<double> gbps_alone;
 };
 
 // What muster will use for rendezvous and collectives.
@@ -62,9 +65,50 @@ struct Outlier {
 
 // Nodes whose median RTT to their peers is at least `factor` times the cluster median.
 std::vector<Outlier> rtt_outliers(int nodes, const std::vector<PairProbe>& probes, double factor);
-// Nodes whose sending bandwidth is at most `fraction` of the cluster median.
-std::vector<Outlier> bandwidth_outliers(int nodes, const std::vector<PairProbe>& probes,
-                                        double fraction);
+// Bandwidth of one ordered pair of nodes, src sending to dst.
+struct PairBandwidth {
+  int src = 0, dst = 0;
+  double gbps = 0;
+};
+
+// What a pair's bandwidth must reach: a fraction of the cluster's typical bandwidth, or the
+// cluster file's expectation, which wins where it is given.
+struct BandwidthBar {
+  double min_ratio = 0.5;          // checks.min_bandwidth_ratio
+  std::optional<double> min_gbps;  // checks.min_bandwidth_gbps
+};
+
+// A node whose own links are slow: most of its pairs in a direction are below the bar.
+struct SlowNode {
+  int node = 0;
+  bool sending = false, receiving = false;  // which directions are slow
+  double sending_gbps = 0, receiving_gbps = 0;  // the node's median in each direction
+  int peers = 0;                            // how many peers it was measured with
+};
+
+// A link below the bar between two nodes that are fast with their other peers: the cable,
+// the switch port or a route, not either node.
+struct SlowLink {
+  int a = 0, b = 0;                         // a < b
+  std::optional<double> a_to_b_gbps, b_to_a_gbps;  // set for the slow directions
+};
+
+struct SlowBandwidth {
+  double typical_gbps = 0;    // the cluster median (see find_slow_bandwidth); 0 when unknown
+  double threshold_gbps = 0;  // a pair below it is slow; 0 when nothing can be judged
+  std::vector<SlowNode> nodes;
+  std::vector<SlowLink> links;
+};
+
+// Names what makes pairs slow. A pair is slow below the bar. A node is slow in a direction
+// when it has two peers or more and more than half of its pairs that way are slow; a slow
+// pair that no slow node explains is a slow link. The cluster median is the median over
+// nodes of each node's upper-median pair (both directions): it stays the healthy figure
+// while fewer than half the nodes are slow, whatever share of the pairs they spoil. Without
+// checks.min_bandwidth_gbps, fewer than three nodes cannot say which one is slow: nothing is
+// named.
+SlowBandwidth find_slow_bandwidth(int nodes, const std::vector<PairBandwidth>& pairs,
+                                  const BandwidthBar& bar);
 
 // For each node, whether `value_of(node)` differs from the value most nodes share.
 std::vector<bool> differs_from_majority(const std::vector<std::string>& values);

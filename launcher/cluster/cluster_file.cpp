@@ -254,7 +254,7 @@ class ClusterFileReader {
     if (!expect_map(node, "checks")) return checks;
     for_each_key(node, "'checks'",
                  {"gpus_per_node", "gpu_model", "max_rtt_ms", "max_clock_skew_ms",
-                  "min_bandwidth_gbps", "min_busbw_gbps"},
+                  "min_bandwidth_gbps", "min_bandwidth_ratio", "min_busbw_gbps"},
                  [&](const std::string& key, const YAML::Node& value) {
                    const std::string what = "checks." + key;
                    if (key == "gpus_per_node") {
@@ -267,6 +267,11 @@ class ClusterFileReader {
                      if (key == "max_clock_skew_ms") checks.max_clock_skew_ms = v;
                      if (key == "min_bandwidth_gbps") checks.min_bandwidth_gbps = v;
                      if (key == "min_busbw_gbps") checks.min_busbw_gbps = v;
+                     if (key == "min_bandwidth_ratio" && v && (*v <= 0 || *v > 1))
+                       diag_.add(at(value), fmt::format("checks.min_bandwidth_ratio must be above 0 and at most 1 "
+                                                        "(a fraction of the cluster median), not {}", *v));
+                     else if (key == "min_bandwidth_ratio")
+                       checks.min_bandwidth_ratio = v;
                    }
                  });
     return checks;

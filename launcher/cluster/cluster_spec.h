@@ -65,6 +65,7 @@ struct CheckThresholds {
   std::optional<double> max_rtt_ms;
   std::optional<double> max_clock_skew_ms;
   std::optional<double> min_bandwidth_gbps;
+  std::optional<double> min_bandwidth_ratio;  // of the cluster median; unset, 0.5
   std::optional<double> min_busbw_gbps;
 };
 

@@ -31,6 +31,8 @@ struct PingOptions {
   // How long a failed pair waits before its retry (PairScheduler::Limits says why a second).
   std::chrono::milliseconds retry_after = PairScheduler::Limits{}.retry_after;
   std::function<void()> on_pair_done;           // after each pair's last attempt
+  // How many slow pairs are measured again alone before a slow link is called a failure.
+  int remeasure_limit = 32;
 };
 
 // How many ordered pairs of `nodes` reachable nodes are probed (PairSchedule::Every).
@@ -67,6 +69,12 @@ PingReport ping_cluster(ClusterSession& session, const ClusterSpec& cluster,
 // reached without SSH and described as an agent would describe it; no pairs to probe. Two
 // entries for this machine are found to be the same machine, as over SSH.
 PingReport ping_here(const ClusterSpec& cluster);
+
+// Each ordered pair's bandwidth: the best of its addresses and of its measurements.
+std::vector<PairBandwidth> pair_bandwidths(const std::vector<PairProbe>& pairs);
+
+// The slow nodes and links that `report`'s bandwidths show against the cluster's checks.
+SlowBandwidth slow_bandwidth_of(const ClusterSpec& cluster, const PingReport& report);
 
 // What the measurements in `report` (nodes and pairs) allow: the rendezvous address and
 // interfaces, and the problems found. The last step of ping_cluster, on its own for the

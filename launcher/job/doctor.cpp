@@ -255,7 +255,10 @@ class Doctor {
     }
     PingOptions ping;
     ping.round_trips = 20;
-    ping.bandwidth = context_->cluster().checks.min_bandwidth_gbps.has_value();
+    // Every pair streams for a fixed time, not a byte count: a slow link costs its budget
+    // and no more, and a node whose bandwidth is a fraction of its peers' is named.
+    ping.bandwidth = true;
+    ping.bulk = std::chrono::milliseconds(150);
     ping.on_pair_done = [this] { observer_.step_done(); };
     PingReport r = ping_cluster(context_->session(), context_->cluster(), ping, context_->interrupt_fds());
     // Each node's pairs, gathered in one pass: at 64 nodes there are 4032 of them per address.

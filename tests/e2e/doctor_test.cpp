@@ -284,6 +284,25 @@ TEST_F(DoctorCluster, ANodeWhoseWordsAreNotUtf8StillGivesCompleteReports) {
   EXPECT_NE(junit.find("replaced with U+FFFD"), std::string::npos) << junit;
 }
 
+// The network stage streams between every pair: a host whose link runs at a fraction of its
+// peers' fails by name, and only that host (its peers' pairs with it are its own fault).
+TEST_F(DoctorCluster, AHostCappedBothWaysFailsTheNetworkStageByName) {
+  cluster_->cap_host(3, "30mbit");
+  TempDir dir;
+  auto r = cluster_->muster({"doctor", "-f", cluster_->write_cluster_file(), "--only", "cluster,ssh,network",
+                             "--json", dir.file("report.json")}, 300);
+  EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+  auto report = read_json(dir.file("report.json"));
+  const auto* slow = find_check(report, "network", "bandwidth", "node4");
+  ASSERT_NE(slow, nullptr) << report.dump(2);
+  EXPECT_EQ((*slow)["status"], "fail");
+  EXPECT_NE((*slow)["reason"].get<std::string>().find("Gbit/s sending and "), std::string::npos) << (*slow)["reason"];
+  for (const auto& c : report["checks"])
+    if (c["name"] == "bandwidth") EXPECT_EQ(c["node"], "node4") << c.dump();
+  for (const char* other : {"node1", "node2", "node3"})
+    EXPECT_EQ((*find_check(report, "network", "pairs", other))["status"], "pass") << other;
+}
+
 TEST_F(DoctorCluster, AViolatedThresholdFailsItsCheck) {
   TempDir dir;
   auto r = cluster_->muster({"doctor", "-f", cluster_->write_cluster_file("checks:\n  gpus_per_node: 8\n"),

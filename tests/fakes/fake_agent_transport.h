@@ -64,6 +64,10 @@ struct FakeAgentNode {
   std::function<bool(const std::string& address, int attempt)> reaches = [](const std::string&, int) {
     return true;
   };
+  // The bandwidth of its stream to a peer's address, when the probe asks for one (bulk_ms).
+  std::function<double(const std::string& address, int attempt)> gbps = [](const std::string&, int) {
+    return 10.0;
+  };
 };
 
 class FakeAgentTransport : public SshTransport {
@@ -267,6 +271,7 @@ class FakeAgentTransport : public SshTransport {
                                        {"samples", reached ? ask.at("count").get<int>() : 0}}}});
         if (const std::string why = node_.starved(address, attempt); !reached && !why.empty())
           results.back()["starved"] = why;
+        if (reached && ask.value("bulk_ms", 0) > 0) results.back()["gbps"] = node_.gbps(address, attempt);
       }
       return results;
     }

@@ -378,6 +378,31 @@ void TestCluster::stop_sshd(int i) {
   h.sshd = -1;
 }
 
+void TestCluster::cap_host(int i, const std::string& rate) {
+  const std::vector<std::string> tbf = {"root", "tbf", "rate", rate, "burst", "32kbit", "latency", "50ms"};
+  std::vector<std::string> sending = {"ip", "netns", "exec", hosts_[size_t(i)].ns, "tc", "qdisc", "add", "dev", "eth0"};
+  std::vector<std::string> receiving = {"ip", "netns", "exec", lan_ns_, "tc", "qdisc", "add", "dev", fmt::format("p{}", i + 1)};
+  sending.insert(sending.end(), tbf.begin(), tbf.end());
+  receiving.insert(receiving.end(), tbf.begin(), tbf.end());
+  must(sending);
+  must(receiving);
+}
+
+void TestCluster::cap_link(int a, int b, const std::string& rate) {
+  for (auto [from, to] : {std::pair(a, b), std::pair(b, a)}) {
+    const std::vector<std::string> tc = {"ip", "netns", "exec", hosts_[size_t(from)].ns, "tc"};
+    auto with = [&](std::vector<std::string> tail) {
+      tail.insert(tail.begin(), tc.begin(), tc.end());
+      return tail;
+    };
+    must(with({"qdisc", "add", "dev", "eth0", "root", "handle", "1:", "htb", "default", "10"}));
+    must(with({"class", "add", "dev", "eth0", "parent", "1:", "classid", "1:10", "htb", "rate", "100gbit"}));
+    must(with({"class", "add", "dev", "eth0", "parent", "1:", "classid", "1:20", "htb", "rate", rate, "ceil", rate}));
+    must(with({"filter", "add", "dev", "eth0", "parent", "1:", "protocol", "ip", "prio", "1", "u32", "match",
+               "ip", "dst", address(to) + "/32", "flowid", "1:20"}));
+  }
+}
+
 void TestCluster::add_second_network() {
   if (!second_subnet_.empty()) return;
   auto parts = subnet_.substr(subnet_.rfind('.') + 1);

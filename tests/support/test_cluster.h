@@ -71,6 +71,13 @@ class TestCluster {
   CommandResult on_host(int i, const std::vector<std::string>& argv) const;
   std::vector<std::string> host_argv(int i, const std::vector<std::string>& argv) const;
 
+  // Caps host i's link to the LAN at `rate` (in tc's words: "30mbit") both ways, as a
+  // degraded NIC or cable would: a tbf on its eth0 and on the bridge's port toward it.
+  void cap_host(int i, const std::string& rate);
+  // Caps only the traffic between hosts a and b at `rate`, both ways, as a bad route or
+  // switch port between them would: on each one's eth0, an htb class for the other's address.
+  void cap_link(int a, int b, const std::string& rate);
+
   // Adds a second LAN: every host gets eth1 with second_address(i).
   void add_second_network();
   std::string second_address(int i) const;

@@ -40,6 +40,7 @@ TEST(ClusterFile, ReadsTheAnnotatedExample) {
   EXPECT_EQ(spec.checks.gpu_model, "H100");
   EXPECT_DOUBLE_EQ(*spec.checks.max_rtt_ms, 0.5);
   EXPECT_DOUBLE_EQ(*spec.checks.min_busbw_gbps, 100);
+  EXPECT_DOUBLE_EQ(*spec.checks.min_bandwidth_ratio, 0.5);
 }
 
 TEST(ClusterFile, LaunchSlotsAreTheDefaultWhereverLaunchIsWritten) {
@@ -65,6 +66,9 @@ TEST(ClusterFile, EachProblemIsNamedWithLineAndColumn) {
       {"nodes:\n  - host: gpu[01-02]\n  - host: gpu02\n",
        "cluster.yaml:3:11: host 'gpu02' is listed twice (first at cluster.yaml:2:11); a machine "
        "listed twice would run duplicate ranks"},
+      {"checks:\n  min_bandwidth_ratio: 2\nnodes: [a]\n",
+       "cluster.yaml:2:24: checks.min_bandwidth_ratio must be above 0 and at most 1 (a fraction of the "
+       "cluster median), not 2"},
       {"ssh:\n  port: abc\nnodes: [a]\n",
        "cluster.yaml:2:9: ssh.port must be a whole number, not 'abc'"},
       {"ssh:\n  port: 70000\nnodes: [a]\n",

@@ -30,13 +30,18 @@ class ClusterPingTest : public ::testing::Test {
     return c;
   }
   testing::FakeAgentNode& node(int i) { return transport_->nodes.at(fmt::format("a{}", i)); }
-  PingReport ping(const ClusterSpec& c, PairSchedule pairs) {
+  PingReport ping(const ClusterSpec& c, PairSchedule pairs, PingOptions options = {}) {
     SessionOptions session_options;
     session_options.heartbeat_timeout = milliseconds(5000);
     auto session = ClusterSession::open(transport_, c, session_options, {});
-    PingOptions options;
     options.pairs = pairs;
     return ping_cluster(*session, c, options, {});
+  }
+  PingReport ping_bandwidth(const ClusterSpec& c) {
+    PingOptions options;
+    options.bandwidth = true;
+    options.bulk = milliseconds(10);
+    return ping(c, PairSchedule::Every, options);
   }
   static std::vector<std::string> messages(const PingReport& r, Finding::Severity severity) {
     std::vector<std::string> out;
@@ -146,6 +151,55 @@ TEST_F(ClusterPingTest, ANodeWhoseNeighbourTableIsSmallerThanTheClusterIsNamed) 
                 "its 3 peers: ranks that talk to every peer will find some with \"No route to host\"; raise "
                 "gc_thresh3 and gc_thresh2 above 3"});
   EXPECT_FALSE(r.failed());
+}
+
+// A node whose every stream is slow, both ways, fails by name with its numbers beside the
+// cluster's; its peers are not named, though half the pairs of four nodes are its.
+TEST_F(ClusterPingTest, ANodeSlowBothWaysFailsByNameAndItsPeersDoNot) {
+  ClusterSpec c = cluster(4);
+  node(4).gbps = [](const std::string&, int) { return 0.03; };
+  for (int i = 1; i <= 3; ++i)
+    node(i).gbps = [](const std::string& address, int) { return address == "10.0.0.4" ? 0.03 : 15.0; };
+  PingReport r = ping_bandwidth(c);
+  EXPECT_EQ(messages(r, Finding::Severity::Fail),
+            std::vector<std::string>{"n4: bandwidth to its peers is 0.03 Gbit/s sending and 0.03 Gbit/s receiving "
+                                     "(median over 3 peers), below 0.5x the cluster median of 15.00 Gbit/s "
+                                     "(checks.min_bandwidth_ratio)"});
+  EXPECT_TRUE(messages(r, Finding::Severity::Warn).empty()) << fmt::format("{}", fmt::join(messages(r, Finding::Severity::Warn), "\n"));
+}
+
+// A stream that looked slow beside the others and is fast alone names nothing; one still slow
+// alone fails as the link between its two ends.
+TEST_F(ClusterPingTest, ASlowPairIsMeasuredAgainAloneBeforeItsLinkFails) {
+  ClusterSpec c = cluster(4);
+  node(1).gbps = [](const std::string& address, int attempt) { return address == "10.0.0.2" && attempt == 1 ? 1.0 : 12.0; };
+  node(3).gbps = [](const std::string& address, int) { return address == "10.0.0.4" ? 0.5 : 12.0; };
+  node(4).gbps = [](const std::string& address, int) { return address == "10.0.0.3" ? 0.5 : 12.0; };
+  PingReport r = ping_bandwidth(c);
+  EXPECT_EQ(messages(r, Finding::Severity::Fail),
+            std::vector<std::string>{"the link n3 <-> n4 is slow: 0.50 Gbit/s n3 -> n4 and 0.50 Gbit/s n4 -> n3, "
+                                     "below 0.5x the cluster median of 12.00 Gbit/s (checks.min_bandwidth_ratio); "
+                                     "both nodes are fast with their other peers"});
+  EXPECT_TRUE(messages(r, Finding::Severity::Warn).empty()) << fmt::format("{}", fmt::join(messages(r, Finding::Severity::Warn), "\n"));
+  for (const auto& p : r.pairs)
+    if (p.src == 0 && p.dst == 1) EXPECT_EQ(p.gbps_alone, 12.0);
+}
+
+// Past the limit of pairs measured again, a slow link is a warning that says how to confirm
+// it, not a failure measured once beside other streams.
+TEST_F(ClusterPingTest, ASlowLinkNotMeasuredAgainIsAWarning) {
+  ClusterSpec c = cluster(4);
+  node(3).gbps = [](const std::string& address, int) { return address == "10.0.0.4" ? 0.5 : 12.0; };
+  PingOptions options;
+  options.bandwidth = true;
+  options.bulk = milliseconds(10);
+  options.remeasure_limit = 0;
+  PingReport r = ping(c, PairSchedule::Every, options);
+  EXPECT_TRUE(messages(r, Finding::Severity::Fail).empty());
+  const auto warnings = messages(r, Finding::Severity::Warn);
+  ASSERT_EQ(warnings.size(), 1u);
+  EXPECT_NE(warnings[0].find("the link n3 <-> n4 is slow: 0.50 Gbit/s n3 -> n4, "), std::string::npos) << warnings[0];
+  EXPECT_NE(warnings[0].find("not yet a failure"), std::string::npos) << warnings[0];
 }
 
 struct QuietDoctor : DoctorObserver {

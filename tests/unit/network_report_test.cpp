@@ -4,6 +4,12 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <functional>
+#include <map>
+#include <random>
+#include <set>
+
 namespace muster {
 namespace {
 
@@ -128,6 +134,125 @@ TEST(ChooseNetwork, WithNodeZeroMasterAddrStillNeedsEveryOtherNode) {
   for (auto& p : probes)
     if (p.src == 2 && p.dst == 0) p.result.reachable = false;  // node 2 reaches none of node 0's
   EXPECT_FALSE(choose_network(three_nodes(), probes, "10.0.0.1", PairSchedule::WithRendezvous).master_addr);
+}
+
+
+// Every ordered pair of `n` nodes at `healthy` Gbit/s, except what `slow` says of a pair.
+std::vector<PairBandwidth> mesh(int n, double healthy,
+                                const std::function<std::optional<double>(int, int)>& slow = {}) {
+  std::vector<PairBandwidth> out;
+  for (int s = 0; s < n; ++s)
+    for (int d = 0; d < n; ++d)
+      if (s != d) out.push_back({s, d, slow && slow(s, d) ? *slow(s, d) : healthy});
+  return out;
+}
+
+TEST(FindSlowBandwidth, ANodeCappedBothWaysIsNamedAndItsPeersAreNot) {
+  // Half the pairs of four nodes involve the capped one: a median over pairs would be its.
+  auto pairs = mesh(4, 15, [](int s, int d) -> std::optional<double> {
+    if (s == 3 || d == 3) return 0.03;
+    return std::nullopt;
+  });
+  SlowBandwidth slow = find_slow_bandwidth(4, pairs, {});
+  EXPECT_DOUBLE_EQ(slow.typical_gbps, 15);
+  ASSERT_EQ(slow.nodes.size(), 1u);
+  EXPECT_EQ(slow.nodes[0].node, 3);
+  EXPECT_TRUE(slow.nodes[0].sending);
+  EXPECT_TRUE(slow.nodes[0].receiving);
+  EXPECT_DOUBLE_EQ(slow.nodes[0].sending_gbps, 0.03);
+  EXPECT_EQ(slow.nodes[0].peers, 3);
+  EXPECT_TRUE(slow.links.empty());
+}
+
+TEST(FindSlowBandwidth, OfThreeNodesTheCappedOneIsNamedThoughItSpoilsMostPairs) {
+  auto pairs = mesh(3, 15, [](int s, int d) -> std::optional<double> {
+    if (s == 1 || d == 1) return 0.03;
+    return std::nullopt;
+  });
+  SlowBandwidth slow = find_slow_bandwidth(3, pairs, {});
+  ASSERT_EQ(slow.nodes.size(), 1u);
+  EXPECT_EQ(slow.nodes[0].node, 1);
+  EXPECT_TRUE(slow.links.empty());
+}
+
+TEST(FindSlowBandwidth, ASenderCappedOneWayIsNamedForThatWayOnly) {
+  auto pairs = mesh(4, 15, [](int s, int) -> std::optional<double> {
+    if (s == 2) return 0.5;
+    return std::nullopt;
+  });
+  SlowBandwidth slow = find_slow_bandwidth(4, pairs, {});
+  ASSERT_EQ(slow.nodes.size(), 1u);
+  EXPECT_TRUE(slow.nodes[0].sending);
+  EXPECT_FALSE(slow.nodes[0].receiving);
+  EXPECT_DOUBLE_EQ(slow.nodes[0].receiving_gbps, 15);
+}
+
+TEST(FindSlowBandwidth, ALinkCappedBetweenTwoNodesIsTheLinkNotEitherNode) {
+  auto pairs = mesh(4, 15, [](int s, int d) -> std::optional<double> {
+    if ((s == 1 && d == 2) || (s == 2 && d == 1)) return 0.02;
+    return std::nullopt;
+  });
+  SlowBandwidth slow = find_slow_bandwidth(4, pairs, {});
+  EXPECT_TRUE(slow.nodes.empty());
+  ASSERT_EQ(slow.links.size(), 1u);
+  EXPECT_EQ(slow.links[0].a, 1);
+  EXPECT_EQ(slow.links[0].b, 2);
+  EXPECT_EQ(slow.links[0].a_to_b_gbps, 0.02);
+  EXPECT_EQ(slow.links[0].b_to_a_gbps, 0.02);
+}
+
+TEST(FindSlowBandwidth, AHealthySpreadNamesNothing) {
+  // Streams that shared CPUs: 9 to 16 Gbit/s, none below half the median.
+  auto pairs = mesh(8, 0, [](int s, int d) -> std::optional<double> { return 9 + (s * 7 + d * 3) % 8; });
+  SlowBandwidth slow = find_slow_bandwidth(8, pairs, {});
+  EXPECT_TRUE(slow.nodes.empty());
+  EXPECT_TRUE(slow.links.empty());
+}
+
+TEST(FindSlowBandwidth, TwoNodesCannotBeToldApartWithoutTheClusterFilesExpectation) {
+  auto pairs = mesh(2, 0.03);
+  EXPECT_EQ(find_slow_bandwidth(2, pairs, {}).threshold_gbps, 0);
+  // With an expectation the pair is below it, and with one peer each it is the link's fault.
+  SlowBandwidth slow = find_slow_bandwidth(2, pairs, {0.5, 10.0});
+  EXPECT_TRUE(slow.nodes.empty());
+  ASSERT_EQ(slow.links.size(), 1u);
+  // The expectation wins over the ratio: 15 Gbit/s everywhere is slow against 20.
+  EXPECT_EQ(find_slow_bandwidth(4, mesh(4, 15), {0.5, 20.0}).nodes.size(), 4u);
+}
+
+TEST(FindSlowBandwidth, SimulatedClustersWithSlowNodesAndLinksAreNamedExactly) {
+  std::mt19937 random(25);
+  for (int n : {4, 16, 64}) {
+    for (int trial = 0; trial < 20; ++trial) {
+      std::set<int> bad_nodes;
+      const int node_faults = int(random() % 4) % std::max(1, n / 4);  // 0 to 3, fewer than a quarter
+      while (int(bad_nodes.size()) < node_faults) bad_nodes.insert(int(random() % unsigned(n)));
+      std::set<std::pair<int, int>> bad_links;
+      for (int k = int(random() % 3); k > 0; --k) {
+        const int a = int(random() % unsigned(n)), b = int(random() % unsigned(n));
+        if (a != b && !bad_nodes.count(a) && !bad_nodes.count(b)) bad_links.insert({std::min(a, b), std::max(a, b)});
+      }
+      // A node may not have every link bad (then the node itself is at fault): at 4 nodes
+      // two bad links at one node are two of its three peers.
+      std::map<int, int> bad_links_of;
+      for (auto [a, b] : bad_links) ++bad_links_of[a], ++bad_links_of[b];
+      if (std::any_of(bad_links_of.begin(), bad_links_of.end(), [&](auto e) { return 2 * e.second >= n - 1; }))
+        continue;
+      auto pairs = mesh(n, 0, [&](int s, int d) -> std::optional<double> {
+        const double noise = double((s * 31 + d * 17 + trial) % 10) / 10;  // 12 to 21 Gbit/s when healthy
+        if (bad_nodes.count(s) || bad_nodes.count(d) || bad_links.count({std::min(s, d), std::max(s, d)}))
+          return 0.5 + noise;
+        return 12 + 9 * noise;
+      });
+      SlowBandwidth slow = find_slow_bandwidth(n, pairs, {});
+      std::set<int> named_nodes;
+      for (const auto& s : slow.nodes) named_nodes.insert(s.node);
+      std::set<std::pair<int, int>> named_links;
+      for (const auto& l : slow.links) named_links.insert({l.a, l.b});
+      EXPECT_EQ(named_nodes, bad_nodes) << n << " nodes, trial " << trial;
+      EXPECT_EQ(named_links, bad_links) << n << " nodes, trial " << trial;
+    }
+  }
 }
 
 }  // namespace
