@@ -27,6 +27,7 @@ struct PingCliOptions {
   int count = 50;
   bool bandwidth = false;
   bool matrix = false;
+  bool search = false;
   bool json = false;
 };
 
@@ -44,7 +45,18 @@ const PairProbe* shown_probe(const PingReport& r, int src, int dst) {
   return first;
 }
 
-nlohmann::json report_json(const PingReport& r) {
+// The pair search's rounds, where --search ran (null where it did not).
+nlohmann::json search_json(const PingReport& r, const std::optional<CulpritReport>& search) {
+  if (!search) return nullptr;
+  nlohmann::json pairs = nlohmann::json::array();
+  for (const auto& m : search->measured)
+    pairs.push_back({{"a", r.nodes[size_t(m.a)].host}, {"b", r.nodes[size_t(m.b)].host},
+                     {"bandwidth_gbps", m.gbps}, {"round", m.round}});
+  return {{"rounds", search->rounds}, {"median_gbps", search->typical_gbps},
+          {"threshold_gbps", search->threshold_gbps}, {"pairs", pairs}};
+}
+
+nlohmann::json report_json(const PingReport& r, const std::optional<CulpritReport>& search) {
   nlohmann::json nodes = nlohmann::json::array();
   for (const auto& n : r.nodes) {
     nlohmann::json node = {
@@ -100,6 +112,7 @@ nlohmann::json report_json(const PingReport& r) {
                                                             : nlohmann::json(nullptr)},
                        {"subnet", r.choice.subnet},
                        {"nccl_socket_ifname", ifnames}, {"gloo_socket_ifname", ifnames}}},
+          {"search", search_json(r, search)},
           {"passed", !r.failed()}};
 }
 
@@ -170,7 +183,7 @@ std::string summary_text(const PingReport& r, const std::string& title, const Pa
   return out + "(--matrix prints every pair)\n";
 }
 
-std::string report_text(const PingReport& r, bool whole_matrix) {
+std::string report_text(const PingReport& r, const std::optional<CulpritReport>& search, bool whole_matrix) {
   std::string out = "reaching each node (ms): resolve / TCP / SSH+auth / command\n";
   size_t width = 4;
   for (const auto& n : r.nodes) width = std::max(width, n.host.size());
@@ -218,6 +231,9 @@ std::string report_text(const PingReport& r, bool whole_matrix) {
         return v ? fmt::format("{:.2f}", *v) : std::string("?");
       });
   }
+  if (search)
+    out += fmt::format("\nbandwidth by pairs, both ways at once: {} pairs in {} rounds, median {:.2f} Gbit/s\n",
+                       search->measured.size(), search->rounds, search->typical_gbps);
   out += "\n";
   if (r.problems.empty()) out += "no problems found\n";
   for (const auto& p : r.problems)
@@ -241,7 +257,11 @@ CommandAction setup_ping(CLI::App& app) {
   app.add_option("--count", options->count, "round trips per pair and address (K)")
       ->check(in_range(1, 100000, true))
       ->capture_default_str();
-  app.add_flag("--bandwidth", options->bandwidth, "also measure bulk TCP throughput per pair");
+  auto* bandwidth = app.add_flag("--bandwidth", options->bandwidth, "also measure bulk TCP throughput per pair");
+  app.add_flag("--search", options->search,
+               "find slow nodes and links by pairs in a few rounds, not the whole mesh's n-1 "
+               "(what doctor does past 16 nodes)")
+      ->excludes(bandwidth);
   app.add_flag("--matrix", options->matrix,
                fmt::format("print every pair's matrix past {} nodes, not the outliers", kWholeMatrixNodes));
   app.add_flag("--json", options->json, "print the whole report as JSON");
@@ -257,7 +277,14 @@ CommandAction setup_ping(CLI::App& app) {
     PingReport report = context.is_local() ? ping_here(context.cluster())
                                            : ping_cluster(context.session(Reach::BestEffort),
                                                           context.cluster(), ping, context.interrupt_fds());
-    print_out(options->json ? report_json_text(report_json(report), 2) + "\n" : report_text(report, options->matrix));
+    std::optional<CulpritReport> search;
+    if (options->search && !context.is_local()) {
+      search = search_slow_pairs(context.session(Reach::BestEffort), context.cluster(), report, ping,
+                                 context.interrupt_fds());
+      for (auto& f : slow_pair_findings(context.cluster(), report, *search)) report.problems.push_back(std::move(f));
+    }
+    print_out(options->json ? report_json_text(report_json(report, search), 2) + "\n"
+                            : report_text(report, search, options->matrix));
     const bool unreached = std::any_of(report.nodes.begin(), report.nodes.end(),
                                        [](const NodeStatus& n) { return !n.reach.ok; });
     return unreached ? 255 : report.failed() ? 1 : 0;

@@ -201,6 +201,23 @@ void probe_pairs(ClusterSession& session, const PingOptions& options, PingReport
   session.ask_stream(flow, interrupts);
 }
 
+// One bulk stream to `address` of node `dst`, for `options.bulk`, in a probe ask; the ask
+// carries the agent's whole budget (connect, secret, a round trip, the stream's connection).
+milliseconds stream_stage(const PingOptions& options) { return options.timeout.value_or(milliseconds(2000)); }
+std::string stream_ask(const PingReport& report, int dst, const std::string& address, const PingOptions& options) {
+  const NodeHello& target = *report.nodes[size_t(dst)].facts;
+  const milliseconds stage = stream_stage(options);
+  return json_text(nlohmann::json{
+      {"op", "probe"},
+      {"targets", {{{"address", address}, {"port", target.probe_port}, {"secret", target.probe_secret}}}},
+      {"count", 1}, {"timeout_ms", stage.count()}, {"budget_ms", (5 * stage + options.bulk).count()},
+      {"bulk_ms", options.bulk.count()}});
+}
+// How long the head waits for a stream's answer: the agent's budget and then some.
+milliseconds stream_limit(const PingOptions& options) {
+  return 5 * stream_stage(options) + options.bulk + milliseconds(10000);
+}
+
 // Slow pairs measured again one at a time, with nothing else in flight: on nodes that share
 // CPUs or an uplink, a stream beside others can look slow when its link is not. The pairs of
 // slow links come first (a link is named on its own pairs alone), then those of slow nodes
@@ -225,20 +242,22 @@ void remeasure_slow_pairs(ClusterSession& session, const ClusterSpec& cluster, c
       const bool of_node = slow_nodes.count(p.src) || slow_nodes.count(p.dst);
       if (links_first ? of_link : !of_link && of_node) again.push_back(&p);
     }
-  const milliseconds stage = options.timeout.value_or(milliseconds(2000));
   for (PairProbe* p : again) {
     if (!session.usable(size_t(p->src)) || !session.usable(size_t(p->dst))) continue;
-    const NodeHello& target = *report.nodes[size_t(p->dst)].facts;
-    const nlohmann::json ask = {
-        {"op", "probe"},
-        {"targets", {{{"address", p->address}, {"port", target.probe_port}, {"secret", target.probe_secret}}}},
-        {"count", 1}, {"timeout_ms", stage.count()}, {"budget_ms", (5 * stage + options.bulk).count()},
-        {"bulk_ms", options.bulk.count()}};
-    const auto answers = session.ask({{size_t(p->src), json_text(ask)}},
-                                     5 * stage + options.bulk + milliseconds(10000), interrupts);
+    const auto answers = session.ask({{size_t(p->src), stream_ask(report, p->dst, p->address, options)}},
+                                     stream_limit(options), interrupts);
     const ProbeResult again_result = parse_probe_answer(answers.front().payload, 1).front();
     if (again_result.gbps) p->gbps_alone = again_result.gbps;
   }
+}
+
+// The address of `node` that its peers stream to: the one on the chosen interface, else its first.
+std::string stream_address(const PingReport& report, int node) {
+  const auto& addresses = report.nodes[size_t(node)].facts->addresses;
+  const auto chosen = report.choice.interface_of.find(node);
+  for (const auto& a : addresses)
+    if (chosen != report.choice.interface_of.end() && a.interface == chosen->second) return a.address;
+  return addresses.empty() ? std::string() : addresses.front().address;
 }
 
 // The rendezvous lives on the first node reached (node 0 whenever it answers).
@@ -278,11 +297,11 @@ void add(std::vector<Finding>& found, Severity severity, FindingKind kind, std::
 }
 
 // What the bar is, in the words of the cluster file.
-std::string bandwidth_bar_words(const CheckThresholds& checks, const SlowBandwidth& slow) {
+std::string bandwidth_bar_words(const CheckThresholds& checks, double typical_gbps) {
   if (checks.min_bandwidth_gbps)
     return fmt::format("below checks.min_bandwidth_gbps {:g}", *checks.min_bandwidth_gbps);
   return fmt::format("below {:g}x the cluster median of {:.2f} Gbit/s (checks.min_bandwidth_ratio)",
-                     checks.min_bandwidth_ratio.value_or(kDefaultBandwidthRatio), slow.typical_gbps);
+                     checks.min_bandwidth_ratio.value_or(kDefaultBandwidthRatio), typical_gbps);
 }
 
 // Slow nodes, named with the directions that are slow and the numbers beside the bar; slow
@@ -291,7 +310,7 @@ std::string bandwidth_bar_words(const CheckThresholds& checks, const SlowBandwid
 void report_slow_bandwidth(const ClusterSpec& cluster, const PingReport& in, std::vector<Finding>& report) {
   auto host = [&](int i) { return in.nodes[size_t(i)].host; };
   const SlowBandwidth slow = slow_bandwidth_of(cluster, in);
-  const std::string bar = bandwidth_bar_words(cluster.checks, slow);
+  const std::string bar = bandwidth_bar_words(cluster.checks, slow.typical_gbps);
   for (const SlowNode& s : slow.nodes) {
     std::vector<std::string> slow_ways, other_ways;
     (s.sending ? slow_ways : other_ways).push_back(fmt::format("{:.2f} Gbit/s sending", s.sending_gbps));
@@ -527,6 +546,72 @@ std::vector<PairBandwidth> pair_bandwidths(const PingReport& report) {
   }
   std::vector<PairBandwidth> out;
   for (const auto& [ends, gbps] : best) out.push_back({ends.first, ends.second, gbps});
+  return out;
+}
+
+CulpritReport search_slow_pairs(ClusterSession& session, const ClusterSpec& cluster, const PingReport& report,
+                                const PingOptions& options, const std::vector<int>& interrupt_fds) {
+  std::vector<int> searched;  // report's node ranks, by the search's numbering
+  for (size_t i = 0; i < report.nodes.size(); ++i)
+    if (report.nodes[i].facts && session.usable(i) && !stream_address(report, int(i)).empty())
+      searched.push_back(int(i));
+  // Both ways at once, one stream each way: what a pair of ranks in a collective does.
+  const MeasurePairs measure = [&](const std::vector<std::pair<int, int>>& pairs) {
+    std::vector<std::pair<size_t, std::string>> asks;
+    for (auto [a, b] : pairs)
+      for (auto [src, dst] : {std::pair(searched[size_t(a)], searched[size_t(b)]),
+                              std::pair(searched[size_t(b)], searched[size_t(a)])})
+        asks.emplace_back(size_t(src), stream_ask(report, dst, stream_address(report, dst), options));
+    const auto answers = session.ask(asks, stream_limit(options), interrupt_fds);
+    std::vector<std::optional<double>> out;
+    for (size_t k = 0; k < pairs.size(); ++k) {
+      const ProbeResult there = parse_probe_answer(answers[2 * k].payload, 1).front();
+      const ProbeResult back = parse_probe_answer(answers[2 * k + 1].payload, 1).front();
+      out.push_back(there.gbps && back.gbps ? std::optional(std::min(*there.gbps, *back.gbps)) : std::nullopt);
+    }
+    if (options.on_pair_done)
+      for (size_t k = 0; k < pairs.size(); ++k) options.on_pair_done();
+    return out;
+  };
+  CulpritSearchOptions search;
+  search.min_ratio = cluster.checks.min_bandwidth_ratio.value_or(kDefaultBandwidthRatio);
+  search.min_gbps = cluster.checks.min_bandwidth_gbps;
+  CulpritReport found = find_culprits(int(searched.size()), measure, search);
+  // Back to the report's node ranks.
+  for (int& node : found.slow_nodes) node = searched[size_t(node)];
+  for (int& node : found.unknown) node = searched[size_t(node)];
+  for (auto& [a, b] : found.slow_links) a = searched[size_t(a)], b = searched[size_t(b)];
+  for (auto& m : found.measured) m.a = searched[size_t(m.a)], m.b = searched[size_t(m.b)];
+  return found;
+}
+
+std::vector<Finding> slow_pair_findings(const ClusterSpec& cluster, const PingReport& report,
+                                        const CulpritReport& found) {
+  std::vector<Finding> out;
+  auto host = [&](int i) { return report.nodes[size_t(i)].host; };
+  const std::string bar = bandwidth_bar_words(cluster.checks, found.typical_gbps);
+  const auto measured_with = [&](int node) {
+    std::vector<std::string> with;
+    for (const auto& m : found.measured)
+      if (m.a == node || m.b == node) with.push_back(fmt::format("{:.2f} Gbit/s with {}", m.gbps, host(m.a == node ? m.b : m.a)));
+    return fmt::format("{}", fmt::join(with, ", "));
+  };
+  for (int node : found.slow_nodes)
+    add(out, Severity::Fail, FindingKind::Bandwidth, node,
+        fmt::format("{}: bandwidth is slow with every partner ({}), {}; found by pairs in {} rounds",
+                    host(node), measured_with(node), bar, found.rounds));
+  for (auto [a, b] : found.slow_links) {
+    double gbps = 0;
+    for (const auto& m : found.measured)
+      if ((m.a == a && m.b == b) || (m.a == b && m.b == a)) gbps = m.gbps;
+    add(out, Severity::Fail, FindingKind::Bandwidth, std::nullopt,
+        fmt::format("the link {} <-> {} is slow: {:.2f} Gbit/s, {}; both nodes are fast with other "
+                    "partners; found by pairs in {} rounds", host(a), host(b), gbps, bar, found.rounds));
+  }
+  for (int node : found.unknown)
+    add(out, Severity::Warn, FindingKind::Bandwidth, node,
+        fmt::format("{}: slow with the partners it was measured with ({}), with no partner known good "
+                    "left to tell the node from its links: unknown", host(node), measured_with(node)));
   return out;
 }
 

@@ -14,6 +14,7 @@
 #include "launcher/job/finding.h"
 #include "launcher/remote/launch_spec.h"
 #include "launcher/remote/session.h"
+#include "probes/culprit_search.h"
 #include "probes/network_report.h"
 #include "probes/pair_schedule.h"
 
@@ -75,6 +76,15 @@ std::vector<PairBandwidth> pair_bandwidths(const std::vector<PairProbe>& pairs);
 
 // The slow nodes and links that `report`'s bandwidths show against the cluster's checks.
 SlowBandwidth slow_bandwidth_of(const ClusterSpec& cluster, const PingReport& report);
+
+// The pair search over the agents of `report`'s reachable nodes, each pair streaming both
+// ways at once for `options.bulk` (see find_culprits): slow nodes and links in a few rounds
+// where the whole mesh takes n-1. Node ranks are `report`'s.
+CulpritReport search_slow_pairs(ClusterSession& session, const ClusterSpec& cluster, const PingReport& report,
+                                const PingOptions& options, const std::vector<int>& interrupt_fds);
+// What the search found, in the words ping and doctor print.
+std::vector<Finding> slow_pair_findings(const ClusterSpec& cluster, const PingReport& report,
+                                        const CulpritReport& found);
 
 // What the measurements in `report` (nodes and pairs) allow: the rendezvous address and
 // interfaces, and the problems found. The last step of ping_cluster, on its own for the

@@ -51,6 +51,10 @@ const std::vector<std::string>& doctor_stages() {
 
 namespace {
 
+// Up to this many nodes the network stage streams between every pair; past it, the mesh's
+// n-1 rounds of streams would cost more than the rest of doctor, and the pair search runs.
+constexpr size_t kEveryPairStreamsNodes = 16;
+
 std::string plural(size_t n, const char* word) {
   return fmt::format("{} {}{}", n, word, n == 1 ? "" : "s");
 }
@@ -255,12 +259,20 @@ class Doctor {
     }
     PingOptions ping;
     ping.round_trips = 20;
-    // Every pair streams for a fixed time, not a byte count: a slow link costs its budget
-    // and no more, and a node whose bandwidth is a fraction of its peers' is named.
-    ping.bandwidth = true;
+    // Streams last a fixed time, not a byte count: a slow link costs its budget and no more.
+    // Up to 16 nodes every pair streams (n-1 rounds, every link); past that the pair search
+    // names slow nodes in three rounds, and slow links on the pairs it measures.
+    const bool every_pair_streams = context_->cluster().nodes.size() <= kEveryPairStreamsNodes;
+    ping.bandwidth = every_pair_streams;
     ping.bulk = std::chrono::milliseconds(150);
     ping.on_pair_done = [this] { observer_.step_done(); };
     PingReport r = ping_cluster(context_->session(), context_->cluster(), ping, context_->interrupt_fds());
+    if (!every_pair_streams) {
+      ping.on_pair_done = nullptr;  // the progress line counts the mesh's pairs
+      const CulpritReport found = search_slow_pairs(context_->session(), context_->cluster(), r, ping,
+                                                    context_->interrupt_fds());
+      for (auto& f : slow_pair_findings(context_->cluster(), r, found)) r.problems.push_back(std::move(f));
+    }
     // Each node's pairs, gathered in one pass: at 64 nodes there are 4032 of them per address.
     std::vector<std::vector<const ProbeResult*>> probed_by(r.nodes.size());
     for (const auto& p : r.pairs)
@@ -310,6 +322,11 @@ class Doctor {
           fmt::format("MASTER_ADDR {}{}", *r.choice.master_addr,
                       names.empty() ? "" : fmt::format("; interfaces {}", fmt::join(names, ", "))));
     }
+    // In a ring every rank waits on the slowest link: the smoke stage's slowest rank names
+    // nobody, and what the network stage named is what slows it.
+    for (const auto& p : r.problems)
+      if (p.kind == FindingKind::Bandwidth && p.severity == Finding::Severity::Fail)
+        slow_by_network_.push_back(p.node ? host(size_t(*p.node)) : "a slow link");
     context_->remember_network(std::move(r));  // the launch uses these choices
   }
 
@@ -361,10 +378,12 @@ class Doctor {
     for (const auto& row : outcome.rows)
       if (row.op == CollectiveOp::AllReduce && other_problems.empty())
         add("smoke", "all_reduce", std::nullopt, CheckStatus::Pass,
-            fmt::format("{} at {} bytes over {}: busbw {:.3f} GB/s, {} wrong; slowest rank {}{}",
+            fmt::format("{} at {} bytes over {}: busbw {:.3f} GB/s, {} wrong{}{}",
                         outcome.backend, row.bytes, plural(size_t(row.ranks), "rank"), row.busbw_gbps,
-                        row.wrong, row.slowest_rank,
-                        row.ranks == 1 ? " (one slot: nothing crossed a link)" : ""),
+                        row.wrong, row.ranks == 1 ? " (one slot: nothing crossed a link)" : "",
+                        slow_by_network_.empty() ? ""
+                            : fmt::format("; a ring runs at its slowest link, and the network stage "
+                                          "named {}", fmt::join(slow_by_network_, " and "))),
             {{"busbw_bytes_per_second", row.busbw_gbps * 1e9}, {"collective_time_seconds", row.time_us / 1e6},
              {"message_bytes", double(row.bytes)}, {"wrong_elements", double(row.wrong)}});
   }
@@ -466,6 +485,7 @@ class Doctor {
   static constexpr std::chrono::milliseconds kHealthLimit{20000};
   bool ranks_decided_ = false;
   std::string why_this_many_ranks_;
+  std::vector<std::string> slow_by_network_;  // nodes (or "a slow link") the network stage failed on bandwidth
 };
 
 }  // namespace

@@ -151,6 +151,36 @@ TEST_F(PingCluster, AHealthyClusterUnderABusyCpuNamesNoSlowNodeOrLink) {
   EXPECT_TRUE(bandwidth_problems(r).empty()) << r["problems"].dump(2);
 }
 
+// The pair search finds the capped host in three rounds of disjoint pairs streaming both ways,
+// and a capped link between ring neighbours as the link: what doctor runs past 16 nodes.
+TEST_F(PingCluster, TheSearchNamesACappedHostInThreeRounds) {
+  cluster_->cap_host(2, "30mbit");
+  int status = -1;
+  auto r = ping_json({"--search"}, &status);
+  EXPECT_EQ(status, 1);
+  const auto named = bandwidth_problems(r);
+  ASSERT_EQ(named.size(), 1u) << r["problems"].dump(2);
+  EXPECT_EQ(named[0].find("fail node3: bandwidth is slow with every partner (0.0"), 0u) << named[0];
+  EXPECT_LE(r["search"]["rounds"].get<int>(), 3) << r["search"].dump(2);
+}
+
+TEST_F(PingCluster, TheSearchNamesACappedLinkBetweenRingNeighboursAsTheLink) {
+  cluster_->cap_link(2, 3, "30mbit");
+  auto r = ping_json({"--search"});
+  const auto named = bandwidth_problems(r);
+  ASSERT_EQ(named.size(), 1u) << r["problems"].dump(2);
+  EXPECT_EQ(named[0].find("fail the link node3 <-> node4 is slow: 0.0"), 0u) << named[0];
+}
+
+TEST_F(PingCluster, TheSearchNamesNothingOnAHealthyClusterUnderABusyCpu) {
+  BusyCpus busy;
+  int status = -1;
+  auto r = ping_json({"--search"}, &status);
+  EXPECT_EQ(status, 0) << r["problems"].dump(2);
+  EXPECT_TRUE(bandwidth_problems(r).empty()) << r["problems"].dump(2);
+  EXPECT_EQ(r["search"]["rounds"], 2) << r["search"].dump(2);  // the ring's pairs, both fast
+}
+
 TEST_F(PingCluster, TwoEntriesForOneMachineAreCaught) {
   const std::string alias = cluster_->address(0).substr(0, cluster_->address(0).rfind('.')) + ".101";
   ASSERT_EQ(cluster_->on_host(0, {"ip", "addr", "add", alias + "/24", "dev", "eth0"}).exit_code, 0);

@@ -1,0 +1,50 @@
+// Which node or link makes a collective slow, found by pairs as an operator bisects by hand,
+// but in a few rounds: every node is measured with its two ring neighbours (the links a ring
+// collective crosses), in disjoint pairs at once; a node slow with both is measured once more
+// with a node known to be good. The measurements come through a seam, so the same search runs
+// over real ranks and over a simulated cluster of thousands.
+#pragma once
+
+#include <functional>
+#include <optional>
+#include <utility>
+#include <vector>
+
+namespace muster {
+
+// One round: disjoint pairs of nodes measured at once; the bandwidth of each (the slower of
+// its two directions, in Gbit/s), in the order given. A pair not measured (its node lost, its
+// budget spent) is unset: it says nothing, neither slow nor fast.
+using MeasurePairs =
+    std::function<std::vector<std::optional<double>>(const std::vector<std::pair<int, int>>& pairs)>;
+
+struct CulpritSearchOptions {
+  double min_ratio = 0.5;          // a pair below this fraction of the median is slow
+  std::optional<double> min_gbps;  // the cluster file's expectation, which wins
+  int max_rounds = 6;              // rounds after which what is unresolved stays unknown
+};
+
+struct MeasuredPair {
+  int a = 0, b = 0;
+  double gbps = 0;
+  int round = 0;  // from 1
+};
+
+struct CulpritReport {
+  std::vector<int> slow_nodes;                  // slow with every partner, a good one among them
+  std::vector<std::pair<int, int>> slow_links;  // slow only between these two (a < b)
+  std::vector<int> unknown;                     // seen slow, not resolved within max_rounds
+  double typical_gbps = 0;                      // the median of the ring pairs
+  double threshold_gbps = 0;                    // a pair below it is slow
+  int rounds = 0;                               // rounds measured
+  std::vector<MeasuredPair> measured;           // every pair, in order
+};
+
+// Searches `nodes` nodes (at least 2). Rounds 1 and 2 measure the ring's pairs (0,1) (2,3) ...
+// then (1,2) (3,4) ...; with an odd count, the ring's last pair (n-1, 0) in a later round. A node is named slow when it is slow with two partners or more
+// and one of them is known good (fast with someone else); a slow pair neither of whose nodes
+// is slow is the link. Node faults need three rounds; links are found on the ring's pairs,
+// which are the ones a ring collective crosses (the network stage measures the whole mesh).
+CulpritReport find_culprits(int nodes, const MeasurePairs& measure, const CulpritSearchOptions& options = {});
+
+}  // namespace muster
