@@ -111,6 +111,14 @@ class Search {
         break;
       }
     }
+    // A slow pair between two nodes fast with others is measured once more before it is
+    // called a slow link: alone, or nearly, where the ring rounds had every node streaming
+    // at once (on shared CPUs or uplinks one stream of many can look slow).
+    for (auto [a, b] : links_to_measure_again())
+      if (!busy[size_t(a)] && !busy[size_t(b)]) {
+        out.emplace_back(a, b);
+        busy[size_t(a)] = busy[size_t(b)] = true;
+      }
     // With an odd count the ring's last pair (n-1, 0) fits no ring round: it is measured
     // once both its nodes are known fast and free, as the link a ring collective crosses there.
     const int last = n_ - 1;
@@ -121,6 +129,26 @@ class Search {
     return out;
   }
 
+  // Every measurement of each pair of nodes fast with others where one was slow: what a
+  // slow link looks like, measured once or more.
+  std::map<std::pair<int, int>, std::vector<double>> link_candidates() const {
+    std::map<std::pair<int, int>, std::vector<double>> all;
+    for (const auto& m : report_.measured) all[{std::min(m.a, m.b), std::max(m.a, m.b)}].push_back(m.gbps);
+    std::map<std::pair<int, int>, std::vector<double>> out;
+    for (auto& [ends, gbps] : all)
+      if (evidence_[size_t(ends.first)].fast && evidence_[size_t(ends.second)].fast &&
+          std::any_of(gbps.begin(), gbps.end(), [&](double g) { return g < report_.threshold_gbps; }))
+        out.emplace(ends, std::move(gbps));
+    return out;
+  }
+
+  std::vector<std::pair<int, int>> links_to_measure_again() const {
+    std::vector<std::pair<int, int>> out;
+    for (const auto& [ends, gbps] : link_candidates())
+      if (gbps.size() == 1) out.push_back(ends);
+    return out;
+  }
+
   void conclude() {
     if (report_.threshold_gbps <= 0) return;
     for (int i = 0; i < n_; ++i) {
@@ -128,12 +156,13 @@ class Search {
       if (slow_node(i)) report_.slow_nodes.push_back(i);
       else if (!e.fast && !e.slow_partners.empty()) report_.unknown.push_back(i);
     }
-    // A slow pair between two nodes that are fast with others is the link between them.
-    std::set<std::pair<int, int>> links;
-    for (const auto& m : report_.measured)
-      if (m.gbps < report_.threshold_gbps && evidence_[size_t(m.a)].fast && evidence_[size_t(m.b)].fast)
-        links.insert({std::min(m.a, m.b), std::max(m.a, m.b)});
-    report_.slow_links.assign(links.begin(), links.end());
+    // A pair slow every time it was measured, twice or more, between two nodes that are fast
+    // with others, is the link between them; slow once and not measured again, unknown.
+    for (const auto& [ends, gbps] : link_candidates()) {
+      const bool always_slow = std::all_of(gbps.begin(), gbps.end(), [&](double g) { return g < report_.threshold_gbps; });
+      if (always_slow && gbps.size() >= 2) report_.slow_links.push_back(ends);
+      else if (always_slow) report_.unknown_links.push_back(ends);
+    }
   }
 
   const int n_;

@@ -32,7 +32,8 @@ struct MeasuredPair {
 
 struct CulpritReport {
   std::vector<int> slow_nodes;                  // slow with every partner, a good one among them
-  std::vector<std::pair<int, int>> slow_links;  // slow only between these two (a < b)
+  std::vector<std::pair<int, int>> slow_links;  // slow only between these two (a < b), twice
+  std::vector<std::pair<int, int>> unknown_links;  // slow once, not measured again within max_rounds
   std::vector<int> unknown;                     // seen slow, not resolved within max_rounds
   double typical_gbps = 0;                      // the median of the ring pairs
   double threshold_gbps = 0;                    // a pair below it is slow
@@ -42,9 +43,10 @@ struct CulpritReport {
 
 // Searches `nodes` nodes (at least 2). Rounds 1 and 2 measure the ring's pairs (0,1) (2,3) ...
 // then (1,2) (3,4) ...; with an odd count, the ring's last pair (n-1, 0) in a later round. A node is named slow when it is slow with two partners or more
-// and one of them is known good (fast with someone else); a slow pair neither of whose nodes
-// is slow is the link. Node faults need three rounds; links are found on the ring's pairs,
-// which are the ones a ring collective crosses (the network stage measures the whole mesh).
+// and one of them is known good (fast with someone else); a pair slow twice (measured again
+// with fewer streams beside it) between two nodes fast with others is the link. Node faults
+// need three rounds, links one or two more; links are found on the ring's pairs, which are
+// the ones a ring collective crosses (the network stage measures the whole mesh).
 CulpritReport find_culprits(int nodes, const MeasurePairs& measure, const CulpritSearchOptions& options = {});
 
 }  // namespace muster

@@ -581,6 +581,7 @@ CulpritReport search_slow_pairs(ClusterSession& session, const ClusterSpec& clus
   for (int& node : found.slow_nodes) node = searched[size_t(node)];
   for (int& node : found.unknown) node = searched[size_t(node)];
   for (auto& [a, b] : found.slow_links) a = searched[size_t(a)], b = searched[size_t(b)];
+  for (auto& [a, b] : found.unknown_links) a = searched[size_t(a)], b = searched[size_t(b)];
   for (auto& m : found.measured) m.a = searched[size_t(m.a)], m.b = searched[size_t(m.b)];
   return found;
 }
@@ -608,6 +609,10 @@ std::vector<Finding> slow_pair_findings(const ClusterSpec& cluster, const PingRe
         fmt::format("the link {} <-> {} is slow: {:.2f} Gbit/s, {}; both nodes are fast with other "
                     "partners; found by pairs in {} rounds", host(a), host(b), gbps, bar, found.rounds));
   }
+  for (auto [a, b] : found.unknown_links)
+    add(out, Severity::Warn, FindingKind::Bandwidth, std::nullopt,
+        fmt::format("the link {} <-> {} was slow once, beside the other pairs' streams, and not measured "
+                    "again: unknown; muster ping --bandwidth on the two tells", host(a), host(b)));
   for (int node : found.unknown)
     add(out, Severity::Warn, FindingKind::Bandwidth, node,
         fmt::format("{}: slow with the partners it was measured with ({}), with no partner known good "

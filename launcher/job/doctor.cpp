@@ -267,12 +267,20 @@ class Doctor {
     ping.bulk = std::chrono::milliseconds(150);
     ping.on_pair_done = [this] { observer_.step_done(); };
     PingReport r = ping_cluster(context_->session(), context_->cluster(), ping, context_->interrupt_fds());
+    std::string bandwidth_measured = fmt::format("every pair streamed, median {:.2f} Gbit/s",
+                                                 slow_bandwidth_of(context_->cluster(), r).typical_gbps);
     if (!every_pair_streams) {
       ping.on_pair_done = nullptr;  // the progress line counts the mesh's pairs
       const CulpritReport found = search_slow_pairs(context_->session(), context_->cluster(), r, ping,
                                                     context_->interrupt_fds());
       for (auto& f : slow_pair_findings(context_->cluster(), r, found)) r.problems.push_back(std::move(f));
+      bandwidth_measured = fmt::format("{} pairs in {} rounds of the pair search, median {:.2f} Gbit/s",
+                                       found.measured.size(), found.rounds, found.typical_gbps);
     }
+    if (std::none_of(r.problems.begin(), r.problems.end(),
+                     [](const Finding& f) { return f.kind == FindingKind::Bandwidth; }))
+      add("network", "bandwidth", std::nullopt, CheckStatus::Pass,
+          bandwidth_measured + ": no node or link below the bar");
     // Each node's pairs, gathered in one pass: at 64 nodes there are 4032 of them per address.
     std::vector<std::vector<const ProbeResult*>> probed_by(r.nodes.size());
     for (const auto& p : r.pairs)

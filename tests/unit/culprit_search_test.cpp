@@ -47,6 +47,7 @@ TEST(CulpritSearch, OneSlowNodeIsNamedInThreeRoundsWhereverItIs) {
           EXPECT_LE(m.round, 3) << n << " nodes, slow " << bad;
         }
       EXPECT_LE(r.rounds, n % 2 ? 4 : 3) << n << " nodes, slow " << bad;
+      EXPECT_TRUE(r.unknown_links.empty()) << n << " nodes, slow " << bad;
     }
 }
 
@@ -68,6 +69,21 @@ TEST(CulpritSearch, TwoSlowLinksMeetingAtANodeAreNotASlowNode) {
   CulpritReport r = search(cluster, 8);
   EXPECT_TRUE(r.slow_nodes.empty());
   EXPECT_EQ(as_set(r.slow_links), (std::set<std::pair<int, int>>{{2, 3}, {3, 4}}));
+  EXPECT_LE(r.rounds, 5);  // node 3 against a good node, then each link again (they share node 3)
+}
+
+// A pair slow once, beside every other pair's stream, and fast when measured again is no link.
+TEST(CulpritSearch, APairSlowOnceAndFastAgainIsNotALink) {
+  SimulatedCluster cluster(8, 11);
+  int calls = 0;
+  CulpritReport r = find_culprits(8, [&](const auto& pairs) {
+    auto out = cluster.measure(pairs);
+    if (calls++ == 0) out[1] = 0.3;  // (2,3) in the first round only
+    return out;
+  });
+  EXPECT_TRUE(r.slow_nodes.empty());
+  EXPECT_TRUE(r.slow_links.empty());
+  EXPECT_TRUE(r.unknown_links.empty());
   EXPECT_EQ(r.rounds, 3);
 }
 
@@ -108,7 +124,7 @@ TEST(CulpritSearch, RandomFaultsAtScaleAreFoundWithoutFalsePositives) {
         if (cluster.slow_nodes.count(m.a) || cluster.slow_nodes.count(m.b)) {
           EXPECT_LE(m.round, 3) << n << " nodes, seed " << seed;
         }
-      EXPECT_LE(r.rounds, 4) << n << " nodes, seed " << seed;
+      EXPECT_LE(r.rounds, 5) << n << " nodes, seed " << seed;
     }
 }
 
