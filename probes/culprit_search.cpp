@@ -13,6 +13,8 @@ struct NodeEvidence {
   std::set<int> slow_partners;  // slow with
   bool fast = false;            // fast with someone: not a slow node
   bool confirmed = false;       // slow with a partner chosen because it was known good
+  int unanswered = 0;           // measurements with it that came back with nothing
+  bool gave_up = false;         // a confirmation came back with nothing: not asked again
 };
 
 class Search {
@@ -46,9 +48,18 @@ class Search {
   void measure_round(const std::vector<std::pair<int, int>>& pairs, bool confirming = false) {
     ++report_.rounds;
     const auto results = measure_(pairs);
-    for (size_t k = 0; k < pairs.size() && k < results.size(); ++k) {
-      if (!results[k]) continue;
+    for (size_t k = 0; k < pairs.size(); ++k) {
       const auto [a, b] = pairs[k];
+      if (k >= results.size() || !results[k]) {
+        // Nothing to judge by: a node that fails its confirmation too is left unknown, not
+        // asked round after round (each round waits out the stream's limit).
+        for (int node : {a, b}) {
+          NodeEvidence& e = evidence_[size_t(node)];
+          ++e.unanswered;
+          if (confirming && !e.fast) e.gave_up = true;
+        }
+        continue;
+      }
       report_.measured.push_back({a, b, *results[k], report_.rounds});
       confirming_.push_back(confirming);
       if (report_.threshold_gbps > 0) record(report_.measured.back(), confirming);
@@ -100,7 +111,7 @@ class Search {
     size_t next_good = 0;
     for (int i = 0; i < n_; ++i) {
       const NodeEvidence& e = evidence_[size_t(i)];
-      if (e.fast || slow_node(i) || busy[size_t(i)]) continue;
+      if (e.fast || slow_node(i) || busy[size_t(i)] || e.gave_up) continue;
       // Good partners taken in turn, so that the slow nodes of a round spread over them.
       for (size_t tried = 0; tried < good.size(); ++tried) {
         const int g = good[(next_good + tried) % good.size()];
@@ -154,7 +165,7 @@ class Search {
     for (int i = 0; i < n_; ++i) {
       const NodeEvidence& e = evidence_[size_t(i)];
       if (slow_node(i)) report_.slow_nodes.push_back(i);
-      else if (!e.fast && !e.slow_partners.empty()) report_.unknown.push_back(i);
+      else if (!e.fast && (!e.slow_partners.empty() || e.unanswered > 0)) report_.unknown.push_back(i);
     }
     // A pair slow every time it was measured, twice or more, between two nodes that are fast
     // with others, is the link between them; slow once and not measured again, unknown.

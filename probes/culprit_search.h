@@ -34,7 +34,7 @@ struct CulpritReport {
   std::vector<int> slow_nodes;                  // slow with every partner, a good one among them
   std::vector<std::pair<int, int>> slow_links;  // slow only between these two (a < b), twice
   std::vector<std::pair<int, int>> unknown_links;  // slow once, not measured again within max_rounds
-  std::vector<int> unknown;                     // seen slow, not resolved within max_rounds
+  std::vector<int> unknown;  // seen slow or never measured, not resolved within max_rounds
   double typical_gbps = 0;                      // the median of the ring pairs
   double threshold_gbps = 0;                    // a pair below it is slow
   int rounds = 0;                               // rounds measured

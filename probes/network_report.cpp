@@ -171,17 +171,25 @@ SlowBandwidth find_slow_bandwidth(int nodes, const std::vector<PairBandwidth>& p
       out.nodes.push_back({int(i), slow_sender[i], slow_receiver[i], median_of(sending[i]),
                            median_of(receiving[i]), int(std::max(sending[i].size(), receiving[i].size()))});
   }
-  std::map<std::pair<int, int>, SlowLink> links;
+  // A link is named only between nodes each fast with some peer: otherwise nothing tells the
+  // link from its ends (two nodes, or a node half of whose pairs are slow).
+  std::vector<bool> fast_somewhere(n);
+  for (const auto& p : pairs)
+    if (p.src >= 0 && p.dst >= 0 && size_t(p.src) < n && size_t(p.dst) < n && !slow(p.gbps))
+      fast_somewhere[size_t(p.src)] = fast_somewhere[size_t(p.dst)] = true;
+  std::map<std::pair<int, int>, SlowLink> links, unresolved;
   for (const auto& p : pairs) {
     if (p.src < 0 || p.dst < 0 || size_t(p.src) >= n || size_t(p.dst) >= n || !slow(p.gbps)) continue;
     if (slow_sender[size_t(p.src)] || slow_receiver[size_t(p.dst)]) continue;  // a slow node's pair
     const int a = std::min(p.src, p.dst), b = std::max(p.src, p.dst);
-    SlowLink& link = links[{a, b}];
+    const bool told_apart = fast_somewhere[size_t(a)] && fast_somewhere[size_t(b)];
+    SlowLink& link = (told_apart ? links : unresolved)[{a, b}];
     link.a = a;
     link.b = b;
     (p.src == a ? link.a_to_b_gbps : link.b_to_a_gbps) = p.gbps;
   }
   for (auto& [ends, link] : links) out.links.push_back(link);
+  for (auto& [ends, link] : unresolved) out.unresolved.push_back(link);
   return out;
 }
 

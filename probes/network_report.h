@@ -98,11 +98,14 @@ struct SlowBandwidth {
   double threshold_gbps = 0;  // a pair below it is slow; 0 when nothing can be judged
   std::vector<SlowNode> nodes;
   std::vector<SlowLink> links;
+  // Slow pairs that no slow node explains, between nodes not both fast with another peer: the
+  // node cannot be told from the link (two nodes, or half a node's pairs slow).
+  std::vector<SlowLink> unresolved;
 };
 
 // Names what makes pairs slow. A pair is slow below the bar. A node is slow in a direction
 // when it has two peers or more and more than half of its pairs that way are slow; a slow
-// pair that no slow node explains is a slow link. The cluster median is the median over
+// pair that no slow node explains, between nodes each fast with another peer, is a slow link. The cluster median is the median over
 // nodes of each node's upper-median pair (both directions): it stays the healthy figure
 // while fewer than half the nodes are slow, whatever share of the pairs they spoil. Without
 // checks.min_bandwidth_gbps, fewer than three nodes cannot say which one is slow: nothing is

@@ -71,8 +71,9 @@ PingReport ping_cluster(ClusterSession& session, const ClusterSpec& cluster,
 // entries for this machine are found to be the same machine, as over SSH.
 PingReport ping_here(const ClusterSpec& cluster);
 
-// Each ordered pair's bandwidth: the best of its addresses and of its measurements.
-std::vector<PairBandwidth> pair_bandwidths(const std::vector<PairProbe>& pairs);
+// Each ordered pair's bandwidth: on the chosen interface's address where there is one (what
+// the ranks will use), else the best of its addresses; the better of its measurements.
+std::vector<PairBandwidth> pair_bandwidths(const PingReport& report);
 
 // The slow nodes and links that `report`'s bandwidths show against the cluster's checks.
 SlowBandwidth slow_bandwidth_of(const ClusterSpec& cluster, const PingReport& report);

@@ -267,8 +267,9 @@ class Doctor {
     ping.bulk = std::chrono::milliseconds(150);
     ping.on_pair_done = [this] { observer_.step_done(); };
     PingReport r = ping_cluster(context_->session(), context_->cluster(), ping, context_->interrupt_fds());
-    std::string bandwidth_measured = fmt::format("every pair streamed, median {:.2f} Gbit/s",
-                                                 slow_bandwidth_of(context_->cluster(), r).typical_gbps);
+    const SlowBandwidth mesh = slow_bandwidth_of(context_->cluster(), r);
+    double threshold = mesh.threshold_gbps;
+    std::string bandwidth_measured = fmt::format("every pair streamed, median {:.2f} Gbit/s", mesh.typical_gbps);
     if (!every_pair_streams) {
       ping.on_pair_done = nullptr;  // the progress line counts the mesh's pairs
       const CulpritReport found = search_slow_pairs(context_->session(), context_->cluster(), r, ping,
@@ -276,11 +277,14 @@ class Doctor {
       for (auto& f : slow_pair_findings(context_->cluster(), r, found)) r.problems.push_back(std::move(f));
       bandwidth_measured = fmt::format("{} pairs in {} rounds of the pair search, median {:.2f} Gbit/s",
                                        found.measured.size(), found.rounds, found.typical_gbps);
+      threshold = found.threshold_gbps;
     }
+    // Nothing judged is no pass: two nodes without checks.min_bandwidth_gbps, or no stream measured.
     if (std::none_of(r.problems.begin(), r.problems.end(),
                      [](const Finding& f) { return f.kind == FindingKind::Bandwidth; }))
-      add("network", "bandwidth", std::nullopt, CheckStatus::Pass,
-          bandwidth_measured + ": no node or link below the bar");
+      add("network", "bandwidth", std::nullopt, threshold > 0 ? CheckStatus::Pass : CheckStatus::Skip,
+          threshold > 0 ? bandwidth_measured + ": no node or link below the bar"
+                        : bandwidth_measured + ": nothing to compare it with (set checks.min_bandwidth_gbps)");
     // Each node's pairs, gathered in one pass: at 64 nodes there are 4032 of them per address.
     std::vector<std::vector<const ProbeResult*>> probed_by(r.nodes.size());
     for (const auto& p : r.pairs)
@@ -334,7 +338,9 @@ class Doctor {
     // nobody, and what the network stage named is what slows it.
     for (const auto& p : r.problems)
       if (p.kind == FindingKind::Bandwidth && p.severity == Finding::Severity::Fail)
-        slow_by_network_.push_back(p.node ? host(size_t(*p.node)) : "a slow link");
+        if (const std::string named = p.node ? host(size_t(*p.node)) : "a slow link";
+            !contains(slow_by_network_, named))
+          slow_by_network_.push_back(named);
     context_->remember_network(std::move(r));  // the launch uses these choices
   }
 

@@ -178,7 +178,8 @@ TEST_F(PingCluster, TheSearchNamesNothingOnAHealthyClusterUnderABusyCpu) {
   auto r = ping_json({"--search"}, &status);
   EXPECT_EQ(status, 0) << r["problems"].dump(2);
   EXPECT_TRUE(bandwidth_problems(r).empty()) << r["problems"].dump(2);
-  EXPECT_EQ(r["search"]["rounds"], 2) << r["search"].dump(2);  // the ring's pairs, both fast
+  // The ring's pairs, and those that looked slow under the load measured again.
+  EXPECT_LE(r["search"]["rounds"].get<int>(), 3) << r["search"].dump(2);
 }
 
 TEST_F(PingCluster, TwoEntriesForOneMachineAreCaught) {
