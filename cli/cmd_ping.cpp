@@ -128,12 +128,18 @@ using PairValue = std::function<std::optional<double>(const PairProbe&)>;
 std::string matrix_legend(const PingReport& r, size_t cell, std::vector<std::string>& labels) {
   const bool fit = std::all_of(r.nodes.begin(), r.nodes.end(),
                                [&](const NodeStatus& n) { return n.host.size() < cell; });
-  std::string legend;
+  std::string legend, line = "columns:";
   for (size_t j = 0; j < r.nodes.size(); ++j) {
     labels.push_back(fit ? r.nodes[j].host : fmt::format("[{}]", j));
-    if (!fit) legend += fmt::format("{} {} = {}", j ? "," : "columns:", labels.back(), r.nodes[j].host);
+    if (fit) continue;
+    const std::string entry = fmt::format(" {} = {}{}", labels.back(), r.nodes[j].host, j + 1 < r.nodes.size() ? "," : "");
+    if (line.size() + entry.size() > kColumns && line.size() > 2) {  // wrapped within the terminal's width
+      legend += line + "\n";
+      line = " ";
+    }
+    line += entry;
   }
-  return legend.empty() ? "" : legend + "\n";
+  return fit ? "" : legend + line + "\n";
 }
 
 // A node-by-node matrix, row to column, one cell per ordered pair. Past what 80 columns

@@ -382,6 +382,8 @@ TEST(PingLocal, WithNoClusterThisMachineIsReachedWithoutSsh) {
   }
   EXPECT_NE(unreachable.out.find("  node12.invalid         ?         ?         ?"), std::string::npos)
       << unreachable.out;
+  // Names longer than a column are never cut into one another: short labels and a legend.
+  EXPECT_NE(unreachable.out.find("[11] = node12.invalid"), std::string::npos) << unreachable.out;
 }
 
 }  // namespace
