@@ -1,6 +1,7 @@
 #include "launcher/job/cluster_ping.h"
 
 #include <algorithm>
+#include <functional>
 #include <map>
 #include <set>
 
@@ -310,11 +311,19 @@ std::string bandwidth_bar_words(const CheckThresholds& checks, double typical_gb
                      checks.min_bandwidth_ratio.value_or(kDefaultBandwidthRatio), typical_gbps);
 }
 
+// A slow link's measured directions: "0.50 Gbit/s node3 -> node4 and 0.50 Gbit/s node4 -> node3".
+std::string link_directions(const SlowLink& l, const std::function<std::string(int)>& host) {
+  std::vector<std::string> ways;
+  if (l.a_to_b_gbps) ways.push_back(fmt::format("{:.2f} Gbit/s {} -> {}", *l.a_to_b_gbps, host(l.a), host(l.b)));
+  if (l.b_to_a_gbps) ways.push_back(fmt::format("{:.2f} Gbit/s {} -> {}", *l.b_to_a_gbps, host(l.b), host(l.a)));
+  return fmt::format("{}", fmt::join(ways, " and "));
+}
+
 // Slow nodes, named with the directions that are slow and the numbers beside the bar; slow
 // links, named by both ends. A link is a failure only once measured again alone: a stream
 // that shared this machine's CPU with others can look slow when the link is not.
 void report_slow_bandwidth(const ClusterSpec& cluster, const PingReport& in, std::vector<Finding>& report) {
-  auto host = [&](int i) { return in.nodes[size_t(i)].host; };
+  const std::function<std::string(int)> host = [&](int i) { return in.nodes[size_t(i)].host; };
   const SlowBandwidth slow = slow_bandwidth_of(cluster, in);
   const std::string bar = bandwidth_bar_words(cluster.checks, slow.typical_gbps);
   for (const SlowNode& s : slow.nodes) {
@@ -330,30 +339,17 @@ void report_slow_bandwidth(const ClusterSpec& cluster, const PingReport& in, std
   for (const auto& p : in.pairs)
     if (p.gbps_alone) alone.insert({p.src, p.dst});
   for (const SlowLink& l : slow.links) {
-    std::vector<std::string> ways;
-    bool confirmed = true;
-    if (l.a_to_b_gbps) {
-      ways.push_back(fmt::format("{:.2f} Gbit/s {} -> {}", *l.a_to_b_gbps, host(l.a), host(l.b)));
-      confirmed &= alone.count({l.a, l.b}) > 0;
-    }
-    if (l.b_to_a_gbps) {
-      ways.push_back(fmt::format("{:.2f} Gbit/s {} -> {}", *l.b_to_a_gbps, host(l.b), host(l.a)));
-      confirmed &= alone.count({l.b, l.a}) > 0;
-    }
+    const bool confirmed = (!l.a_to_b_gbps || alone.count({l.a, l.b})) && (!l.b_to_a_gbps || alone.count({l.b, l.a}));
     add(report, confirmed ? Severity::Fail : Severity::Warn, FindingKind::Bandwidth, std::nullopt,
         fmt::format("the link {} <-> {} is slow: {}, {}; both nodes are fast with their other peers{}",
-                    host(l.a), host(l.b), fmt::join(ways, " and "), bar,
+                    host(l.a), host(l.b), link_directions(l, host), bar,
                     confirmed ? "" : " (measured once, beside other streams: not yet a failure; "
                                      "muster ping --bandwidth measures it again alone)"));
   }
-  for (const SlowLink& l : slow.unresolved) {
-    std::vector<std::string> ways;
-    if (l.a_to_b_gbps) ways.push_back(fmt::format("{:.2f} Gbit/s {} -> {}", *l.a_to_b_gbps, host(l.a), host(l.b)));
-    if (l.b_to_a_gbps) ways.push_back(fmt::format("{:.2f} Gbit/s {} -> {}", *l.b_to_a_gbps, host(l.b), host(l.a)));
+  for (const SlowLink& l : slow.unresolved)
     add(report, Severity::Fail, FindingKind::Bandwidth, std::nullopt,
         fmt::format("{} <-> {}: {}, {}; with no fast pair at one end to compare, the node cannot be "
-                    "told from the link", host(l.a), host(l.b), fmt::join(ways, " and "), bar));
-  }
+                    "told from the link", host(l.a), host(l.b), link_directions(l, host), bar));
 }
 
 std::vector<Finding> find_problems(const ClusterSpec& cluster, const PingReport& in) {
@@ -587,8 +583,6 @@ CulpritReport search_slow_pairs(ClusterSession& session, const ClusterSpec& clus
       const ProbeResult back = parse_probe_answer(answers[2 * k + 1].payload, 1).front();
       out.push_back(there.gbps && back.gbps ? std::optional(std::min(*there.gbps, *back.gbps)) : std::nullopt);
     }
-    if (options.on_pair_done)
-      for (size_t k = 0; k < pairs.size(); ++k) options.on_pair_done();
     return out;
   };
   CulpritSearchOptions search;

@@ -271,7 +271,6 @@ class Doctor {
     double threshold = mesh.threshold_gbps;
     std::string bandwidth_measured = fmt::format("every pair streamed, median {:.2f} Gbit/s", mesh.typical_gbps);
     if (!every_pair_streams) {
-      ping.on_pair_done = nullptr;  // the progress line counts the mesh's pairs
       const CulpritReport found = search_slow_pairs(context_->session(), context_->cluster(), r, ping,
                                                     context_->interrupt_fds());
       for (auto& f : slow_pair_findings(context_->cluster(), r, found)) r.problems.push_back(std::move(f));

@@ -37,10 +37,11 @@ class ClusterPingTest : public ::testing::Test {
     options.pairs = pairs;
     return ping_cluster(*session, c, options, {});
   }
-  PingReport ping_bandwidth(const ClusterSpec& c) {
+  PingReport ping_bandwidth(const ClusterSpec& c, int remeasure_limit = PingOptions{}.remeasure_limit) {
     PingOptions options;
     options.bandwidth = true;
     options.bulk = milliseconds(10);
+    options.remeasure_limit = remeasure_limit;
     return ping(c, PairSchedule::Every, options);
   }
   static std::vector<std::string> messages(const PingReport& r, Finding::Severity severity) {
@@ -190,11 +191,7 @@ TEST_F(ClusterPingTest, ASlowPairIsMeasuredAgainAloneBeforeItsLinkFails) {
 TEST_F(ClusterPingTest, ASlowLinkNotMeasuredAgainIsAWarning) {
   ClusterSpec c = cluster(4);
   node(3).gbps = [](const std::string& address, int) { return address == "10.0.0.4" ? 0.5 : 12.0; };
-  PingOptions options;
-  options.bandwidth = true;
-  options.bulk = milliseconds(10);
-  options.remeasure_limit = 0;
-  PingReport r = ping(c, PairSchedule::Every, options);
+  PingReport r = ping_bandwidth(c, /*remeasure_limit=*/0);
   EXPECT_TRUE(messages(r, Finding::Severity::Fail).empty());
   const auto warnings = messages(r, Finding::Severity::Warn);
   ASSERT_EQ(warnings.size(), 1u);
