@@ -214,10 +214,7 @@ std::string report_text(const PingReport& r, const std::optional<CulpritReport>&
   const PairValue rtt_us = [](const PairProbe& p) {
     return p.result.reachable ? std::optional(p.result.rtt.median_us) : std::nullopt;
   };
-  const PairValue gbps = [](const PairProbe& p) -> std::optional<double> {
-    if (!p.result.gbps && !p.gbps_alone) return std::nullopt;
-    return std::max(p.result.gbps.value_or(0), p.gbps_alone.value_or(0));
-  };
+  const PairValue gbps = [](const PairProbe& p) { return p.best_gbps(); };
   if (here) {
     out += "\nno pairs to probe: every node is this machine\n";
   } else if (!whole_matrix && r.nodes.size() > kWholeMatrixNodes) {

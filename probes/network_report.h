@@ -2,6 +2,7 @@
 // disturbing each other, the interface every node can use, and the outliers.
 #pragma once
 
+#include <algorithm>
 #include <map>
 #include <optional>
 #include <string>
@@ -39,6 +40,11 @@ struct PairProbe {
   // Bandwidth measured again with no other stream in flight, where the first measurement,
   // taken beside other pairs' streams, looked slow.
   std::optional<double> gbps_alone;
+  // The pair's bandwidth: the better of its measurements, if it has one.
+  std::optional<double> best_gbps() const {
+    if (!result.gbps || !gbps_alone) return result.gbps ? result.gbps : gbps_alone;
+    return std::max(*result.gbps, *gbps_alone);
+  }
 };
 
 // What muster will use for rendezvous and collectives.

@@ -549,8 +549,9 @@ std::vector<PairBandwidth> pair_bandwidths(const PingReport& report) {
   for (const auto& p : report.pairs) {
     // A lost node's pairs say nothing of the network (its loss is the finding).
     if (!report.nodes[size_t(p.src)].facts || !report.nodes[size_t(p.dst)].facts) continue;
-    if (!p.result.gbps && !p.gbps_alone) continue;
-    const double gbps = std::max(p.result.gbps.value_or(0), p.gbps_alone.value_or(0));
+    const auto measured = p.best_gbps();
+    if (!measured) continue;
+    const double gbps = *measured;
     auto [it, fresh] = best.emplace(std::pair(p.src, p.dst), gbps);
     if (!fresh) it->second = std::max(it->second, gbps);
     const auto interface = report.choice.interface_of.find(p.dst);
