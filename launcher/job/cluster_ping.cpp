@@ -222,10 +222,22 @@ milliseconds stream_limit(const PingOptions& options) {
   return 5 * stream_stage(options) + options.bulk + milliseconds(10000);
 }
 
+// The best measured peer of `p`'s sender other than its receiver: the control for a link.
+const PairProbe* fastest_other_peer(const PingReport& report, const PairProbe& p) {
+  const PairProbe* best = nullptr;
+  for (const auto& q : report.pairs)
+    if (q.src == p.src && q.dst != p.dst && q.result.gbps && (!best || *q.result.gbps > *best->result.gbps))
+      best = &q;
+  return best;
+}
+
 // Slow pairs measured again one at a time, with nothing else in flight: on nodes that share
 // CPUs or an uplink, a stream beside others can look slow when its link is not. The pairs of
 // slow links come first (a link is named on its own pairs alone), then those of slow nodes
 // (already named by most of their pairs); at most `options.remeasure_limit` of them.
+// A link's pair still slow alone is measured once more, right after its sender streams to
+// its fastest other peer: a machine busy with something else slows both, and the link is
+// then judged against what the sender could do at that moment, not the cluster's median.
 void remeasure_slow_pairs(ClusterSession& session, const ClusterSpec& cluster, const PingOptions& options,
                           PingReport& report, const std::vector<int>& interrupts) {
   const SlowBandwidth slow = slow_bandwidth_of(cluster, report);
@@ -246,15 +258,26 @@ void remeasure_slow_pairs(ClusterSession& session, const ClusterSpec& cluster, c
       const bool of_node = slow_nodes.count(p.src) || slow_nodes.count(p.dst);
       if (links_first ? of_link : !of_link && of_node) again.push_back(&p);
     }
+  auto stream_alone = [&](int src, int dst, const std::string& address) -> std::optional<double> {
+    const auto answers = session.ask({{size_t(src), stream_ask(report, dst, address, options)}},
+                                     stream_limit(options), interrupts);
+    return parse_probe_answer(answers.front().payload, 1).front().gbps;
+  };
+  auto better = [](std::optional<double> a, std::optional<double> b) {
+    return a && b ? std::max(a, b) : a ? a : b;
+  };
   // Past this the rest stay as first measured: their links are warnings, not failures.
   const auto stop_at = std::chrono::steady_clock::now() + kRemeasureTime;
   for (PairProbe* p : again) {
     if (std::chrono::steady_clock::now() > stop_at) break;
     if (!session.usable(size_t(p->src)) || !session.usable(size_t(p->dst))) continue;
-    const auto answers = session.ask({{size_t(p->src), stream_ask(report, p->dst, p->address, options)}},
-                                     stream_limit(options), interrupts);
-    const ProbeResult again_result = parse_probe_answer(answers.front().payload, 1).front();
-    if (again_result.gbps) p->gbps_alone = again_result.gbps;
+    p->gbps_alone = stream_alone(p->src, p->dst, p->address);
+    const PairProbe* control = fastest_other_peer(report, *p);
+    if (!of_links.count({p->src, p->dst}) || !p->gbps_alone || *p->gbps_alone >= slow.threshold_gbps || !control)
+      continue;
+    p->control_dst = control->dst;
+    p->control_gbps = stream_alone(control->src, control->dst, control->address);
+    p->gbps_alone = better(p->gbps_alone, stream_alone(p->src, p->dst, p->address));
   }
 }
 
@@ -335,16 +358,35 @@ void report_slow_bandwidth(const ClusterSpec& cluster, const PingReport& in, std
                     fmt::join(slow_ways, " and "), s.peers,
                     other_ways.empty() ? "" : fmt::format("; {} is fine", other_ways.front()), bar));
   }
-  std::set<std::pair<int, int>> alone;  // ordered pairs measured again alone, still slow
-  for (const auto& p : in.pairs)
-    if (p.gbps_alone) alone.insert({p.src, p.dst});
+  // Ordered pairs measured again alone and still slow beside what their sender sent a peer
+  // at that moment; and those whose sender was slow to its fast peer too (a busy machine).
+  const double ratio = cluster.checks.min_bandwidth_ratio.value_or(kDefaultBandwidthRatio);
+  std::set<std::pair<int, int>> confirmed_slow;
+  std::map<std::pair<int, int>, const PairProbe*> sender_slow_too;
+  for (const auto& p : in.pairs) {
+    if (!p.gbps_alone || !p.control_gbps) continue;
+    const auto& bar_gbps = cluster.checks.min_bandwidth_gbps;
+    const bool control_clears_bar = !bar_gbps || *p.control_gbps >= *bar_gbps;
+    if (control_clears_bar && *p.best_gbps() < ratio * *p.control_gbps) confirmed_slow.insert({p.src, p.dst});
+    else sender_slow_too[{p.src, p.dst}] = &p;
+  }
   for (const SlowLink& l : slow.links) {
-    const bool confirmed = (!l.a_to_b_gbps || alone.count({l.a, l.b})) && (!l.b_to_a_gbps || alone.count({l.b, l.a}));
+    const bool confirmed = (!l.a_to_b_gbps || confirmed_slow.count({l.a, l.b})) &&
+                           (!l.b_to_a_gbps || confirmed_slow.count({l.b, l.a}));
+    std::string why_not;
+    for (auto way : {std::pair{l.a, l.b}, std::pair{l.b, l.a}})
+      if (const auto busy = sender_slow_too.find(way); busy != sender_slow_too.end() && why_not.empty())
+        why_not = fmt::format(" (measured again alone, {} sent {:.2f} Gbit/s to {} and {:.2f} Gbit/s to {}: "
+                              "the sender was slow to its fast peer too, so the link is not yet a failure; "
+                              "measure again when the nodes are idle)",
+                              host(way.first), *busy->second->best_gbps(), host(way.second),
+                              *busy->second->control_gbps, host(busy->second->control_dst));
+    if (!confirmed && why_not.empty())
+      why_not = " (measured once, beside other streams: not yet a failure; "
+                "muster ping --bandwidth measures it again alone)";
     add(report, confirmed ? Severity::Fail : Severity::Warn, FindingKind::Bandwidth, std::nullopt,
         fmt::format("the link {} <-> {} is slow: {}, {}; both nodes are fast with their other peers{}",
-                    host(l.a), host(l.b), link_directions(l, host), bar,
-                    confirmed ? "" : " (measured once, beside other streams: not yet a failure; "
-                                     "muster ping --bandwidth measures it again alone)"));
+                    host(l.a), host(l.b), link_directions(l, host), bar, why_not));
   }
   for (const SlowLink& l : slow.unresolved)
     add(report, Severity::Fail, FindingKind::Bandwidth, std::nullopt,
