@@ -70,9 +70,11 @@ nlohmann::json report_json(const PingReport& r, const std::optional<CulpritRepor
         {"clock_error_ms", n.clock_offset_ms ? nlohmann::json(n.clock_error_ms) : nlohmann::json(nullptr)}};
     if (n.facts) {
       nlohmann::json addresses = nlohmann::json::array();
-      for (const auto& a : n.facts->addresses)
+      for (const auto& a : n.facts->addresses) {
         addresses.push_back({{"interface", a.interface}, {"address", a.address},
                              {"prefix_length", a.prefix_length}});
+        if (a.line_rate_gbps) addresses.back()["line_rate_gbps"] = *a.line_rate_gbps;
+      }
       node["facts"] = {{"hostname", n.facts->hostname}, {"machine_id", n.facts->machine_id},
                        {"boot_id", n.facts->boot_id}, {"gpus", n.facts->gpus},
                        {"gpu_models", n.facts->gpu_models}, {"nics", n.facts->nics},

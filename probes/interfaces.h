@@ -13,6 +13,8 @@ struct LocalAddress {
   std::string interface;  // "eth0"
   std::string address;    // "10.1.0.3"
   int prefix_length = 0;  // 24
+  // What the interface's link trained to (topology/line_rate.h), in Gbit/s; unset: unknown.
+  std::optional<double> line_rate_gbps = {};
 };
 
 // Every non-loopback IPv4 address of an interface that is up.

@@ -1,6 +1,7 @@
 #include "launcher/job/cluster_ping.h"
 
 #include <algorithm>
+#include <array>
 #include <functional>
 #include <map>
 #include <set>
@@ -29,6 +30,12 @@ constexpr int kClockExchanges = 8;
 
 // A pair below half the cluster's typical bandwidth is slow unless the cluster file says.
 constexpr double kDefaultBandwidthRatio = 0.5;
+
+// A stream below a hundredth of its link's line rate is named. No higher: one TCP stream of
+// 150 ms, on one core and partly in slow start, can stay at a few percent of a 400 Gbit/s
+// link's rate on a healthy node; a link that lost its speed (a 30 Mbit/s cap on a 10 Gbit/s
+// port) falls far below a hundredth.
+constexpr double kLineRateFraction = 0.01;
 
 // How long slow pairs are measured again alone, in all: 32 pairs of 300 ms streams take 15 s.
 constexpr milliseconds kRemeasureTime{30000};
@@ -394,6 +401,73 @@ void report_slow_bandwidth(const ClusterSpec& cluster, const PingReport& in, std
                     "told from the link", host(l.a), host(l.b), link_directions(l, host), bar));
 }
 
+// The line rate of the interface each node's peers reach it on (the chosen one), where its
+// kernel said.
+std::map<int, std::pair<std::string, double>> chosen_line_rates(const PingReport& in) {
+  std::map<int, std::pair<std::string, double>> out;
+  for (const auto& [node, interface] : in.choice.interface_of) {
+    if (!in.nodes[size_t(node)].facts) continue;
+    for (const auto& a : in.nodes[size_t(node)].facts->addresses)
+      if (a.interface == interface && a.line_rate_gbps) out[node] = {interface, *a.line_rate_gbps};
+  }
+  return out;
+}
+
+// What the kernels say the links trained to: a node whose interface runs below the others'
+// (every stream through it is capped there, however alike its peers' numbers are), and a node
+// whose streams fall below a hundredth of their links' line rate (where every node is alike,
+// the median cannot tell). The cluster file's checks.min_bandwidth_gbps replaces the second.
+void report_line_rates(const ClusterSpec& cluster, const PingReport& in, const SlowBandwidth& slow,
+                       std::vector<Finding>& report) {
+  const auto rates = chosen_line_rates(in);
+  auto host = [&](int i) { return in.nodes[size_t(i)].host; };
+  const double ratio = cluster.checks.min_bandwidth_ratio.value_or(kDefaultBandwidthRatio);
+  std::set<int> named;
+  for (const SlowNode& s : slow.nodes) named.insert(s.node);
+  if (rates.size() >= 3) {
+    std::vector<double> all;
+    for (const auto& [node, rate] : rates) all.push_back(rate.second);
+    std::sort(all.begin(), all.end());
+    const double median = all[all.size() / 2];
+    for (const auto& [node, rate] : rates)
+      if (rate.second < ratio * median) {
+        named.insert(node);
+        add(report, Severity::Fail, FindingKind::Bandwidth, node,
+            fmt::format("{}: {} links at {:g} Gbit/s, below {:g}x the nodes' median line rate of {:g} Gbit/s: "
+                        "every stream through it is capped there (a link that trained down: check its "
+                        "cable, port and switch)", host(node), rate.first, rate.second, ratio, median));
+      }
+  }
+  if (cluster.checks.min_bandwidth_gbps) return;
+  // Per node and direction: pairs measured, pairs below a hundredth of the slower end's line rate.
+  std::map<int, std::array<std::vector<double>, 2>> measured, below;
+  for (const auto& p : pair_bandwidths(in)) {
+    const auto src = rates.find(p.src), dst = rates.find(p.dst);
+    if (src == rates.end() || dst == rates.end()) continue;
+    const bool is_below = p.gbps < kLineRateFraction * std::min(src->second.second, dst->second.second);
+    for (auto [node, way] : {std::pair(p.src, 0), std::pair(p.dst, 1)}) {
+      measured[node][size_t(way)].push_back(p.gbps);
+      if (is_below) below[node][size_t(way)].push_back(p.gbps);
+    }
+  }
+  for (auto& [node, ways] : measured) {
+    if (named.count(node)) continue;
+    std::vector<std::string> slow_ways;
+    for (size_t way : {0u, 1u}) {
+      auto& all = ways[way];
+      if (all.size() < 2 || below[node][way].size() * 2 <= all.size()) continue;
+      std::sort(all.begin(), all.end());
+      slow_ways.push_back(fmt::format("{:.2f} Gbit/s {}", all[all.size() / 2], way == 0 ? "sending" : "receiving"));
+    }
+    if (slow_ways.empty()) continue;
+    const auto& [interface, rate] = rates.at(node);
+    add(report, Severity::Fail, FindingKind::Bandwidth, node,
+        fmt::format("{}: bandwidth to its peers is {} (median over {} peers), below {:g}x the line rate of "
+                    "its {} ({:g} Gbit/s)", host(node), fmt::join(slow_ways, " and "),
+                    ways[0].size(), kLineRateFraction, interface, rate));
+  }
+}
+
 std::vector<Finding> find_problems(const ClusterSpec& cluster, const PingReport& in) {
   std::vector<Finding> report;
   const auto& nodes = in.nodes;
@@ -451,6 +525,7 @@ std::vector<Finding> find_problems(const ClusterSpec& cluster, const PingReport&
     add(report, Severity::Warn, FindingKind::Rtt, o.node,
         fmt::format("{}: RTT to every peer is {:.0f}x the cluster median", host(o.node), o.ratio));
   report_slow_bandwidth(cluster, in, report);
+  report_line_rates(cluster, in, slow_bandwidth_of(cluster, in), report);
 
   const CheckThresholds& checks = cluster.checks;
   for (const auto& p : in.pairs)

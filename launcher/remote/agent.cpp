@@ -34,6 +34,7 @@
 #include "probes/job_server.h"
 #include "probes/starvation.h"
 #include "probes/tcp_probe.h"
+#include "topology/line_rate.h"
 #include "topology/sysfs_pci.h"
 #include "topology/topology_source.h"
 
@@ -117,6 +118,7 @@ NodeHello describe_this_node(const Topology& topology, int probe_port, const std
   hello.probe_port = probe_port;
   hello.probe_secret = probe_secret;
   hello.addresses = local_addresses();
+  for (auto& a : hello.addresses) a.line_rate_gbps = interface_line_rate_gbps(a.interface);
   hello.nics = int(topology.nics.size());
   for (const auto& n : topology.numa_nodes) hello.memory_bytes += n.memory_bytes;
   utsname u{};

@@ -110,9 +110,11 @@ std::vector<std::pair<int, RankBindingReport>> bindings_from_json(const std::str
 
 std::string to_json(const NodeHello& h) {
   json addresses = json::array();
-  for (const auto& a : h.addresses)
+  for (const auto& a : h.addresses) {
     addresses.push_back({{"interface", a.interface}, {"address", a.address},
                          {"prefix_length", a.prefix_length}});
+    if (a.line_rate_gbps) addresses.back()["line_rate_gbps"] = *a.line_rate_gbps;
+  }
   json hello{{"protocol", kAgentProtocol}, {"hostname", h.hostname}, {"version", h.version},
               {"machine_id", h.machine_id}, {"boot_id", h.boot_id}, {"gpus", h.gpus},
               {"gpu_models", h.gpu_models}, {"cpus", h.cpus}, {"free_ports", h.free_ports},
@@ -168,8 +170,16 @@ NodeHello node_hello_from_json(const std::string& text) {
     }
     h.probe_port = number_within(j, "probe_port", 0, 65535);  // 0: no probe server
     h.probe_secret = j.at("probe_secret");
-    for (const auto& a : list_within(j, "addresses", kMostAddresses))
+    for (const auto& a : list_within(j, "addresses", kMostAddresses)) {
       h.addresses.push_back({a.at("interface"), a.at("address"), number_within(a, "prefix_length", 0, 32)});
+      if (a.contains("line_rate_gbps")) {
+        // The fastest links are 800 Gbit/s: a rate past 100 Tbit/s is no link's.
+        const double gbps = a.at("line_rate_gbps").get<double>();
+        if (!(gbps > 0 && gbps < 1e5))
+          throw Error(ErrorKind::Runtime, fmt::format("malformed hello from agent: line rate {} Gbit/s", gbps));
+        h.addresses.back().line_rate_gbps = gbps;
+      }
+    }
     h.nics = number_within(j, "nics", 0, kMostNics);
     h.memory_bytes = j.at("memory_bytes");
     h.kernel = j.at("kernel");

@@ -145,6 +145,19 @@ TEST_F(PingCluster, ALinkCappedBetweenTwoHostsIsTheLinkNotEitherHost) {
   EXPECT_GE(alone, 2);
 }
 
+// Every host capped alike: no node is slow against the others, yet every stream is a
+// three-hundredth of what the kernel says eth0 trained to (a veth's 10 Gbit/s): each is named.
+TEST_F(PingCluster, EveryHostCappedAlikeIsNamedAgainstItsLineRate) {
+  for (int i = 0; i < 4; ++i) cluster_->cap_host(i, "30mbit");
+  int status = -1;
+  auto r = ping_json({"--bandwidth"}, &status);
+  EXPECT_EQ(status, 1);
+  const auto named = bandwidth_problems(r);
+  ASSERT_EQ(named.size(), 4u) << r["problems"].dump(2);
+  for (const auto& text : named)
+    EXPECT_NE(text.find("below 0.01x the line rate of its eth0 (10 Gbit/s)"), std::string::npos) << text;
+}
+
 TEST_F(PingCluster, AHealthyClusterUnderABusyCpuNamesNoSlowNodeOrLink) {
   BusyCpus busy;
   auto r = ping_json({"--bandwidth"});
@@ -180,6 +193,53 @@ TEST_F(PingCluster, TheSearchNamesNothingOnAHealthyClusterUnderABusyCpu) {
   EXPECT_TRUE(bandwidth_problems(r).empty()) << r["problems"].dump(2);
   // The ring's pairs, and those that looked slow under the load measured again.
   EXPECT_LE(r["search"]["rounds"].get<int>(), 3) << r["search"].dump(2);
+}
+
+// muster smoke --pairs runs the same search over real ranks (one per host, Gloo), each pair
+// an all-reduce within its round's budget: the capped host is named, and only it.
+nlohmann::json smoke_pairs_json(TestCluster& cluster, int* status) {
+  auto r = cluster.muster({"smoke", "-f", cluster.write_cluster_file(), "--pairs", "--min-bytes", "1M",
+                           "--max-bytes", "1M", "--iters", "2", "--warmup", "0", "--json"}, 300);
+  *status = r.exit_code;
+  EXPECT_FALSE(r.out.empty()) << r.err;
+  return r.out.empty() ? nlohmann::json() : nlohmann::json::parse(r.out);
+}
+
+TEST_F(PingCluster, TheSmokePairSearchNamesACappedHostAndNoOther) {
+  cluster_->cap_host(3, "30mbit");
+  int status = -1;
+  auto r = smoke_pairs_json(*cluster_, &status);
+  EXPECT_EQ(status, 1) << r.dump(2);
+  EXPECT_EQ(r["pair_search"]["slow_nodes"], nlohmann::json::array({"node4"})) << r["pair_search"].dump(2);
+  EXPECT_TRUE(r["pair_search"]["slow_links"].empty()) << r["pair_search"].dump(2);
+  EXPECT_LE(r["pair_search"]["rounds"].get<int>(), 3) << r["pair_search"].dump(2);
+  EXPECT_TRUE(has_problem(r, "node4: all_reduce with each of its partners runs at 0.0")) << r["problems"].dump(2);
+  for (const auto& p : r["problems"])
+    for (const char* other : {"node1", "node2", "node3"})
+      EXPECT_EQ(p["message"].get<std::string>().find(other), std::string::npos) << p.dump();
+  // No row names a "slowest rank": in a ring every rank waits on node4's link.
+  for (const auto& row : r["results"]) EXPECT_FALSE(row.contains("slowest_rank")) << row.dump();
+}
+
+TEST_F(PingCluster, TheSmokePairSearchNamesACappedLinkAsTheLink) {
+  cluster_->cap_link(2, 3, "30mbit");
+  int status = -1;
+  auto r = smoke_pairs_json(*cluster_, &status);
+  EXPECT_EQ(status, 1) << r.dump(2);
+  EXPECT_TRUE(r["pair_search"]["slow_nodes"].empty()) << r["pair_search"].dump(2);
+  EXPECT_EQ(r["pair_search"]["slow_links"], nlohmann::json::parse(R"([["node3", "node4"]])"))
+      << r["pair_search"].dump(2);
+  EXPECT_TRUE(has_problem(r, "the link node3 <-> node4 is slow: all_reduce between them runs at 0.0"))
+      << r["problems"].dump(2);
+}
+
+TEST_F(PingCluster, TheSmokePairSearchNamesNothingOnAHealthyClusterUnderABusyCpu) {
+  BusyCpus busy;
+  int status = -1;
+  auto r = smoke_pairs_json(*cluster_, &status);
+  EXPECT_EQ(status, 0) << r.dump(2);
+  EXPECT_TRUE(r["pair_search"]["slow_nodes"].empty()) << r["pair_search"].dump(2);
+  EXPECT_TRUE(r["pair_search"]["slow_links"].empty()) << r["pair_search"].dump(2);
 }
 
 TEST_F(PingCluster, TwoEntriesForOneMachineAreCaught) {

@@ -205,6 +205,37 @@ TEST_F(ClusterPingTest, ASlowLinkWhoseSenderWasSlowToItsFastPeerTooIsAWarning) {
   EXPECT_NE(warnings[0].find("the sender was slow to its fast peer too"), std::string::npos) << warnings[0];
 }
 
+// A node whose interface trained below the others' is named by its line rate, however alike
+// the streams are (9 Gbit/s, a tenth of 100, is no fault of a single stream); and where every
+// node is alike, streams below a hundredth of their links' line rate name every node: the
+// median of a uniformly slow cluster cannot.
+TEST_F(ClusterPingTest, ALinkThatTrainedDownIsNamedByItsLineRate) {
+  ClusterSpec c = cluster(4);
+  for (int i = 1; i <= 4; ++i) node(i).addresses.front().line_rate_gbps = i == 4 ? 10.0 : 100.0;
+  for (int i = 1; i <= 4; ++i) node(i).gbps = [](const std::string&, int) { return 9.0; };
+  PingReport r = ping_bandwidth(c);
+  EXPECT_EQ(messages(r, Finding::Severity::Fail),
+            std::vector<std::string>{"n4: eth0 links at 10 Gbit/s, below 0.5x the nodes' median line rate of "
+                                     "100 Gbit/s: every stream through it is capped there (a link that "
+                                     "trained down: check its cable, port and switch)"});
+}
+
+TEST_F(ClusterPingTest, StreamsFarBelowTheLineRateOnEveryNodeNameEveryNode) {
+  ClusterSpec c = cluster(4);
+  for (int i = 1; i <= 4; ++i) {
+    node(i).addresses.front().line_rate_gbps = 25.0;
+    node(i).gbps = [](const std::string&, int) { return 0.03; };
+  }
+  PingReport r = ping_bandwidth(c);
+  const auto fails = messages(r, Finding::Severity::Fail);
+  ASSERT_EQ(fails.size(), 4u) << fmt::format("{}", fmt::join(fails, "\n"));
+  EXPECT_EQ(fails[0], "n1: bandwidth to its peers is 0.03 Gbit/s sending and 0.03 Gbit/s receiving (median over "
+                      "3 peers), below 0.01x the line rate of its eth0 (25 Gbit/s)");
+  // The cluster file's expectation replaces the line rate's: 0.03 Gbit/s is what it asks.
+  c.checks.min_bandwidth_gbps = 0.01;
+  EXPECT_TRUE(messages(ping_bandwidth(c), Finding::Severity::Fail).empty());
+}
+
 // Past the limit of pairs measured again, a slow link is a warning that says how to confirm
 // it, not a failure measured once beside other streams.
 TEST_F(ClusterPingTest, ASlowLinkNotMeasuredAgainIsAWarning) {

@@ -236,9 +236,10 @@ TEST(LaunchSpec, AHelloWithImpossibleCountsPortsOrPrefixesIsRefused) {
   hello.cpus = 64;
   hello.free_ports = {40000, 40001};
   hello.probe_port = 40002;
-  hello.addresses = {{"eth0", "10.0.0.1", 24}};
+  hello.addresses = {{"eth0", "10.0.0.1", 24, 25.0}};
   const std::string good = to_json(hello);
   EXPECT_EQ(node_hello_from_json(good).gpus, 8);
+  EXPECT_EQ(node_hello_from_json(good).addresses.at(0).line_rate_gbps, 25.0);
   struct Case {
     const char* from;
     const char* to;
@@ -250,6 +251,7 @@ TEST(LaunchSpec, AHelloWithImpossibleCountsPortsOrPrefixesIsRefused) {
       {"\"free_ports\":[40000,40001]", "\"free_ports\":[0,70000]", "free port 0 is not a port"},
       {"\"probe_port\":40002", "\"probe_port\":65536", "probe_port 65536 is not in 0..65535"},
       {"\"prefix_length\":24", "\"prefix_length\":99", "prefix_length 99 is not in 0..32"},
+      {"\"line_rate_gbps\":25.0", "\"line_rate_gbps\":-1", "line rate -1 Gbit/s"},
   };
   for (const auto& c : cases) {
     std::string text = good;

@@ -7,6 +7,7 @@
 
 #include <gtest/gtest.h>
 
+#include "topology/line_rate.h"
 #include "topology/sysfs_pci.h"
 #include "topology/topology_source.h"
 
@@ -43,6 +44,12 @@ class FakeSysfs {
     const fs::path dir = fs::path(root_) / "class" / cls / name;
     fs::create_directories(dir);
     if (device) fs::create_symlink(*device, dir / "device");
+  }
+
+  // A file under the root, its directories made: an attribute, as the kernel shows it.
+  void file(const std::string& path, const std::string& text) {
+    fs::create_directories((fs::path(root_) / path).parent_path());
+    write(fs::path(root_) / path, text);
   }
 
  private:
@@ -152,6 +159,33 @@ TEST(SysfsPci, AnAgentOnThisMachineFindsWhatTheWalkFinds) {
 
 // An export named in hwloc's own variable is what the user asked hwloc for: its GPUs count,
 // whatever this machine's sysfs lists.
+// An Ethernet port's speed in Mb/s; an IPoIB interface's its HCA port's rate (the port its
+// dev_port names, counted from 0); unknown where the kernel says -1 or cannot tell.
+TEST(LineRate, ReadsTheSpeedOrTheHcaPortsRateAsTheKernelShowsThem) {
+  FakeSysfs sys;
+  const fs::path nic = sys.device("0000:81:00.0", "0x020000", "0x8086");
+  const fs::path hca = sys.device("0000:3b:00.0", "0x020700", "0x15b3");
+  sys.class_entry("net", "eth0", nic);
+  sys.file("class/net/eth0/speed", "25000");
+  sys.class_entry("net", "eth1", nic);
+  sys.file("class/net/eth1/speed", "-1");  // its link is down
+  sys.class_entry("net", "veth0", std::nullopt);  // no speed file to read
+  sys.file("devices/pci0000:00/0000:3b:00.0/infiniband/mlx5_0/ports/1/rate", "100 Gb/sec (4X EDR)");
+  sys.file("devices/pci0000:00/0000:3b:00.0/infiniband/mlx5_0/ports/2/rate", "25 Gb/sec (1X EDR)");
+  sys.class_entry("net", "ib0", hca);
+  sys.file("class/net/ib0/dev_port", "0");
+  sys.file("class/net/ib0/speed", "-1");
+  sys.class_entry("net", "ib1", hca);
+  sys.file("class/net/ib1/dev_port", "1");
+  EXPECT_EQ(interface_line_rate_gbps("eth0", sys.root()), 25.0);
+  EXPECT_EQ(interface_line_rate_gbps("eth1", sys.root()), std::nullopt);
+  EXPECT_EQ(interface_line_rate_gbps("veth0", sys.root()), std::nullopt);
+  EXPECT_EQ(interface_line_rate_gbps("ib0", sys.root()), 100.0);
+  EXPECT_EQ(interface_line_rate_gbps("ib1", sys.root()), 25.0);  // trained to 1X of 4X
+  EXPECT_EQ(interface_line_rate_gbps("../../etc", sys.root()), std::nullopt);
+  EXPECT_EQ(interface_line_rate_gbps("absent0", sys.root()), std::nullopt);
+}
+
 TEST(SysfsPci, AnExportNamedToHwlocIsWalkedWhateverThisMachineHas) {
   struct ScopedExport {
     ScopedExport() { setenv("HWLOC_XMLFILE", MUSTER_SOURCE_DIR "/tests/fixtures/hwloc/2socket-gpus-ib-eth.xml", 1); }
