@@ -1,6 +1,9 @@
 // muster smoke: a probe rank on every slot says hello, then the collectives run over all of
 // them; printed as nccl-tests tables or --json.
 #include <memory>
+#include <optional>
+
+#include <unistd.h>
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
@@ -8,6 +11,7 @@
 
 #include "cli/cluster_input.h"
 #include "cli/commands.h"
+#include "cli/doctor_progress.h"
 #include "cli/flag_checks.h"
 #include "cli/remote_options.h"
 #include "cli/terminal_output.h"
@@ -28,23 +32,40 @@ struct SmokeOptions {
 
 namespace {
 
+// A row of the pair search, under one table for all its pairs: which two nodes, and how fast.
+std::string pair_row(const SmokeRow& r, std::pair<int, int> nodes, const RankPlan& plan, std::string& current) {
+  auto host = [&](int node) { return size_t(node) < plan.nodes.size() ? plan.nodes[size_t(node)].host : "?"; };
+  std::string out;
+  if (current != "pairs") {
+    current = "pairs";
+    out += fmt::format("\n# pair search: all_reduce between one rank of each node, rounds of disjoint pairs\n"
+                       "#{:>32} {:>11} {:>11} {:>8} {:>8} {:>7}\n",
+                       "pair", "size", "time(us)", "algbw", "busbw", "#wrong");
+  }
+  return out + fmt::format(" {:>32} {:>11} {:>11.1f} {:>8.3f} {:>8.3f} {:>7}\n",
+                           fmt::format("{} <-> {}", host(nodes.first), host(nodes.second)), r.bytes,
+                           r.time_us, r.algbw_gbps, r.busbw_gbps, r.wrong);
+}
+
 // One row of the tables nccl-tests prints, after the table's header when `r` starts a new
-// one (`current` is the title of the table printed last).
+// one (`current` is the title of the table printed last). max(us) is the slowest rank's
+// time; it names no rank, since in a ring every rank waits on the slowest link.
 std::string table_row(const SmokeRow& r, const RankPlan& plan, std::string& current) {
   if (r.op == CollectiveOp::Barrier) return "";
+  if (auto nodes = nodes_of_pair_group(r.group)) return pair_row(r, *nodes, plan, current);
   std::string out;
   std::string title = fmt::format("{} ({}, {} ranks)", op_name(r.op), r.group, r.ranks);
   if (title != current) {
     current = title;
-    out += fmt::format("\n# {}\n#{:>11} {:>12} {:>6} {:>6} {:>5} {:>11} {:>8} {:>8} {:>7} {:>11}  {}\n",
+    out += fmt::format("\n# {}\n#{:>11} {:>12} {:>6} {:>6} {:>5} {:>11} {:>8} {:>8} {:>7} {:>11}\n",
                        title, "size", "count", "type", "redop", "root", "time(us)",
-                       "algbw", "busbw", "#wrong", "max(us)", "slowest");
+                       "algbw", "busbw", "#wrong", "max(us)");
   }
   bool reduces = r.op == CollectiveOp::AllReduce || r.op == CollectiveOp::ReduceScatter;
-  out += fmt::format(" {:>11} {:>12} {:>6} {:>6} {:>5} {:>11.1f} {:>8.3f} {:>8.3f} {:>7} {:>11.1f}  {}\n",
+  out += fmt::format(" {:>11} {:>12} {:>6} {:>6} {:>5} {:>11.1f} {:>8.3f} {:>8.3f} {:>7} {:>11.1f}\n",
                      r.bytes, r.count, "float", reduces ? "sum" : "none",
                      r.op == CollectiveOp::Broadcast ? "0" : "-1", r.time_us, r.algbw_gbps,
-                     r.busbw_gbps, r.wrong, r.max_time_us, rank_and_host(plan, r.slowest_rank));
+                     r.busbw_gbps, r.wrong, r.max_time_us);
   return out;
 }
 
@@ -71,13 +92,21 @@ std::string hello_lines(const std::vector<nlohmann::json>& hellos, int world_siz
 // first row, then each row as soon as it is measured.
 class StreamedTables {
  public:
+  // `progress`, on a terminal: the step that runs now, on a line below the tables.
+  explicit StreamedTables(DoctorProgress* progress) : progress_(progress) {}
+  void step(const SmokeEvent& entered) {
+    if (!progress_) return;
+    std::string what = entered.group;
+    if (auto nodes = nodes_of_pair_group(entered.group)) what = fmt::format("pair search, {}", what);
+    progress_->begin_stage(fmt::format("{} ({}) {} bytes", op_name(entered.op), what, entered.bytes), 0, "");
+  }
   void row(const SmokeRow& r, const SmokeReport& so_far) {
     if (!hellos_printed_) {
       std::vector<nlohmann::json> hellos;
       for (const auto& [rank, list] : so_far.hellos) hellos.insert(hellos.end(), list.begin(), list.end());
       print_hellos(hellos, so_far.plan.world_size(), so_far.backend);
     }
-    print_out(table_row(r, so_far.plan, current_));
+    print(table_row(r, so_far.plan, current_));
   }
   // The job ended: the hellos, if no row came to print them.
   void end(const SmokeOutcome& o) {
@@ -87,11 +116,38 @@ class StreamedTables {
  private:
   void print_hellos(const std::vector<nlohmann::json>& hellos, int world_size, const std::string& backend) {
     hellos_printed_ = true;
-    print_out(hello_lines(hellos, world_size, backend));
+    print(hello_lines(hellos, world_size, backend));
   }
+  void print(std::string_view text) {
+    if (progress_) progress_->print_above(text);
+    else print_out(text);
+  }
+  DoctorProgress* progress_;
   bool hellos_printed_ = false;
   std::string current_;
 };
+
+// What the pair search found and measured, by host name.
+nlohmann::json pair_search_json(const CulpritReport& found, const RankPlan& plan) {
+  auto host = [&](int node) { return size_t(node) < plan.nodes.size() ? plan.nodes[size_t(node)].host : "?"; };
+  auto hosts = [&](const std::vector<int>& nodes) {
+    nlohmann::json out = nlohmann::json::array();
+    for (int n : nodes) out.push_back(host(n));
+    return out;
+  };
+  auto links = [&](const std::vector<std::pair<int, int>>& pairs) {
+    nlohmann::json out = nlohmann::json::array();
+    for (auto [a, b] : pairs) out.push_back({host(a), host(b)});
+    return out;
+  };
+  nlohmann::json measured = nlohmann::json::array();
+  for (const auto& m : found.measured)
+    measured.push_back({{"a", host(m.a)}, {"b", host(m.b)}, {"gbps", m.gbps}, {"round", m.round}});
+  return {{"slow_nodes", hosts(found.slow_nodes)}, {"slow_links", links(found.slow_links)},
+          {"unknown", hosts(found.unknown)}, {"unknown_links", links(found.unknown_links)},
+          {"typical_gbps", found.typical_gbps}, {"threshold_gbps", found.threshold_gbps},
+          {"rounds", found.rounds}, {"measured", measured}};
+}
 
 nlohmann::json report_json(const SmokeOutcome& o) {
   nlohmann::json results = nlohmann::json::array(), problems = nlohmann::json::array();
@@ -104,15 +160,15 @@ nlohmann::json report_json(const SmokeOutcome& o) {
                        {"time_us", r.time_us}, {"max_time_us", r.max_time_us},
                        {"algbw_gbps", r.algbw_gbps},
                        {"busbw_gbps", r.busbw_gbps}, {"wrong", r.wrong},
-                       {"slowest_rank", r.slowest_rank},
-                       {"slowest_host", r.slowest_rank >= 0 && r.slowest_rank < o.plan.world_size()
-                                            ? o.plan.ranks[size_t(r.slowest_rank)].host : ""},
                        {"time_us_by_rank", by_rank}});
   }
   for (const auto& f : o.problems)
     problems.push_back({{"check", finding_name(f.kind)}, {"message", f.message}});
-  return {{"backend", o.backend}, {"world_size", o.plan.world_size()}, {"hellos", o.hellos},
-          {"results", results}, {"problems", problems}, {"passed", o.problems.empty()}};
+  nlohmann::json out = {{"backend", o.backend}, {"world_size", o.plan.world_size()}, {"hellos", o.hellos},
+                        {"results", results}, {"problems", problems}, {"warnings", o.warnings},
+                        {"passed", o.problems.empty()}};
+  if (o.pair_search) out["pair_search"] = pair_search_json(*o.pair_search, o.plan);
+  return out;
 }
 
 int run_smoke_command(SmokeOptions& options) {
@@ -126,14 +182,20 @@ int run_smoke_command(SmokeOptions& options) {
   request.settings.split_node = options.split == "node";
   request.launch.ranks = options.cluster.ranks;
   request.launch.map_by = options.cluster.map_by;
-  request.on_other_line = [](int rank, std::string_view text) {
-    print_note_raw(fmt::format("[{}] {}\n", rank, text));
+  // On a terminal, the step that runs now stays in view: a slow link's steps take long.
+  std::optional<DoctorProgress> progress;
+  if (isatty(STDERR_FILENO)) progress.emplace(true);
+  request.on_other_line = [&progress](int rank, std::string_view text) {
+    if (progress) progress->other_line(rank, text);
+    else print_note_raw(fmt::format("[{}] {}\n", rank, text));
   };
-  StreamedTables tables;
+  StreamedTables tables(progress ? &*progress : nullptr);
   if (!options.json)
     request.on_row = [&tables](const SmokeRow& row, const SmokeReport& so_far) { tables.row(row, so_far); };
+  request.on_step = [&tables](const SmokeEvent& entered) { tables.step(entered); };
   ClusterContext context(load_cluster(options.cluster), options.remote.settings());
   SmokeOutcome outcome = run_smoke(context, request);
+  progress.reset();
   for (const auto& w : outcome.warnings) print_warning(w);
   if (options.json) {
     print_out(report_json_text(report_json(outcome), 2) + "\n");
@@ -191,7 +253,13 @@ CommandAction setup_smoke(CLI::App& app) {
       ->capture_default_str();
   app.add_option("--split", options->split, "node: also within every node and across nodes")
       ->check(CLI::IsMember({"node"}));
-  app.add_flag("--pairs", request.settings.pairs, "also every pair of nodes, to name a bad one");
+  app.add_flag("--pairs", request.settings.pairs,
+               "also the pair search: rounds of disjoint node pairs that name a slow node or link");
+  app.add_option("--pair-round", request.settings.pair_round_s,
+                 "seconds each round of the pair search may take: a pair runs the iterations that fit")
+      ->check(positive())
+      ->check(at_most(kLongestWaitSeconds))
+      ->capture_default_str();
   app.add_option("--timeout", request.collective_timeout_s,
                  "seconds one collective (or the rendezvous) may take before it is aborted")
       ->check(positive())

@@ -61,4 +61,10 @@ void DoctorProgress::other_line(int rank, std::string_view text) {
   print_note_raw(fmt::format("{}[{}] {}\n", live_ ? "\r\033[K" : "", rank, text));
 }
 
+void DoctorProgress::print_above(std::string_view text) {
+  std::lock_guard lock(mutex_);
+  if (live_) print_note_raw("\r\033[K");
+  print_out(text);
+}
+
 }  // namespace muster::cli

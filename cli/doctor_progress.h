@@ -1,5 +1,6 @@
 // Live progress for muster doctor: on a terminal one line rewritten in place (the stage,
 // nodes done out of total, elapsed time); otherwise a plain line as each stage starts and ends.
+// smoke shows the step that runs on a terminal with the same line.
 #pragma once
 
 #include <atomic>
@@ -22,6 +23,8 @@ class DoctorProgress : public DoctorObserver {
   void step_done() override;  // thread-safe
   void end_stage(const std::string& name, CheckStatus status, const std::string& reason) override;
   void other_line(int rank, std::string_view text) override;
+  // Writes `text` to stdout with the progress line out of its way; the next tick redraws it.
+  void print_above(std::string_view text);
 
  private:
   void draw();

@@ -3,11 +3,12 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
+#include <tuple>
 
 #include <fmt/format.h>
 
 #include "launcher/error.h"
-#include "probes/network_report.h"
 
 namespace muster {
 
@@ -27,6 +28,15 @@ std::optional<CollectiveOp> op_from_name(const std::string& name) {
                           CollectiveOp::ReduceScatter, CollectiveOp::Broadcast})
     if (name == op_name(op)) return op;
   return std::nullopt;
+}
+
+std::string pair_group(int a, int b) { return fmt::format("pair {}-{}", a, b); }
+
+std::optional<std::pair<int, int>> nodes_of_pair_group(const std::string& group) {
+  int a = -1, b = -1, end = 0;
+  if (std::sscanf(group.c_str(), "pair %d-%d%n", &a, &b, &end) != 2 || size_t(end) != group.size() || a < 0 || b < 0)
+    return std::nullopt;
+  return std::pair(a, b);
 }
 
 std::vector<size_t> sweep_sizes(size_t min_bytes, size_t max_bytes, double factor) {
@@ -80,6 +90,21 @@ long count_wrong(CollectiveOp op, const std::vector<float>& out, int n, int rank
   return wrong;
 }
 
+// Every member's `values` summed element by element, the same result on every member.
+std::vector<float> sum_over(Collective& c, const std::vector<float>& values) {
+  float* buffer = c.allocate(values.size());
+  try {
+    c.upload(buffer, values);
+    c.run(CollectiveOp::AllReduce, buffer, buffer, values.size());
+    std::vector<float> sums = c.download(buffer, values.size());
+    c.release(buffer);
+    return sums;
+  } catch (...) {
+    c.release(buffer);
+    throw;
+  }
+}
+
 class Sweeper {
  public:
   Sweeper(const SmokeSettings& s, const std::function<void(const SmokeEvent&)>& emit)
@@ -88,7 +113,14 @@ class Sweeper {
   void run_group(Collective& c, const std::string& group, const std::vector<CollectiveOp>& ops,
                  const std::vector<size_t>& sizes) {
     for (CollectiveOp op : ops)
-      for (size_t bytes : sizes) run_one(c, group, op, bytes);
+      for (size_t bytes : sizes) run_one(c, group, op, bytes, std::nullopt);
+  }
+
+  // One all-reduce at `bytes` between two ranks, its timed loop cut to what fits in
+  // `budget_s`; this rank's bandwidth in Gbit/s.
+  double run_pair(Collective& c, const std::string& group, size_t bytes, double budget_s) {
+    const SmokeEvent e = run_one(c, group, CollectiveOp::AllReduce, bytes, budget_s);
+    return e.time_us > 0 ? double(bytes) * 8 / 1e3 / e.time_us * bus_factor(CollectiveOp::AllReduce, 2) : 0;
   }
 
   // Keeps every rank's sequence numbers in step, whether or not it is in a group, and says
@@ -100,7 +132,10 @@ class Sweeper {
   }
 
  private:
-  void run_one(Collective& c, const std::string& group, CollectiveOp op, size_t bytes) {
+  // With `budget_s`, one timed run sets how many fit in the budget (the members agree on
+  // their mean, so every member runs the same count) and no other warm-up runs.
+  SmokeEvent run_one(Collective& c, const std::string& group, CollectiveOp op, size_t bytes,
+                     std::optional<double> budget_s) {
     const int n = c.size();
     const size_t count = elements_per_rank(op, bytes, n);
     const size_t send_elems = op == CollectiveOp::ReduceScatter ? count * size_t(n) : count;
@@ -130,14 +165,16 @@ class Sweeper {
         e.wrong = count_wrong(op, c.download(recv, recv_elems), n, c.rank(), count);
         warmups_left = std::max(0, warmups_left - 1);
       }
+      int iters = settings_.iters;
+      if (budget_s) {
+        warmups_left = 0;
+        iters = std::clamp(int(*budget_s * 1e6 / agreed_mean(c, timed_us(c, op, send, recv, count, 1))), 1, iters);
+      }
       for (int i = 0; i < warmups_left; ++i) c.run(op, send, recv, count);
-      c.run(CollectiveOp::Barrier, nullptr, nullptr, 0);  // start the timed loop together
-      auto start = std::chrono::steady_clock::now();
-      c.run_repeatedly(op, send, recv, count, settings_.iters);
-      double total_us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count();
+      const double total_us = timed_us(c, op, send, recv, count, iters);
       if (!in_place) e.wrong = count_wrong(op, c.download(recv, recv_elems), n, c.rank(), count);
       e.kind = SmokeEvent::Kind::Result;
-      e.time_us = total_us / std::max(1, settings_.iters);
+      e.time_us = total_us / std::max(1, iters);
       emit_(e);
     } catch (const std::exception& ex) {
       // Said before the buffers go back: releasing them aborts a failed NCCL communicator,
@@ -150,6 +187,20 @@ class Sweeper {
       throw;
     }
     release();
+    return e;
+  }
+
+  // `times` runs, started together, in microseconds.
+  static double timed_us(Collective& c, CollectiveOp op, float* send, float* recv, size_t count, int times) {
+    c.run(CollectiveOp::Barrier, nullptr, nullptr, 0);  // start the timed loop together
+    const auto start = std::chrono::steady_clock::now();
+    c.run_repeatedly(op, send, recv, count, times);
+    return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count();
+  }
+
+  // The mean over the group's members of `value`, the same on every member.
+  static double agreed_mean(Collective& c, double value) {
+    return std::max(1.0, double(sum_over(c, {float(value)}).front()) / c.size());
   }
 
   const SmokeSettings& settings_;
@@ -159,9 +210,9 @@ class Sweeper {
 
 }  // namespace
 
-void run_smoke_sweep(Collective& world, const SmokeSettings& settings,
-                    const std::vector<int>& node_of_rank,
-                    const std::function<void(const SmokeEvent&)>& emit) {
+std::optional<CulpritReport> run_smoke_sweep(Collective& world, const SmokeSettings& settings,
+                                             const std::vector<int>& node_of_rank,
+                                             const std::function<void(const SmokeEvent&)>& emit) {
   Sweeper sweeper(settings, emit);
   const auto sizes = sweep_sizes(settings.min_bytes, settings.max_bytes, settings.step_factor);
 
@@ -194,21 +245,38 @@ void run_smoke_sweep(Collective& world, const SmokeSettings& settings,
     world.run(CollectiveOp::Barrier, nullptr, nullptr, 0);
   }
 
-  // 3. --pairs: one rank of each node, node pairs in tournament rounds (disjoint pairs run
-  //    at once), an all-reduce at the largest size each: the bad node or link gets a name.
-  if (settings.pairs && nodes.size() > 1) {
-    for (const auto& round : tournament_rounds(int(nodes.size()))) {
-      for (auto [a, b] : round) {
-        if (a > b) continue;  // each unordered pair once
-        std::string name = fmt::format("pair {}-{}", nodes[size_t(a)], nodes[size_t(b)]);
-        if (auto group = world.subgroup(name, {leaders[size_t(a)], leaders[size_t(b)]}))
-          sweeper.run_group(*group, name, {CollectiveOp::AllReduce}, {settings.max_bytes});
-        else
-          sweeper.skip(1);
-      }
-      world.run(CollectiveOp::Barrier, nullptr, nullptr, 0);
+  // 3. --pairs: the pair search over one rank of each node. Each round's disjoint pairs run
+  //    at once, an all-reduce at the largest size each within the round's budget; every rank
+  //    then learns every pair's number, so all of them choose the same next round.
+  if (!settings.pairs || nodes.size() < 2) return std::nullopt;
+  int round = 0;
+  const MeasurePairs measure = [&](const std::vector<std::pair<int, int>>& pairs) {
+    if (pairs.empty()) return std::vector<std::optional<double>>{};
+    ++round;
+    std::vector<float> halves(pairs.size(), 0);  // each member's half of its pair's bandwidth
+    for (size_t k = 0; k < pairs.size(); ++k) {
+      const auto [a, b] = pairs[k];
+      const std::string group = pair_group(nodes[size_t(a)], nodes[size_t(b)]);
+      // A pair may be measured again: its group's name is new each round.
+      if (auto pair = world.subgroup(fmt::format("{} round {}", group, round), {leaders[size_t(a)], leaders[size_t(b)]}))
+        halves[k] = float(sweeper.run_pair(*pair, group, settings.max_bytes, settings.pair_round_s) / 2);
+      else
+        sweeper.skip(1);
     }
-  }
+    const std::vector<float> sums = sum_over(world, halves);
+    std::vector<std::optional<double>> gbps;
+    for (float g : sums) gbps.push_back(g > 0 ? std::optional<double>(g) : std::nullopt);
+    return gbps;
+  };
+  CulpritReport found = find_culprits(int(nodes.size()), measure);
+  // Numbered as the caller numbers nodes, not by their place among the nodes with ranks.
+  auto node = [&](int k) { return nodes[size_t(k)]; };
+  for (int& n : found.slow_nodes) n = node(n);
+  for (int& n : found.unknown) n = node(n);
+  for (auto* links : {&found.slow_links, &found.unknown_links})
+    for (auto& [a, b] : *links) std::tie(a, b) = std::pair(node(a), node(b));
+  for (auto& m : found.measured) std::tie(m.a, m.b) = std::pair(node(m.a), node(m.b));
+  return found;
 }
 
 void add_to_row(SmokeRow& row, int rank, const SmokeEvent& e) {
@@ -219,10 +287,7 @@ void add_to_row(SmokeRow& row, int rank, const SmokeEvent& e) {
   row.ranks += 1;
   row.wrong += e.wrong;
   row.time_us_by_rank[rank] = e.time_us;
-  if (e.time_us >= row.max_time_us) {
-    row.max_time_us = e.time_us;
-    row.slowest_rank = rank;
-  }
+  row.max_time_us = std::max(row.max_time_us, e.time_us);
 }
 
 void finish_row(SmokeRow& row) {

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "probes/collective.h"
+#include "probes/culprit_search.h"
 
 namespace muster {
 
@@ -21,7 +22,12 @@ struct SmokeSettings {
   int iters = 20;
   int warmup = 5;
   bool split_node = false;  // also within every node, and across nodes (one rank per node)
-  bool pairs = false;       // also every pair of nodes (one rank each), a round at a time
+  // Also the pair search (probes/culprit_search.h) over one rank of each node: rounds of
+  // disjoint node pairs, each an all-reduce at max_bytes, that name a slow node or link.
+  bool pairs = false;
+  // What each round of pairs may take: a pair's timed loop runs as many iterations as fit
+  // (one at least), so a link at 30 Mbit/s costs its round's budget, not 25 iterations.
+  double pair_round_s = 2;
 };
 
 // What a rank reports as it goes.
@@ -40,6 +46,10 @@ struct SmokeEvent {
   bool gave_up = false;        // an error because the peers did not finish within the timeout
 };
 
+// The group of the pair search's step between nodes a and b ("pair 0-3"), and back.
+std::string pair_group(int a, int b);
+std::optional<std::pair<int, int>> nodes_of_pair_group(const std::string& group);
+
 // The sizes of a sweep: min, min*factor, ... up to max (max included).
 std::vector<size_t> sweep_sizes(size_t min_bytes, size_t max_bytes, double factor);
 
@@ -51,10 +61,11 @@ size_t elements_per_rank(CollectiveOp op, size_t bytes, int n);
 
 // Runs the whole sweep on `world`; `node_of_rank[r]` is rank r's node. Every rank calls it
 // with the same arguments. Events go to `emit` as they happen; a failure is emitted as an
-// Error event and rethrown.
-void run_smoke_sweep(Collective& world, const SmokeSettings& settings,
-                    const std::vector<int>& node_of_rank,
-                    const std::function<void(const SmokeEvent&)>& emit);
+// Error event and rethrown. With `settings.pairs`, returns what the pair search found (the
+// same on every rank), its nodes numbered as in `node_of_rank`.
+std::optional<CulpritReport> run_smoke_sweep(Collective& world, const SmokeSettings& settings,
+                                             const std::vector<int>& node_of_rank,
+                                             const std::function<void(const SmokeEvent&)>& emit);
 
 // One row of the report: a collective at one size in one group, over all its ranks.
 struct SmokeRow {
@@ -63,10 +74,11 @@ struct SmokeRow {
   size_t bytes = 0, count = 0;
   int ranks = 0;
   double time_us = 0;          // the mean over ranks of each rank's mean, as nccl-tests reports
-  double max_time_us = 0;      // the slowest rank's, which names the rank to blame
+  // The slowest rank's. It names no rank to blame: in a ring every rank waits on the slowest
+  // link, so the pair search (--pairs) names the node or link instead.
+  double max_time_us = 0;
   double algbw_gbps = 0, busbw_gbps = 0;  // GB/s, decimal
   long wrong = 0;              // over all ranks
-  int slowest_rank = -1;
   std::map<int, double> time_us_by_rank;
 };
 

@@ -138,7 +138,59 @@ std::vector<Finding> check_results(const std::vector<SmokeRow>& rows, const Chec
   return found;
 }
 
+// The pair's measurements with `node` (each pair with it, or only with `other`).
+std::vector<double> measured_with(const CulpritReport& found, int node, std::optional<int> other = {}) {
+  std::vector<double> gbps;
+  for (const auto& m : found.measured)
+    if ((m.a == node && (!other || m.b == *other)) || (m.b == node && (!other || m.a == *other)))
+      gbps.push_back(m.gbps);
+  std::sort(gbps.begin(), gbps.end());
+  return gbps;
+}
+
+std::string host_of(const RankPlan& plan, int node) {
+  return node >= 0 && size_t(node) < plan.nodes.size() ? plan.nodes[size_t(node)].host : "?";
+}
+
+// The node or link the pair search named: what slows every collective across nodes, by name.
+std::vector<Finding> check_pair_search(const CulpritReport& found, const RankPlan& plan) {
+  std::vector<Finding> out;
+  const std::string against =
+      fmt::format("below {:g}x the pairs' median of {:.2f} Gbit/s (pair search, {} rounds)",
+                  found.typical_gbps > 0 ? found.threshold_gbps / found.typical_gbps : 0, found.typical_gbps,
+                  found.rounds);
+  for (int node : found.slow_nodes) {
+    const auto gbps = measured_with(found, node);
+    out.push_back({FindingKind::Busbw, Finding::Severity::Fail, node,
+                   fmt::format("{}: all_reduce with each of its partners runs at {:.2f} Gbit/s (median "
+                               "over {} pairs), {}", host_of(plan, node),
+                               gbps.empty() ? 0.0 : gbps[gbps.size() / 2], gbps.size(), against)});
+  }
+  for (auto [a, b] : found.slow_links) {
+    const auto gbps = measured_with(found, a, b);
+    out.push_back(problem(FindingKind::Busbw,
+                          fmt::format("the link {} <-> {} is slow: all_reduce between them runs at {:.2f} "
+                                      "Gbit/s (the better of {} measurements), {}; both are fast with "
+                                      "other partners", host_of(plan, a), host_of(plan, b),
+                                      gbps.empty() ? 0.0 : gbps.back(), gbps.size(), against)));
+  }
+  return out;
+}
+
 }  // namespace
+
+std::vector<std::string> pair_search_unknowns(const CulpritReport& found, const RankPlan& plan) {
+  std::vector<std::string> out;
+  for (int node : found.unknown)
+    out.push_back(fmt::format("the pair search could not tell whether {} is slow: it was slow once, or "
+                              "never measured, within {} rounds; run muster smoke --pairs again, or "
+                              "muster ping --bandwidth", host_of(plan, node), found.rounds));
+  for (auto [a, b] : found.unknown_links)
+    out.push_back(fmt::format("the link {} <-> {} was slow once and not measured again within {} rounds: "
+                              "unknown, not a failure; muster ping --bandwidth measures it alone",
+                              host_of(plan, a), host_of(plan, b), found.rounds));
+  return out;
+}
 
 void SmokeReport::line(int rank, OutputStream stream, std::string_view text) {
   if (stream == OutputStream::Stdout)
@@ -177,8 +229,14 @@ void SmokeReport::record(int rank, const nlohmann::json& j) {
     // A failed collective was already reported by its error event.
     std::pair<int, std::string> f{rank, j.at("message")};
     if (std::find(failures.begin(), failures.end(), f) == failures.end()) failures.push_back(f);
+  } else if (type == "culprits" && rank == 0) {
+    culprits = culprit_report_from_json(j, int(plan.nodes.size()));
   } else if (type == "enter") {
     last_enter[rank] = j.at("seq");
+    if (on_step_ && last_enter[rank] > entered_upto_) {
+      entered_upto_ = last_enter[rank];
+      on_step_(smoke_event_from_json(j));
+    }
     done_upto(rank, last_enter[rank] - 1);
   } else if (type == "skip") {
     done_upto(rank, j.at("seq").get<int>());
@@ -281,7 +339,7 @@ SmokeOutcome run_smoke(ClusterContext& context, const SmokeRequest& request) {
   launch.gave_up_exit_code = kSmokeRankGaveUpExitCode;
   launch.settle_s = request.collective_timeout_s + 1;
 
-  SmokeReport c(request.on_other_line, request.on_row);
+  SmokeReport c(request.on_other_line, request.on_row, request.on_step);
   LaunchedJob job = launch_job(context, launch, [&](const RankPlan& plan) -> std::unique_ptr<JobOutput> {
     c.expect(plan);
     return std::make_unique<JobOutputRef>(c);
@@ -296,6 +354,9 @@ SmokeOutcome run_smoke(ClusterContext& context, const SmokeRequest& request) {
   outcome.rows = summarize_smoke(c.results);
   outcome.backend = c.backend;
   outcome.warnings = c.warnings;
+  outcome.pair_search = c.culprits;
+  if (c.culprits)
+    for (auto& w : pair_search_unknowns(*c.culprits, job.plan)) outcome.warnings.push_back(std::move(w));
   for (const auto& [rank, list] : c.hellos)
     for (const auto& h : list) outcome.hellos.push_back(h);
   outcome.problems = smoke_findings(c, job, outcome.rows, context.cluster().checks);
@@ -305,9 +366,12 @@ SmokeOutcome run_smoke(ClusterContext& context, const SmokeRequest& request) {
 std::vector<Finding> smoke_findings(const SmokeReport& report, const LaunchedJob& job,
                                     const std::vector<SmokeRow>& rows, const CheckThresholds& checks) {
   // 1. The hellos: every rank once, none duplicated. 2. How the ranks ended. 3. Results.
+  // 4. What the pair search named.
   std::vector<Finding> found = check_hellos(report, job.plan);
   for (auto& f : check_ending(report, job)) found.push_back(std::move(f));
   for (auto& f : check_results(rows, checks)) found.push_back(std::move(f));
+  if (report.culprits)
+    for (auto& f : check_pair_search(*report.culprits, job.plan)) found.push_back(std::move(f));
   return found;
 }
 

@@ -39,6 +39,8 @@ struct SmokeRequest {
   // nccl-tests prints them (the hellos and the backend are in by then); the rows still open
   // when the job ends follow at its end.
   std::function<void(const SmokeRow& row, const SmokeReport& so_far)> on_row;
+  // The first rank entered a step: what runs now, for a progress line.
+  std::function<void(const SmokeEvent& entered)> on_step;
 };
 
 struct SmokeOutcome {
@@ -48,6 +50,7 @@ struct SmokeOutcome {
   std::string backend;                 // what the ranks agreed on; "?" if they never did
   std::vector<nlohmann::json> hellos;  // as the ranks sent them, by rank
   std::vector<Finding> problems;       // empty: every check passed
+  std::optional<CulpritReport> pair_search;  // with settings.pairs: what it found
   std::vector<std::string> warnings;   // what the launch found that did not stop it
 };
 
@@ -58,8 +61,9 @@ class SmokeReport : public JobOutput {
  public:
   using OtherLine = std::function<void(int rank, std::string_view line)>;
   using RowDone = std::function<void(const SmokeRow& row, const SmokeReport& so_far)>;
-  explicit SmokeReport(OtherLine on_other_line, RowDone on_row = {})
-      : on_other_line_(std::move(on_other_line)), on_row_(std::move(on_row)) {}
+  using StepEntered = std::function<void(const SmokeEvent& entered)>;
+  explicit SmokeReport(OtherLine on_other_line, RowDone on_row = {}, StepEntered on_step = {})
+      : on_other_line_(std::move(on_other_line)), on_row_(std::move(on_row)), on_step_(std::move(on_step)) {}
 
   // The ranks to wait for before a row is done; rows are passed on from then.
   void expect(const RankPlan& plan);
@@ -76,6 +80,7 @@ class SmokeReport : public JobOutput {
   std::vector<std::pair<int, std::string>> failures;   // rank, message
   std::optional<SmokeEvent> first_error;               // the earliest step that failed
   std::set<int> steps_given_up;  // steps at which some rank gave up waiting for its peers
+  std::optional<CulpritReport> culprits;  // what the pair search found, as rank 0 said it
   std::string backend = "?";
   RankPlan plan;                                       // as expect() gave it
 
@@ -87,6 +92,8 @@ class SmokeReport : public JobOutput {
   void pass_on_rows_up_to(int seq);
   OtherLine on_other_line_;
   RowDone on_row_;
+  StepEntered on_step_;
+  int entered_upto_ = 0;                // the latest step some rank entered
   std::map<int, int> done_upto_;        // by rank
   std::map<int, int> ranks_done_upto_;  // how many ranks are done up to each step; the first is the least
   std::map<int, SmokeRow> open_rows_;   // by step: the results in so far, while on_row_ is set
@@ -94,13 +101,18 @@ class SmokeReport : public JobOutput {
 };
 
 // The checks on what the ranks said and how the job ended: hellos (every rank once, none
-// duplicated), dead and missing ranks, wrong elements, the bus bandwidth threshold.
+// duplicated), dead and missing ranks, wrong elements, the bus bandwidth threshold, and the
+// slow nodes and links the pair search named.
 std::vector<Finding> smoke_findings(const SmokeReport& report, const LaunchedJob& job,
                                     const std::vector<SmokeRow>& rows, const CheckThresholds& checks);
 
 // Starts the probe ranks, runs the sweep and checks hellos, results and thresholds.
 // Throws Error before anything starts when the input is wrong or a node is unreachable.
 SmokeOutcome run_smoke(ClusterContext& context, const SmokeRequest& request);
+
+// What the pair search could not tell (a node or link seen slow once and not resolved):
+// warnings, not failures.
+std::vector<std::string> pair_search_unknowns(const CulpritReport& found, const RankPlan& plan);
 
 // "rank 3 (node2)", or "rank 3 (?)" for a rank outside the plan.
 std::string rank_and_host(const RankPlan& plan, int rank);

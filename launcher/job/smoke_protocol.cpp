@@ -54,7 +54,8 @@ nlohmann::json smoke_settings_json(const SmokeSettings& s, const std::string& ba
   for (CollectiveOp op : s.ops) ops.push_back(op_name(op));
   return {{"ops", ops}, {"min_bytes", s.min_bytes}, {"max_bytes", s.max_bytes},
           {"step_factor", s.step_factor}, {"iters", s.iters}, {"warmup", s.warmup},
-          {"split_node", s.split_node}, {"pairs", s.pairs}, {"backend", backend},
+          {"split_node", s.split_node}, {"pairs", s.pairs}, {"pair_round_s", s.pair_round_s},
+          {"backend", backend},
           {"timeout_ms", timeout_ms}, {"secret", secret}};
 }
 
@@ -70,7 +71,55 @@ SmokeSettings smoke_settings_from_json(const nlohmann::json& j) {
   s.warmup = j.at("warmup");
   s.split_node = j.at("split_node");
   s.pairs = j.at("pairs");
+  s.pair_round_s = j.at("pair_round_s");
   return s;
+}
+
+nlohmann::json culprit_report_json(const CulpritReport& r) {
+  auto links = [](const std::vector<std::pair<int, int>>& pairs) {
+    nlohmann::json out = nlohmann::json::array();
+    for (auto [a, b] : pairs) out.push_back({a, b});
+    return out;
+  };
+  nlohmann::json measured = nlohmann::json::array();
+  for (const auto& m : r.measured) measured.push_back({m.a, m.b, m.gbps, m.round});
+  return {{"type", "culprits"}, {"slow_nodes", r.slow_nodes}, {"slow_links", links(r.slow_links)},
+          {"unknown_links", links(r.unknown_links)}, {"unknown", r.unknown},
+          {"typical_gbps", r.typical_gbps}, {"threshold_gbps", r.threshold_gbps},
+          {"rounds", r.rounds}, {"measured", measured}};
+}
+
+CulpritReport culprit_report_from_json(const nlohmann::json& j, int nodes) {
+  // The search measures at most a round of n/2 pairs per round, in at most 6 rounds, and
+  // more rounds are never asked for (CulpritSearchOptions::max_rounds).
+  const size_t most_pairs = size_t(nodes) * 4 + 16;
+  auto node = [&](const nlohmann::json& v) {
+    const int n = v.get<int>();
+    if (n < 0 || n >= nodes)
+      throw nlohmann::json::other_error::create(501, "a node outside the plan", nullptr);
+    return n;
+  };
+  auto list = [&](const nlohmann::json& v) -> const nlohmann::json& {
+    if (!v.is_array() || v.size() > most_pairs)
+      throw nlohmann::json::other_error::create(501, "a list longer than the search measures", nullptr);
+    return v;
+  };
+  auto links = [&](const nlohmann::json& v) {
+    std::vector<std::pair<int, int>> out;
+    for (const auto& l : list(v)) out.emplace_back(node(l.at(0)), node(l.at(1)));
+    return out;
+  };
+  CulpritReport r;
+  for (const auto& n : list(j.at("slow_nodes"))) r.slow_nodes.push_back(node(n));
+  for (const auto& n : list(j.at("unknown"))) r.unknown.push_back(node(n));
+  r.slow_links = links(j.at("slow_links"));
+  r.unknown_links = links(j.at("unknown_links"));
+  r.typical_gbps = j.at("typical_gbps");
+  r.threshold_gbps = j.at("threshold_gbps");
+  r.rounds = j.at("rounds");
+  for (const auto& m : list(j.at("measured")))
+    r.measured.push_back({node(m.at(0)), node(m.at(1)), m.at(2).get<double>(), m.at(3).get<int>()});
+  return r;
 }
 
 }  // namespace muster

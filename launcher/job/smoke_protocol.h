@@ -25,4 +25,11 @@ nlohmann::json smoke_settings_json(const SmokeSettings& s, const std::string& ba
                                    long timeout_ms, const std::string& secret);
 SmokeSettings smoke_settings_from_json(const nlohmann::json& j);
 
+// What the pair search found, as rank 0 says it once the sweep is done ("type": "culprits").
+nlohmann::json culprit_report_json(const CulpritReport& r);
+// Read back by the head, for a plan of `nodes` nodes: a node number outside it, or more
+// pairs than the search can measure, is an error (nlohmann::json::exception), as any
+// malformed line is.
+CulpritReport culprit_report_from_json(const nlohmann::json& j, int nodes);
+
 }  // namespace muster

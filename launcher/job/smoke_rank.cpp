@@ -173,10 +173,12 @@ void run(const Environment& env, const std::function<void(const std::string&)>& 
 
   // 3. The sweep, every step reported as it happens.
   try {
-    run_smoke_sweep(*collective, smoke_settings_from_json(config), node_of_rank, [&](const SmokeEvent& e) {
-      if (stalls && e.kind == SmokeEvent::Kind::Enter && e.seq == stall_step) *stalled = true;
-      say(smoke_event_json(e));
-    });
+    const auto culprits =
+        run_smoke_sweep(*collective, smoke_settings_from_json(config), node_of_rank, [&](const SmokeEvent& e) {
+          if (stalls && e.kind == SmokeEvent::Kind::Enter && e.seq == stall_step) *stalled = true;
+          say(smoke_event_json(e));
+        });
+    if (culprits && rank == 0) say(culprit_report_json(*culprits));  // every rank found the same
     // Rank 0 serves the rendezvous: everyone leaves together.
     collective->run(CollectiveOp::Barrier, nullptr, nullptr, 0);
   } catch (const std::exception& e) {

@@ -45,7 +45,7 @@ _muster() {
         topo) flags="--xml --json" ;;
         exec) flags="$cluster --fanout --fold -N --no-prefix --tag" ;;
         ping) flags="$cluster $remote --count --bandwidth --search --matrix --json" ;;
-        smoke) flags="$cluster -n --np --map-by $remote -x --export --bind --backend --min-bytes --max-bytes --step-factor --iters --warmup --split --pairs --timeout --json" ;;
+        smoke) flags="$cluster -n --np --map-by $remote -x --export --bind --backend --min-bytes --max-bytes --step-factor --iters --warmup --split --pairs --pair-round --timeout --json" ;;
         doctor) flags="$cluster -n --np --map-by $remote --only --skip --strict --json --junit --prometheus" ;;
         health) flags="-f --file --fsroot --timeout --drain --strict --json --junit --prometheus" ;;
         hostlist) flags="-e --expand -f --fold -c --count" ;;

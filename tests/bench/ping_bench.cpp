@@ -2,7 +2,8 @@
 // against qperf's tcp_lat on the same pair, in one run; the bandwidth `ping --bandwidth`
 // measures on 4 hosts with one host's link capped at 30 Mbit/s both ways, against qperf's
 // tcp_bw on a healthy pair and a capped one, and the wall time of --bandwidth (every pair)
-// and --search (the pair search) with what each named; then the wall time of a whole
+// and --search (the pair search) with what each named, and of smoke --pairs (the search over
+// ranks' all-reduces); then the wall time of a whole
 // `muster ping` over 8 and 16 hosts. Needs root. Run: build/tests/bench/ping_bench
 #include <unistd.h>
 
@@ -98,7 +99,19 @@ int main() {
     std::printf("ping --bandwidth: %.2f s, named: %s\n", mesh_s, named(mesh).c_str());
     std::printf("ping --search:    %.2f s, %d rounds, named: %s\n", search_s,
                 search["search"].is_null() ? 0 : search["search"]["rounds"].get<int>(), named(search).c_str());
-    std::printf("(muster: a 300 ms stream per pair; qperf: tcp_bw over 2 s)\n\n");
+    std::printf("(muster: a 300 ms stream per pair; qperf: tcp_bw over 2 s)\n");
+    // The same search over real ranks: an all-reduce of 4 MiB per pair, within 2 s a round.
+    nlohmann::json smoke;
+    auto start = std::chrono::steady_clock::now();
+    auto r = cluster.muster({"smoke", "-f", cluster.write_cluster_file(), "--pairs", "--min-bytes", "4M",
+                             "--max-bytes", "4M", "--iters", "2", "--warmup", "0", "--json"}, 600);
+    const double smoke_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (!r.out.empty()) smoke = nlohmann::json::parse(r.out);
+    std::string smoke_named;
+    for (const auto& p : smoke["problems"]) smoke_named += p["message"].get<std::string>().substr(0, 60) + "...; ";
+    std::printf("smoke --pairs 4M: %.2f s, %d rounds, named: %s\n\n", smoke_s,
+                smoke["pair_search"].is_null() ? 0 : smoke["pair_search"]["rounds"].get<int>(),
+                smoke_named.empty() ? "nothing" : smoke_named.c_str());
   }
   std::printf("%-8s %14s %10s\n", "hosts", "ordered pairs", "ping s");
   for (int n : {8, 16}) {

@@ -3,6 +3,9 @@
 
 #include <gtest/gtest.h>
 
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
 #include "probes/comm_nccl.h"
 #include "tests/fakes/recording_collective.h"
 
@@ -39,15 +42,14 @@ TEST(SmokeArithmetic, BusBandwidthFactorsAreNcclTests) {
   EXPECT_EQ(elements_per_rank(CollectiveOp::ReduceScatter, 8, 4), 1u);
 }
 
-// Time as nccl-tests reports it by default: the mean over ranks; the slowest kept apart.
-TEST(SmokeArithmetic, RowsAverageTheRanksKeepTheSlowestAndDeriveBandwidth) {
+// Time as nccl-tests reports it by default: the mean over ranks; the slowest time kept apart.
+TEST(SmokeArithmetic, RowsAverageTheRanksKeepTheSlowestTimeAndDeriveBandwidth) {
   std::map<int, std::vector<SmokeEvent>> results;
   for (int rank = 0; rank < 4; ++rank)
     results[rank].push_back({SmokeEvent::Kind::Result, 7, "world", CollectiveOp::AllReduce,
                              1000000, 250000, rank == 2 ? 2000.0 : 1000.0, rank == 3 ? 5 : 0, ""});
   auto rows = summarize_smoke(results);
   ASSERT_EQ(rows.size(), 1u);
-  EXPECT_EQ(rows[0].slowest_rank, 2);
   EXPECT_DOUBLE_EQ(rows[0].max_time_us, 2000.0);
   EXPECT_DOUBLE_EQ(rows[0].time_us, 1250.0);          // (3 x 1000 + 2000) / 4
   EXPECT_DOUBLE_EQ(rows[0].algbw_gbps, 0.8);          // 1e6 B / 1.25 ms
@@ -153,9 +155,29 @@ TEST(SmokeSweep, SplitAndPairsFormTheirGroupsInTheSameOrderOnEveryRank) {
     if (line.rfind("subgroup", 0) == 0) groups.push_back(line);
   EXPECT_EQ(groups, (std::vector<std::string>{"subgroup node 0 of 2", "subgroup node 1 of 2",
                                               "subgroup node 2 of 2", "subgroup across nodes of 3",
-                                              // every node pair once, in tournament rounds
-                                              "subgroup pair 1-2 of 2", "subgroup pair 0-2 of 2",
-                                              "subgroup pair 0-1 of 2"}));
+                                              // the pair search: the ring's pairs, a round each
+                                              // here (3 nodes), every group's name new
+                                              "subgroup pair 0-1 round 1 of 2", "subgroup pair 1-2 round 2 of 2",
+                                              "subgroup pair 2-0 round 3 of 2"}));
+}
+
+// A pair's timed loop runs what fits in its round's budget, one iteration at least: a link at
+// 30 Mbit/s ran 25 iterations of 4 MiB per pair, and smoke --pairs ran for minutes.
+TEST(SmokeSweep, APairRunsTheIterationsThatFitInItsRoundsBudget) {
+  for (double budget_s : {1e-9, 1000.0}) {
+    auto log = std::make_shared<std::vector<std::string>>();
+    RecordingCollective world(0, 2, log);
+    SmokeSettings s = one_checked_all_reduce();
+    s.ops.clear();  // the pairs alone
+    s.iters = 20;
+    s.warmup = 5;
+    s.pairs = true;
+    s.pair_round_s = budget_s;
+    run_smoke_sweep(world, s, {0, 1}, [](const SmokeEvent&) {});
+    // The checked run, one timed run that sets the count, then the count: no other warm-up.
+    EXPECT_EQ(std::count(log->begin(), log->end(), "pair 0-1 round 1 all_reduce 16"), budget_s < 1 ? 3 : 22)
+        << fmt::format("{}", fmt::join(*log, "\n"));
+  }
 }
 
 TEST(NcclLoading, WithoutAGpuTheReasonIsOneLineThatPointsToGloo) {
