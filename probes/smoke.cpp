@@ -90,6 +90,9 @@ long count_wrong(CollectiveOp op, const std::vector<float>& out, int n, int rank
   return wrong;
 }
 
+// A pair's timed loop at most: at 1 us an all-reduce, a tenth of a second.
+constexpr int kMostPairIterations = 100000;
+
 // Every member's `values` summed element by element, the same result on every member.
 std::vector<float> sum_over(Collective& c, const std::vector<float>& values) {
   float* buffer = c.allocate(values.size());
@@ -113,8 +116,15 @@ class Sweeper {
   void run_group(Collective& c, const std::string& group, const std::vector<CollectiveOp>& ops,
                  const std::vector<size_t>& sizes) {
     for (CollectiveOp op : ops)
-      for (size_t bytes : sizes) run_one(c, group, op, bytes, std::nullopt);
+      for (size_t bytes : sizes) {
+        const SmokeEvent e = run_one(c, group, op, bytes, std::nullopt);
+        if (group == "world" && op == CollectiveOp::AllReduce && bytes == settings_.max_bytes)
+          largest_all_reduce_us = e.time_us;
+      }
   }
+
+  // This rank's time of the world's all-reduce at the largest size, once run.
+  std::optional<double> largest_all_reduce_us;
 
   // One all-reduce at `bytes` between two ranks, its timed loop cut to what fits in
   // `budget_s`; this rank's bandwidth in Gbit/s.
@@ -167,8 +177,12 @@ class Sweeper {
       }
       int iters = settings_.iters;
       if (budget_s) {
+        // The timed loop takes a quarter of the budget, whatever --iters says: two runs of a
+        // healthy pair take a few milliseconds, and one scheduler hiccup on a busy node made
+        // one look five times slower. The rest is for the runs before it and the group's setup.
         warmups_left = 0;
-        iters = std::clamp(int(*budget_s * 1e6 / agreed_mean(c, timed_us(c, op, send, recv, count, 1))), 1, iters);
+        const double first_us = agreed_mean(c, timed_us(c, op, send, recv, count, 1));
+        iters = int(std::clamp(*budget_s * 1e6 / 4 / first_us, 1.0, double(kMostPairIterations)));
       }
       for (int i = 0; i < warmups_left; ++i) c.run(op, send, recv, count);
       const double total_us = timed_us(c, op, send, recv, count, iters);
@@ -208,6 +222,15 @@ class Sweeper {
   int seq_ = 0;
 };
 
+// The bus bandwidth of the world's largest all-reduce, in GB/s, from the ranks' mean time as
+// the head's row has it: the same on every rank. 0 when the sweep ran none.
+double world_busbw_gbps(Collective& world, const Sweeper& sweeper, const SmokeSettings& settings) {
+  const double mean_us = double(sum_over(world, {float(sweeper.largest_all_reduce_us.value_or(0))}).front()) /
+                         world.size();
+  if (!sweeper.largest_all_reduce_us || mean_us <= 0) return 0;
+  return double(settings.max_bytes) / 1e3 / mean_us * bus_factor(CollectiveOp::AllReduce, world.size());
+}
+
 }  // namespace
 
 std::optional<CulpritReport> run_smoke_sweep(Collective& world, const SmokeSettings& settings,
@@ -219,6 +242,8 @@ std::optional<CulpritReport> run_smoke_sweep(Collective& world, const SmokeSetti
   // 1. Every rank together.
   sweeper.run_group(world, "world", {CollectiveOp::Barrier}, {0});
   sweeper.run_group(world, "world", settings.ops, sizes);
+  const bool world_too_slow = settings.pairs_below_busbw_gbps && !settings.pairs &&
+                              world_busbw_gbps(world, sweeper, settings) < *settings.pairs_below_busbw_gbps;
 
   // Nodes and their first ranks, from the layout every rank shares.
   std::map<int, std::vector<int>> ranks_of_node;
@@ -248,7 +273,7 @@ std::optional<CulpritReport> run_smoke_sweep(Collective& world, const SmokeSetti
   // 3. --pairs: the pair search over one rank of each node. Each round's disjoint pairs run
   //    at once, an all-reduce at the largest size each within the round's budget; every rank
   //    then learns every pair's number, so all of them choose the same next round.
-  if (!settings.pairs || nodes.size() < 2) return std::nullopt;
+  if (!(settings.pairs || world_too_slow) || nodes.size() < 2) return std::nullopt;
   int round = 0;
   const MeasurePairs measure = [&](const std::vector<std::pair<int, int>>& pairs) {
     if (pairs.empty()) return std::vector<std::optional<double>>{};

@@ -161,14 +161,14 @@ std::vector<Finding> check_pair_search(const CulpritReport& found, const RankPla
                   found.rounds);
   for (int node : found.slow_nodes) {
     const auto gbps = measured_with(found, node);
-    out.push_back({FindingKind::Busbw, Finding::Severity::Fail, node,
+    out.push_back({FindingKind::Bandwidth, Finding::Severity::Fail, node,
                    fmt::format("{}: all_reduce with each of its partners runs at {:.2f} Gbit/s (median "
                                "over {} pairs), {}", host_of(plan, node),
                                gbps.empty() ? 0.0 : gbps[gbps.size() / 2], gbps.size(), against)});
   }
   for (auto [a, b] : found.slow_links) {
     const auto gbps = measured_with(found, a, b);
-    out.push_back(problem(FindingKind::Busbw,
+    out.push_back(problem(FindingKind::Bandwidth,
                           fmt::format("the link {} <-> {} is slow: all_reduce between them runs at {:.2f} "
                                       "Gbit/s (the better of {} measurements), {}; both are fast with "
                                       "other partners", host_of(plan, a), host_of(plan, b),

@@ -55,6 +55,7 @@ nlohmann::json smoke_settings_json(const SmokeSettings& s, const std::string& ba
   return {{"ops", ops}, {"min_bytes", s.min_bytes}, {"max_bytes", s.max_bytes},
           {"step_factor", s.step_factor}, {"iters", s.iters}, {"warmup", s.warmup},
           {"split_node", s.split_node}, {"pairs", s.pairs}, {"pair_round_s", s.pair_round_s},
+          {"pairs_below_busbw_gbps", s.pairs_below_busbw_gbps ? nlohmann::json(*s.pairs_below_busbw_gbps) : nlohmann::json()},
           {"backend", backend},
           {"timeout_ms", timeout_ms}, {"secret", secret}};
 }
@@ -72,6 +73,7 @@ SmokeSettings smoke_settings_from_json(const nlohmann::json& j) {
   s.split_node = j.at("split_node");
   s.pairs = j.at("pairs");
   s.pair_round_s = j.at("pair_round_s");
+  if (const auto& below = j.at("pairs_below_busbw_gbps"); !below.is_null()) s.pairs_below_busbw_gbps = below.get<double>();
   return s;
 }
 

@@ -221,6 +221,18 @@ TEST_F(PingCluster, TheSmokePairSearchNamesACappedHostAndNoOther) {
   for (const auto& row : r["results"]) EXPECT_FALSE(row.contains("slowest_rank")) << row.dump();
 }
 
+// Without --pairs, an all-reduce below checks.min_busbw_gbps is followed by the search.
+TEST_F(PingCluster, ASmokeBelowTheExpectedBusbwSearchesThePairsByItself) {
+  cluster_->cap_host(3, "30mbit");
+  auto r = cluster_->muster({"smoke", "-f", cluster_->write_cluster_file("checks:\n  min_busbw_gbps: 1\n"),
+                             "--min-bytes", "1M", "--max-bytes", "1M", "--iters", "2", "--warmup", "0", "--json"},
+                            300);
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  auto report = nlohmann::json::parse(r.out);
+  EXPECT_EQ(report["pair_search"]["slow_nodes"], nlohmann::json::array({"node4"})) << report.dump(2);
+  EXPECT_TRUE(has_problem(report, "is below checks.min_busbw_gbps 1")) << report["problems"].dump(2);
+}
+
 TEST_F(PingCluster, TheSmokePairSearchNamesACappedLinkAsTheLink) {
   cluster_->cap_link(2, 3, "30mbit");
   int status = -1;
