@@ -100,7 +100,8 @@ nlohmann::json report_json(const PingReport& r, const std::optional<CulpritRepor
     if (p.result.gbps) pair["bandwidth_gbps"] = *p.result.gbps;
     if (p.gbps_alone) pair["bandwidth_alone_gbps"] = *p.gbps_alone;
     if (p.control_gbps)
-      pair["control"] = {{"dst", r.nodes[size_t(p.control_dst)].host}, {"bandwidth_alone_gbps", *p.control_gbps}};
+      pair["control"] = {{"src", r.nodes[size_t(p.control_src)].host}, {"dst", r.nodes[size_t(p.control_dst)].host},
+                         {"bandwidth_alone_gbps", *p.control_gbps}};
     pairs.push_back(pair);
   }
   nlohmann::json problems = nlohmann::json::array();

@@ -33,8 +33,12 @@ struct SmokeOptions {
 namespace {
 
 // A row of the pair search, under one table for all its pairs: which two nodes, and how fast.
+std::string host_of(const RankPlan& plan, int node) {
+  return node >= 0 && size_t(node) < plan.nodes.size() ? plan.nodes[size_t(node)].host : "?";
+}
+
 std::string pair_row(const SmokeRow& r, std::pair<int, int> nodes, const RankPlan& plan, std::string& current) {
-  auto host = [&](int node) { return size_t(node) < plan.nodes.size() ? plan.nodes[size_t(node)].host : "?"; };
+  auto host = [&](int node) { return host_of(plan, node); };
   std::string out;
   if (current != "pairs") {
     current = "pairs";
@@ -94,12 +98,15 @@ class StreamedTables {
  public:
   // `progress`, on a terminal: the step that runs now, on a line below the tables.
   explicit StreamedTables(DoctorProgress* progress) : progress_(progress) {}
-  void step(const SmokeEvent& entered) {
+  void step(const SmokeEvent& entered, const SmokeReport& so_far) {
     if (!progress_) return;
     std::string what = entered.group;
-    if (auto nodes = nodes_of_pair_group(entered.group)) what = fmt::format("pair search, {}", what);
+    if (auto nodes = nodes_of_pair_group(entered.group))
+      what = fmt::format("pair search, {} <-> {}", host_of(so_far.plan, nodes->first), host_of(so_far.plan, nodes->second));
     progress_->begin_stage(fmt::format("{} ({}) {} bytes", op_name(entered.op), what, entered.bytes), 0, "");
   }
+  // The progress line is going: nothing more is drawn above it.
+  void end_progress() { progress_ = nullptr; }
   void row(const SmokeRow& r, const SmokeReport& so_far) {
     if (!hellos_printed_) {
       std::vector<nlohmann::json> hellos;
@@ -129,7 +136,7 @@ class StreamedTables {
 
 // What the pair search found and measured, by host name.
 nlohmann::json pair_search_json(const CulpritReport& found, const RankPlan& plan) {
-  auto host = [&](int node) { return size_t(node) < plan.nodes.size() ? plan.nodes[size_t(node)].host : "?"; };
+  auto host = [&](int node) { return host_of(plan, node); };
   auto hosts = [&](const std::vector<int>& nodes) {
     nlohmann::json out = nlohmann::json::array();
     for (int n : nodes) out.push_back(host(n));
@@ -192,12 +199,13 @@ int run_smoke_command(SmokeOptions& options) {
   StreamedTables tables(progress ? &*progress : nullptr);
   if (!options.json)
     request.on_row = [&tables](const SmokeRow& row, const SmokeReport& so_far) { tables.row(row, so_far); };
-  request.on_step = [&tables](const SmokeEvent& entered) { tables.step(entered); };
+  request.on_step = [&tables](const SmokeEvent& entered, const SmokeReport& so_far) { tables.step(entered, so_far); };
   ClusterContext context(load_cluster(options.cluster), options.remote.settings());
   // An all-reduce below the cluster file's expectation is followed by the pair search, which
   // names what slows it.
   request.settings.pairs_below_busbw_gbps = context.cluster().checks.min_busbw_gbps;
   SmokeOutcome outcome = run_smoke(context, request);
+  tables.end_progress();
   progress.reset();
   for (const auto& w : outcome.warnings) print_warning(w);
   if (options.json) {
@@ -258,11 +266,6 @@ CommandAction setup_smoke(CLI::App& app) {
       ->check(CLI::IsMember({"node"}));
   app.add_flag("--pairs", request.settings.pairs,
                "also the pair search: rounds of disjoint node pairs that name a slow node or link");
-  app.add_option("--pair-round", request.settings.pair_round_s,
-                 "seconds each round of the pair search may take: a pair is timed for a quarter of it")
-      ->check(positive())
-      ->check(at_most(kLongestWaitSeconds))
-      ->capture_default_str();
   app.add_option("--timeout", request.collective_timeout_s,
                  "seconds one collective (or the rendezvous) may take before it is aborted")
       ->check(positive())

@@ -40,11 +40,12 @@ struct PairProbe {
   // Bandwidth measured again with no other stream in flight, where the first measurement,
   // taken beside other pairs' streams, looked slow.
   std::optional<double> gbps_alone;
-  // For a slow link's pair: the same sender to a peer it was fast with, measured alone just
-  // before the pair's second stream alone. What this machine could send at that moment: on
-  // shared or busy CPUs every stream slows, and a link is slow only beside this.
+  // For a slow link's pair: the slower of its sender's stream to its fastest other peer and
+  // its receiver's from its fastest other peer, each measured alone just before the pair's
+  // second stream alone. What the ends could do at that moment: on shared or busy CPUs every
+  // stream slows, and a link is slow only beside this.
   std::optional<double> control_gbps;
-  int control_dst = -1;
+  int control_src = -1, control_dst = -1;
   // The pair's bandwidth: the better of its measurements, if it has one.
   std::optional<double> best_gbps() const {
     if (!result.gbps || !gbps_alone) return result.gbps ? result.gbps : gbps_alone;

@@ -90,8 +90,9 @@ long count_wrong(CollectiveOp op, const std::vector<float>& out, int n, int rank
   return wrong;
 }
 
-// A pair's timed loop at most: at 1 us an all-reduce, a tenth of a second.
-constexpr int kMostPairIterations = 100000;
+// A pair's timed loop at most: plenty for a steady mean, and no more of a backend's per-run
+// cost (NCCL records an event a run) than that.
+constexpr int kMostPairIterations = 1000;
 
 // Every member's `values` summed element by element, the same result on every member.
 std::vector<float> sum_over(Collective& c, const std::vector<float>& values) {
@@ -223,11 +224,12 @@ class Sweeper {
 };
 
 // The bus bandwidth of the world's largest all-reduce, in GB/s, from the ranks' mean time as
-// the head's row has it: the same on every rank. 0 when the sweep ran none.
-double world_busbw_gbps(Collective& world, const Sweeper& sweeper, const SmokeSettings& settings) {
+// the head's row has it: the same on every rank. Unset when the sweep ran none (no
+// all_reduce among the ops): nothing measured is nothing to search on.
+std::optional<double> world_busbw_gbps(Collective& world, const Sweeper& sweeper, const SmokeSettings& settings) {
   const double mean_us = double(sum_over(world, {float(sweeper.largest_all_reduce_us.value_or(0))}).front()) /
                          world.size();
-  if (!sweeper.largest_all_reduce_us || mean_us <= 0) return 0;
+  if (!sweeper.largest_all_reduce_us || mean_us <= 0) return std::nullopt;
   return double(settings.max_bytes) / 1e3 / mean_us * bus_factor(CollectiveOp::AllReduce, world.size());
 }
 
@@ -242,8 +244,10 @@ std::optional<CulpritReport> run_smoke_sweep(Collective& world, const SmokeSetti
   // 1. Every rank together.
   sweeper.run_group(world, "world", {CollectiveOp::Barrier}, {0});
   sweeper.run_group(world, "world", settings.ops, sizes);
-  const bool world_too_slow = settings.pairs_below_busbw_gbps && !settings.pairs &&
-                              world_busbw_gbps(world, sweeper, settings) < *settings.pairs_below_busbw_gbps;
+  bool world_too_slow = false;
+  if (settings.pairs_below_busbw_gbps && !settings.pairs)
+    if (const auto busbw = world_busbw_gbps(world, sweeper, settings))
+      world_too_slow = *busbw < *settings.pairs_below_busbw_gbps;
 
   // Nodes and their first ranks, from the layout every rank shares.
   std::map<int, std::vector<int>> ranks_of_node;

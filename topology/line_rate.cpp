@@ -7,6 +7,16 @@
 #include "topology/sysfs_pci.h"
 
 namespace muster {
+namespace {
+
+// A driver that cannot tell may say -1, 0 or 4294967295 (SPEED_UNKNOWN as unsigned): none is
+// a link's. The fastest links are 800 Gbit/s.
+std::optional<double> plausible(std::optional<double> gbps) {
+  if (gbps && *gbps > 0 && *gbps < kMostLineRateGbps) return gbps;
+  return std::nullopt;
+}
+
+}  // namespace
 
 std::optional<double> interface_line_rate_gbps(const std::string& interface, const std::string& sys) {
   // A name from getifaddrs, used as one path component: nothing that climbs out of it.
@@ -22,15 +32,13 @@ std::optional<double> interface_line_rate_gbps(const std::string& interface, con
     } catch (const std::exception&) {
       // no dev_port (older kernels): the first port
     }
-    return parse_ib_rate(first_line_of((hca.path() / "ports" / std::to_string(port) / "rate").string()));
+    return plausible(parse_ib_rate(first_line_of((hca.path() / "ports" / std::to_string(port) / "rate").string())));
   }
   try {
-    const long mbps = std::stol(first_line_of((net / "speed").string()));
-    if (mbps > 0) return double(mbps) / 1000;
+    return plausible(double(std::stol(first_line_of((net / "speed").string()))) / 1000);
   } catch (const std::exception&) {
-    // unreadable (EINVAL while the link is down) or empty: unknown
+    return std::nullopt;  // unreadable (EINVAL while the link is down) or empty: unknown
   }
-  return std::nullopt;
 }
 
 }  // namespace muster

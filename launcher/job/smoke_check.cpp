@@ -232,12 +232,13 @@ void SmokeReport::record(int rank, const nlohmann::json& j) {
   } else if (type == "culprits" && rank == 0) {
     culprits = culprit_report_from_json(j, int(plan.nodes.size()));
   } else if (type == "enter") {
-    last_enter[rank] = j.at("seq");
-    if (on_step_ && last_enter[rank] > entered_upto_) {
-      entered_upto_ = last_enter[rank];
-      on_step_(smoke_event_from_json(j));
+    const SmokeEvent entered = smoke_event_from_json(j);  // the whole line read before any of it is kept
+    last_enter[rank] = entered.seq;
+    if (on_step_ && entered.seq > entered_upto_) {
+      entered_upto_ = entered.seq;
+      on_step_(entered, *this);
     }
-    done_upto(rank, last_enter[rank] - 1);
+    done_upto(rank, entered.seq - 1);
   } else if (type == "skip") {
     done_upto(rank, j.at("seq").get<int>());
   } else if (type == "result" || type == "error") {

@@ -40,7 +40,7 @@ struct SmokeRequest {
   // when the job ends follow at its end.
   std::function<void(const SmokeRow& row, const SmokeReport& so_far)> on_row;
   // The first rank entered a step: what runs now, for a progress line.
-  std::function<void(const SmokeEvent& entered)> on_step;
+  std::function<void(const SmokeEvent& entered, const SmokeReport& so_far)> on_step;
 };
 
 struct SmokeOutcome {
@@ -61,7 +61,7 @@ class SmokeReport : public JobOutput {
  public:
   using OtherLine = std::function<void(int rank, std::string_view line)>;
   using RowDone = std::function<void(const SmokeRow& row, const SmokeReport& so_far)>;
-  using StepEntered = std::function<void(const SmokeEvent& entered)>;
+  using StepEntered = std::function<void(const SmokeEvent& entered, const SmokeReport& so_far)>;
   explicit SmokeReport(OtherLine on_other_line, RowDone on_row = {}, StepEntered on_step = {})
       : on_other_line_(std::move(on_other_line)), on_row_(std::move(on_row)), on_step_(std::move(on_step)) {}
 

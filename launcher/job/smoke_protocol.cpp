@@ -95,12 +95,15 @@ CulpritReport culprit_report_from_json(const nlohmann::json& j, int nodes) {
   // The search measures at most a round of n/2 pairs per round, in at most 6 rounds, and
   // more rounds are never asked for (CulpritSearchOptions::max_rounds).
   const size_t most_pairs = size_t(nodes) * 4 + 16;
-  auto node = [&](const nlohmann::json& v) {
-    const int n = v.get<int>();
-    if (n < 0 || n >= nodes)
-      throw nlohmann::json::other_error::create(501, "a node outside the plan", nullptr);
-    return n;
+  // A whole number in [0, below), checked before it is converted: a float or one past int's
+  // range is no node and no round.
+  auto whole = [](const nlohmann::json& v, long below, const char* what) {
+    if (!v.is_number_integer() || v.get<long>() < 0 || v.get<long>() >= below)
+      throw nlohmann::json::other_error::create(501, what, nullptr);
+    return int(v.get<long>());
   };
+  auto node = [&](const nlohmann::json& v) { return whole(v, nodes, "a node outside the plan"); };
+  constexpr long kMostRounds = 64;
   auto list = [&](const nlohmann::json& v) -> const nlohmann::json& {
     if (!v.is_array() || v.size() > most_pairs)
       throw nlohmann::json::other_error::create(501, "a list longer than the search measures", nullptr);
@@ -118,9 +121,10 @@ CulpritReport culprit_report_from_json(const nlohmann::json& j, int nodes) {
   r.unknown_links = links(j.at("unknown_links"));
   r.typical_gbps = j.at("typical_gbps");
   r.threshold_gbps = j.at("threshold_gbps");
-  r.rounds = j.at("rounds");
+  r.rounds = whole(j.at("rounds"), kMostRounds, "more rounds than the search takes");
   for (const auto& m : list(j.at("measured")))
-    r.measured.push_back({node(m.at(0)), node(m.at(1)), m.at(2).get<double>(), m.at(3).get<int>()});
+    r.measured.push_back({node(m.at(0)), node(m.at(1)), m.at(2).get<double>(),
+                          whole(m.at(3), kMostRounds, "more rounds than the search takes")});
   return r;
 }
 

@@ -6,6 +6,7 @@
 
 #include "launcher/error.h"
 #include "launcher/text_bytes.h"
+#include "topology/line_rate.h"
 
 namespace muster {
 
@@ -173,9 +174,9 @@ NodeHello node_hello_from_json(const std::string& text) {
     for (const auto& a : list_within(j, "addresses", kMostAddresses)) {
       h.addresses.push_back({a.at("interface"), a.at("address"), number_within(a, "prefix_length", 0, 32)});
       if (a.contains("line_rate_gbps")) {
-        // The fastest links are 800 Gbit/s: a rate past 100 Tbit/s is no link's.
+        // The agent sends none it would not believe (topology/line_rate.h).
         const double gbps = a.at("line_rate_gbps").get<double>();
-        if (!(gbps > 0 && gbps < 1e5))
+        if (!(gbps > 0 && gbps < kMostLineRateGbps))
           throw Error(ErrorKind::Runtime, fmt::format("malformed hello from agent: line rate {} Gbit/s", gbps));
         h.addresses.back().line_rate_gbps = gbps;
       }

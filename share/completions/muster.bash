@@ -40,12 +40,12 @@ _muster() {
     local remote="--fanout --no-ship --heartbeat-timeout"
     local flags
     case $sub in
-        run) flags="$cluster -n --np --map-by $remote -x --export --tag --bind --report-bindings --grace --timeout" ;;
+        run) flags="$cluster -n --np --map-by $remote -x --export --tag --bind --mpi --report-bindings --grace --timeout" ;;
         plan) flags="$cluster -n --np --map-by --json" ;;
         topo) flags="--xml --json" ;;
         exec) flags="$cluster --fanout --fold -N --no-prefix --tag" ;;
         ping) flags="$cluster $remote --count --bandwidth --search --matrix --json" ;;
-        smoke) flags="$cluster -n --np --map-by $remote -x --export --bind --backend --min-bytes --max-bytes --step-factor --iters --warmup --split --pairs --pair-round --timeout --json" ;;
+        smoke) flags="$cluster -n --np --map-by $remote -x --export --bind --backend --min-bytes --max-bytes --step-factor --iters --warmup --split --pairs --timeout --json" ;;
         doctor) flags="$cluster -n --np --map-by $remote --only --skip --strict --json --junit --prometheus" ;;
         health) flags="-f --file --fsroot --timeout --drain --strict --json --junit --prometheus" ;;
         hostlist) flags="-e --expand -f --fold -c --count" ;;

@@ -76,11 +76,15 @@ TEST_F(PingCluster, APairWithoutARouteIsNamedWithBothHostsAndTheAddress) {
   EXPECT_EQ(unreachable, 2);
 }
 
-// What ping said of bandwidth: the problems that name a node's or a link's.
+// What ping said of bandwidth: the failures that name a node or a link.
+// Failures only: on this shared 2-core machine (and under a sanitizer) a healthy pair can
+// look slow, and the warning that says so ("not yet a failure") is the honest answer; what a
+// test must never see is a healthy node or link failed.
 std::vector<std::string> bandwidth_problems(const nlohmann::json& report) {
   std::vector<std::string> out;
   for (const auto& p : report["problems"])
-    if (p["check"] == "bandwidth") out.push_back(p["severity"].get<std::string>() + " " + p["message"].get<std::string>());
+    if (p["check"] == "bandwidth" && p["severity"] == "fail")
+      out.push_back(p["severity"].get<std::string>() + " " + p["message"].get<std::string>());
   return out;
 }
 
@@ -124,8 +128,9 @@ TEST_F(PingCluster, AHostCappedBothWaysIsNamedAndNoOtherIs) {
 TEST_F(PingCluster, AHostCappedSendingOnlyIsNamedForThatWay) {
   ASSERT_EQ(cluster_->on_host(3, {"tc", "qdisc", "add", "dev", "eth0", "root", "tbf", "rate",
                                   "20mbit", "burst", "32kbit", "latency", "50ms"}).exit_code, 0);
-  const auto named = bandwidth_problems(ping_json({"--bandwidth"}));
-  ASSERT_EQ(named.size(), 1u);
+  const auto r = ping_json({"--bandwidth"});
+  const auto named = bandwidth_problems(r);
+  ASSERT_EQ(named.size(), 1u) << r["problems"].dump(2);
   EXPECT_NE(named[0].find("Gbit/s sending (median over 3 peers; "), std::string::npos) << named[0];
   EXPECT_NE(named[0].find("Gbit/s receiving is fine)"), std::string::npos) << named[0];
 }
@@ -155,7 +160,8 @@ TEST_F(PingCluster, EveryHostCappedAlikeIsNamedAgainstItsLineRate) {
   const auto named = bandwidth_problems(r);
   ASSERT_EQ(named.size(), 4u) << r["problems"].dump(2);
   for (const auto& text : named)
-    EXPECT_NE(text.find("below 0.01x the line rate of its eth0 (10 Gbit/s)"), std::string::npos) << text;
+    EXPECT_NE(text.find("below 0.01x the line rate of the links (its eth0 runs at 10 Gbit/s)"), std::string::npos)
+        << text;
 }
 
 TEST_F(PingCluster, AHealthyClusterUnderABusyCpuNamesNoSlowNodeOrLink) {
