@@ -55,6 +55,10 @@ CommandAction setup_run(CLI::App& app) {
   add_choice(app, "--bind", options->job.bind, bind_choices(),
              "core: each rank its share of the cores near its GPU (or of a NUMA node); "
              "numa: the whole NUMA node; none", "core");
+  add_choice(app, "--mpi", options->job.mpi, mpi_choices(),
+             "what each rank's MPI library is served so that the ranks start as one world, to "
+             "ranks on this machine: pmix (Open MPI, mpi4py), as srun --mpi=pmix; pmi1 (MPICH, "
+             "Intel MPI), as Hydra; auto: both where each can be; none", "auto");
   app.add_flag("--report-bindings", options->report_bindings,
                "print each rank's CPUs, NUMA node and GPU before starting");
   app.add_option("--grace", options->job.grace_s,

@@ -10,6 +10,7 @@
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
+#include "launcher/job/launch.h"
 #include "topology/binding.h"
 
 namespace muster::cli {
@@ -108,6 +109,12 @@ CLI::Option* add_choice(CLI::App& app, const std::string& name, T& target,
 size_t parse_bytes(const std::string& text);
 
 // --bind's words, for run and smoke.
+inline const std::map<std::string, MpiServe>& mpi_choices() {
+  static const std::map<std::string, MpiServe> choices = {
+      {"auto", MpiServe::Auto}, {"pmix", MpiServe::Pmix}, {"pmi1", MpiServe::Pmi1}, {"none", MpiServe::None}};
+  return choices;
+}
+
 inline const std::map<std::string, BindPolicy>& bind_choices() {
   static const std::map<std::string, BindPolicy> choices = {
       {"none", BindPolicy::None}, {"numa", BindPolicy::Numa}, {"core", BindPolicy::Core}};

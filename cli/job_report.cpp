@@ -20,11 +20,16 @@ void report_job_end(const LaunchedJob& job, double timeout_s) {
   const JobResult& result = job.result;
   const RankPlan& plan = job.plan;
   int stopped = 0;
-  for (const auto& r : result.ranks) stopped += r.stopped_by_teardown;
+  for (const auto& r : result.ranks)  // a rank that aborted the job is no other rank stopped
+    stopped += r.stopped_by_teardown && !(result.aborted && result.aborted->rank == r.rank);
   const std::string others = fmt::format("stopped {} other rank{}", stopped, stopped == 1 ? "" : "s");
   switch (result.end) {
     case JobEnd::Completed: break;
     case JobEnd::RankFailed:
+      if (result.aborted) {
+        print_note(fmt::format("{}; {}", result.aborted->said, others));
+        break;
+      }
       for (const auto& r : result.ranks)
         if (r.rank == result.first_failed_rank && r.status)
           print_note(fmt::format("{} {}; {}", describe_rank(plan, r.rank), r.status->describe(), others));

@@ -1,5 +1,7 @@
 #include "launcher/job/launch.h"
 
+#include <unistd.h>
+
 #include <cmath>
 
 #include <fmt/format.h>
@@ -12,6 +14,8 @@
 #include "launcher/job/slurm_job.h"
 #include "launcher/json_fields.h"
 #include "launcher/local/node_launch.h"
+#include "launcher/local/pmi1_service.h"
+#include "launcher/local/pmix_service.h"
 #include "launcher/local/posix_spawner.h"
 #include "launcher/local/self.h"
 #include "probes/free_port.h"
@@ -45,6 +49,36 @@ TeardownPolicy teardown_policy(const JobOptions& options) {
   return policy;
 }
 
+// What the ranks of a job on this machine are served for their MPI library to start them
+// as one world: PMIx and PMI-1, each where it can be (--mpi auto), or the one asked for.
+// Nothing for muster's own probe ranks. This machine is one node to both, however many
+// entries of the cluster name it. PMIx that cannot be served is said before anything starts:
+// an error when asked for, else a warning, since Open MPI ranks would each be a world of one.
+std::unique_ptr<RankService> mpi_service(const JobOptions& options, const RankPlan& plan, const std::string& job_id,
+                                         JobOutput& output) {
+  if (options.mpi == MpiServe::None || options.command.front() == kMusterSelf) return nullptr;
+  auto services = std::make_unique<RankServices>();
+  std::vector<int> ranks;
+  for (const auto& r : plan.ranks) ranks.push_back(r.rank);
+  if (options.mpi != MpiServe::Pmi1) {
+    char name[256] = {};
+    gethostname(name, sizeof name - 1);
+    std::string why_not;
+    auto pmix = PmixService::start({"muster-" + job_id, plan.world_size(), name, {name}, {ranks}}, why_not);
+    if (pmix) services->add(std::move(pmix));
+    else if (options.mpi == MpiServe::Pmix)
+      throw Error(ErrorKind::Runtime, fmt::format("--mpi pmix: {}; nothing was started", why_not));
+    else
+      output.launch_warning(fmt::format("PMIx is not served ({}): Open MPI programs would start each rank "
+                                        "as a world of one; --mpi pmi1 or none says what is meant", why_not));
+  }
+  if (options.mpi != MpiServe::Pmix)
+    services->add(std::make_unique<Pmi1Service>(
+        Pmi1Job{"muster-" + job_id, plan.world_size(), pmi1_process_mapping(std::vector<int>(ranks.size(), 0))},
+        ranks));
+  return services;
+}
+
 // Every rank on this machine: the local launcher, no SSH. A cluster that names this
 // machine twice (localhost and 127.0.0.1) runs both entries' ranks here, which is how a
 // duplicated machine shows up in smoke's hellos.
@@ -69,12 +103,13 @@ LaunchedJob run_here(ClusterContext& context, const JobOptions& options,
     for (auto& r : rank_processes_for_node(node_view(job.plan, node.node_rank), request, muster_env, topology))
       ranks.push_back(std::move(r));
 
-  // 3. Start the ranks and supervise them until every one has ended.
+  // 3. Start the ranks and supervise them until every one has ended, serving their MPI.
   auto output = make_output(job.plan);
   for (const auto& [rank, report] : binding_reports(ranks, topology)) output->rank_bound(rank, report);
+  std::unique_ptr<RankService> mpi = mpi_service(options, job.plan, request.job.job_id, *output);
   PosixSpawner spawner;
   job.result = run_local_job(spawner, ranks, teardown_policy(options), *output,
-                             context.interrupt_fds(), {"MUSTER_JOB_ID=" + request.job.job_id});
+                             context.interrupt_fds(), {"MUSTER_JOB_ID=" + request.job.job_id}, mpi.get());
   output->flush();
   return job;
 }
@@ -151,6 +186,11 @@ RankPlan plan_job(ClusterContext& context, std::optional<int> ranks, MapBy map_b
 
 LaunchedJob launch_job(ClusterContext& context, const JobOptions& options,
                        const OutputFactory& make_output) {
+  if (!context.is_local() && (options.mpi == MpiServe::Pmi1 || options.mpi == MpiServe::Pmix))
+    throw Error(ErrorKind::Usage, fmt::format("--mpi {} serves ranks on this machine only: its fences are not "
+                                              "yet carried between nodes; across nodes use --mpi auto (which "
+                                              "serves nothing there yet) or none",
+                                              options.mpi == MpiServe::Pmi1 ? "pmi1" : "pmix"));
   LaunchedJob job = context.is_local() ? run_here(context, options, make_output)
                                        : run_across_nodes(context, options, make_output);
   // A SIGTERM inside an allocation is Slurm's: its time limit, scancel or a preemption. (The

@@ -17,6 +17,12 @@
 namespace muster {
 
 // Everything about how a job is started, as the flags give it.
+// What the ranks' MPI library is served (--mpi): PMIx from OpenPMIx's server library, as
+// srun --mpi=pmix serves it (Open MPI, mpi4py); PMI-1 on a socket per rank, as MPICH's Hydra
+// serves it (MPICH, Intel MPI); both (auto, where each can be); or nothing (each rank's MPI
+// starts as a singleton, as with no launcher).
+enum class MpiServe { Auto, Pmix, Pmi1, None };
+
 struct JobOptions {
   std::vector<std::string> command;   // argv[0] may be kMusterSelf
   std::vector<std::string> exports;   // -x
@@ -29,6 +35,7 @@ struct JobOptions {
   std::optional<int> gave_up_exit_code;
   double settle_s = 0;
   double timeout_s = 0;               // 0: none
+  MpiServe mpi = MpiServe::Auto;
 };
 
 struct LaunchedJob {

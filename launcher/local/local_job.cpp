@@ -40,6 +40,7 @@ int JobResult::exit_code() const {
     case JobEnd::NodeLost: return 255;
     case JobEnd::StartFailed:  // the rank's 126 or 127 when known, as a shell says them
     case JobEnd::RankFailed:
+      if (aborted) return aborted->code & 0xff;
       for (const auto& r : ranks)
         if (first_failed_rank && r.rank == *first_failed_rank && r.status)
           return r.status->shell_code();
@@ -63,9 +64,9 @@ struct RankSlot {
 class LocalJob {
  public:
   LocalJob(ProcessSpawner& spawner, const TeardownPolicy& policy, JobOutput& output,
-           std::vector<int> interrupt_fds, std::vector<std::string> job_markers)
+           std::vector<int> interrupt_fds, std::vector<std::string> job_markers, RankService* service)
       : spawner_(spawner), policy_(policy), output_(output),
-        interrupt_fds_(std::move(interrupt_fds)), job_markers_(std::move(job_markers)) {}
+        interrupt_fds_(std::move(interrupt_fds)), job_markers_(std::move(job_markers)), service_(service) {}
 
   JobResult run(const std::vector<RankProcess>& ranks) {
     try {
@@ -89,7 +90,9 @@ class LocalJob {
       slots_[i].outcome.rank = ranks[i].rank;
       if (tearing_down_) continue;  // a start already failed: start nothing more
       try {
-        SpawnedProcess p = spawner_.spawn(ranks[i].spec);
+        ProcessSpec spec = ranks[i].spec;
+        if (service_) service_->prepare(ranks[i].rank, spec);
+        SpawnedProcess p = spawner_.spawn(spec);
         slots_[i].outcome.pid = p.pid;
         slots_[i].fds[0] = p.stdout_fd;
         slots_[i].fds[1] = p.stderr_fd;
@@ -104,6 +107,7 @@ class LocalJob {
         begin_teardown(JobEnd::StartFailed);
       }
     }
+    if (service_) service_->started();
   }
 
   // The event loop: output, exits, signals to muster, the timeout and teardown deadlines.
@@ -112,6 +116,7 @@ class LocalJob {
       wait_for_events();
       read_interrupts();
       read_available_output();
+      serve_ranks();
       record_exits();
       check_deadlines();
       output_.flush();
@@ -222,6 +227,8 @@ class LocalJob {
     for (const auto& s : slots_)
       for (int fd : s.fds)
         if (fd >= 0) fds.push_back({fd, POLLIN, 0});
+    if (service_)
+      for (int fd : service_->descriptors()) fds.push_back({fd, POLLIN, 0});
     auto wait = longest;
     auto now = Clock::now();
     std::optional<Clock::time_point> next_step;
@@ -303,10 +310,31 @@ class LocalJob {
     else if (!settle_until_) settle_until_ = Clock::now() + policy_.settle;
   }
 
+  // What the ranks asked of the service: an abort ends the job at once, as mpirun and Hydra
+  // end it, with the rank's code and words (the rank itself may wait to be stopped: MPICH's
+  // does).
+  void serve_ranks() {
+    if (!service_) return;
+    for (const auto& event : service_->serve()) {
+      if (!event.abort_code) {
+        result_.notes.push_back(event.note);
+      } else if (!tearing_down_) {
+        result_.aborted = JobResult::Abort{event.rank, *event.abort_code, event.note};
+        result_.first_failed_rank = event.rank;
+        begin_teardown(JobEnd::RankFailed);
+      }
+    }
+  }
+
   void check_deadlines() {
     auto now = Clock::now();
     if (settle_until_ && now >= *settle_until_ && !tearing_down_) begin_teardown(JobEnd::RankFailed);
-    if (deadline_ && now >= *deadline_ && !tearing_down_) begin_teardown(JobEnd::TimedOut);
+    if (deadline_ && now >= *deadline_ && !tearing_down_) {
+      if (service_)
+        if (std::string waiting = service_->waiting_on(); !waiting.empty())
+          result_.notes.push_back("at the timeout the ranks were waiting in " + waiting);
+      begin_teardown(JobEnd::TimedOut);
+    }
     if (tearing_down_ && !sigkill_sent_ && now >= kill_at_) send_sigkill();
     // A leader that survives SIGKILL (stuck in the kernel) is not waited for any longer:
     // clear_leftover_processes() names it.
@@ -338,6 +366,7 @@ class LocalJob {
   JobOutput& output_;
   std::vector<int> interrupt_fds_;
   std::vector<std::string> job_markers_;
+  RankService* service_;
   std::vector<RankSlot> slots_;
   JobResult result_;
   std::optional<Clock::time_point> deadline_;
@@ -353,8 +382,8 @@ class LocalJob {
 JobResult run_local_job(ProcessSpawner& spawner, const std::vector<RankProcess>& ranks,
                         const TeardownPolicy& policy, JobOutput& output,
                         const std::vector<int>& interrupt_fds,
-                        const std::vector<std::string>& job_markers) {
-  return LocalJob(spawner, policy, output, interrupt_fds, job_markers).run(ranks);
+                        const std::vector<std::string>& job_markers, RankService* service) {
+  return LocalJob(spawner, policy, output, interrupt_fds, job_markers, service).run(ranks);
 }
 
 }  // namespace muster

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "launcher/local/process_spawner.h"
+#include "launcher/local/rank_service.h"
 #include "topology/binding.h"
 #include "topology/topology.h"
 
@@ -111,9 +112,16 @@ struct JobResult {
   std::vector<StuckProcess> stuck;
   int escaped_killed = 0;                // processes found by job id outside rank groups
   std::vector<std::string> notes;        // other things to report (a node lost, ...)
+  // A rank that asked its MPI library to abort the job (MPI_Abort): what ended it.
+  struct Abort {
+    int rank = 0;
+    int code = 1;
+    std::string said;  // "rank 1 called MPI_Abort with code 7: ..."
+  };
+  std::optional<Abort> aborted;
 
-  // The job's exit status: 0 when every rank exited 0; else the first failed rank's
-  // (128+N for signal N); 128+N when muster got signal N; 124 on a timeout or the scheduler's
+  // The job's exit status: 0 when every rank exited 0; the code a rank gave MPI_Abort (as
+  // mpirun's, modulo 256); else the first failed rank's (128+N for signal N); 128+N when muster got signal N; 124 on a timeout or the scheduler's
   // time limit; 255 when a node
   // was lost (ssh's and pdsh's number for a node that cannot be reached).
   int exit_code() const;
@@ -123,9 +131,12 @@ struct JobResult {
 // yields a byte per stop request (a signal number; see ShutdownSignals). `job_markers` are
 // the "NAME=VALUE" environment entries that identify this job's processes on this node,
 // for finding the ones that left their rank's process group.
+// `service`, when given, is served beside the ranks (PMI for their MPI library): a rank that
+// asks it to abort ends the job with its words in the notes, and on a timeout the notes say
+// what the ranks were waiting on in it.
 JobResult run_local_job(ProcessSpawner& spawner, const std::vector<RankProcess>& ranks,
                         const TeardownPolicy& policy, JobOutput& output,
                         const std::vector<int>& interrupt_fds,
-                        const std::vector<std::string>& job_markers);
+                        const std::vector<std::string>& job_markers, RankService* service = nullptr);
 
 }  // namespace muster

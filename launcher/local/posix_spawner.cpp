@@ -237,6 +237,10 @@ class ChildSetup {
   ChildSetup(const ChildSetup&) = delete;
   ChildSetup& operator=(const ChildSetup&) = delete;
 
+  // Our descriptor `fd` becomes the child's `as` (a different number: dup2 onto another
+  // descriptor clears close-on-exec).
+  void inherit(int fd, int as) { posix_spawn_file_actions_adddup2(&actions_, fd, as); }
+
   const posix_spawn_file_actions_t* actions() const { return &actions_; }
   const posix_spawnattr_t* attributes() const { return &attr_; }
 
@@ -294,6 +298,7 @@ SpawnedProcess PosixSpawner::spawn(const ProcessSpec& spec) {
   int failure = 0;
   try {
     ChildSetup setup(out[1], err[1], workdir);
+    if (spec.inherited_fd >= 0) setup.inherit(spec.inherited_fd, spec.inherited_fd_in_child);
     AffinityForSpawn pinned(spec.cpus);
     failure = posix_spawn(&pid, program.c_str(), setup.actions(), setup.attributes(),
                           c_argv.data(), c_envp.data());

@@ -20,6 +20,11 @@ struct ProcessSpec {
   Environment env;                      // the complete environment (nothing is inherited)
   std::optional<std::string> workdir;   // chdir here before exec
   std::vector<int> cpus;                // bind to these CPUs before exec; empty: no binding
+  // A descriptor of ours the child gets as `inherited_fd_in_child` (a service's socket, as
+  // PMI_FD); -1: none. It must not be that number already, so that the move clears its
+  // close-on-exec.
+  int inherited_fd = -1;
+  int inherited_fd_in_child = -1;
 };
 
 // A started process: the leader of its own session and process group (pgid == pid).

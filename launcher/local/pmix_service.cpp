@@ -1,0 +1,269 @@
+#include "launcher/local/pmix_service.h"
+
+#include <fcntl.h>
+#include <pmix.h>
+#include <pmix_server.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <filesystem>
+#include <map>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "launcher/error.h"
+#include "launcher/node_library.h"
+
+namespace muster {
+
+// The entry points of OpenPMIx's server library that muster calls, bound by name: the
+// declarations are the library's own headers' (libpmix-dev), the code is the node's.
+struct PmixService::Library {
+  NodeLibrary library{"libpmix.so.2", RTLD_NOW | RTLD_GLOBAL};
+  decltype(&PMIx_server_init) server_init = nullptr;
+  decltype(&PMIx_server_finalize) server_finalize = nullptr;
+  decltype(&PMIx_server_register_nspace) register_nspace = nullptr;
+  decltype(&PMIx_server_deregister_nspace) deregister_nspace = nullptr;
+  decltype(&PMIx_server_register_client) register_client = nullptr;
+  decltype(&PMIx_server_setup_fork) setup_fork = nullptr;
+  decltype(&PMIx_generate_regex) generate_regex = nullptr;
+  decltype(&PMIx_generate_ppn) generate_ppn = nullptr;
+  decltype(&PMIx_Info_list_start) list_start = nullptr;
+  decltype(&PMIx_Info_list_add) list_add = nullptr;
+  decltype(&PMIx_Info_list_convert) list_convert = nullptr;
+  decltype(&PMIx_Info_list_release) list_release = nullptr;
+  decltype(&PMIx_Data_array_destruct) array_destruct = nullptr;
+  decltype(&PMIx_Error_string) error_string = nullptr;
+  std::string why_not;  // empty once the server runs
+  std::string tmpdir;   // the server's own, removed at exit
+
+  Library();
+  std::string error(pmix_status_t status) const { return error_string ? error_string(status) : std::to_string(status); }
+};
+
+namespace {
+
+// The services of the jobs now running, by namespace: the library's upcalls name a namespace.
+std::mutex g_services_mutex;
+std::map<std::string, PmixService*> g_services;
+
+// A rank called PMIx_Abort (MPI_Abort): the job it belongs to ends with its code and words.
+// The rank waits for the callback, then exits on its own.
+pmix_status_t on_abort(const pmix_proc_t* proc, void*, int status, const char msg[], pmix_proc_t*, size_t,
+                       pmix_op_cbfunc_t cbfunc, void* cbdata) {
+  {
+    std::lock_guard lock(g_services_mutex);
+    if (auto it = g_services.find(proc->nspace); it != g_services.end())
+      // Open MPI says "N/A" when MPI_Abort was given no message.
+      it->second->aborted(int(proc->rank), status, msg && std::strcmp(msg, "N/A") != 0 ? msg : "");
+  }
+  if (cbfunc) cbfunc(PMIX_SUCCESS, cbdata);
+  return PMIX_SUCCESS;
+}
+
+// Fences between nodes are not carried yet: every job served is on this node, where the
+// library completes a fence by itself and never calls this.
+pmix_status_t on_fence(const pmix_proc_t[], size_t, const pmix_info_t[], size_t, char*, size_t,
+                       pmix_modex_cbfunc_t, void*) {
+  return PMIX_ERR_NOT_SUPPORTED;
+}
+
+}  // namespace
+
+PmixService::Library::Library() {
+  if (!library.loaded()) {
+    why_not = "libpmix.so.2 did not load (OpenPMIx is not installed here: apt-get install libpmix2)";
+    return;
+  }
+  const bool bound = library.bind(server_init, "PMIx_server_init") &&
+                     library.bind(server_finalize, "PMIx_server_finalize") &&
+                     library.bind(register_nspace, "PMIx_server_register_nspace") &&
+                     library.bind(deregister_nspace, "PMIx_server_deregister_nspace") &&
+                     library.bind(register_client, "PMIx_server_register_client") &&
+                     library.bind(setup_fork, "PMIx_server_setup_fork") &&
+                     library.bind(generate_regex, "PMIx_generate_regex") &&
+                     library.bind(generate_ppn, "PMIx_generate_ppn") &&
+                     library.bind(list_start, "PMIx_Info_list_start") &&
+                     library.bind(list_add, "PMIx_Info_list_add") &&
+                     library.bind(list_convert, "PMIx_Info_list_convert") &&
+                     library.bind(list_release, "PMIx_Info_list_release") &&
+                     library.bind(array_destruct, "PMIx_Data_array_destruct") &&
+                     library.bind(error_string, "PMIx_Error_string");
+  if (!bound) {
+    why_not = "libpmix.so.2 lacks the server functions muster uses (OpenPMIx older than 4)";
+    return;
+  }
+  // The server's rendezvous files and its clients' shared memory live in a directory of its
+  // own, readable by this user alone (the ranks run as this user).
+  char pattern[] = "/tmp/muster-pmix-XXXXXX";
+  if (!mkdtemp(pattern)) {
+    why_not = fmt::format("cannot make a directory for the PMIx server: {}", strerror(errno));
+    return;
+  }
+  tmpdir = pattern;
+  static pmix_server_module_t module = {};
+  module.abort = on_abort;
+  module.fence_nb = on_fence;
+  pmix_info_t info[2] = {};
+  std::strncpy(info[0].key, PMIX_SERVER_TMPDIR, PMIX_MAX_KEYLEN);
+  info[0].value.type = PMIX_STRING;
+  info[0].value.data.string = tmpdir.data();
+  std::strncpy(info[1].key, PMIX_SYSTEM_TMPDIR, PMIX_MAX_KEYLEN);
+  info[1].value.type = PMIX_STRING;
+  info[1].value.data.string = tmpdir.data();
+  if (const pmix_status_t status = server_init(&module, info, 2); status != PMIX_SUCCESS) {
+    why_not = fmt::format("the PMIx server did not start: {}", error(status));
+    std::filesystem::remove_all(tmpdir);
+    tmpdir.clear();
+  }
+}
+
+namespace {
+
+// The one server of this process, started on first use and kept: a server library is
+// initialised once per process. It stops, and its directory goes, when the process ends.
+PmixService::Library& library() {
+  static PmixService::Library lib;
+  static struct Cleanup {
+    ~Cleanup() {
+      if (lib.tmpdir.empty()) return;
+      lib.server_finalize();
+      std::error_code ignored;
+      std::filesystem::remove_all(lib.tmpdir, ignored);
+    }
+  } cleanup;
+  return lib;
+}
+
+}  // namespace
+
+std::unique_ptr<PmixService> PmixService::start(const PmixJob& job, std::string& why_not) {
+  const Library& lib = library();
+  if (!lib.why_not.empty()) {
+    why_not = lib.why_not;
+    return nullptr;
+  }
+  if (job.hosts.size() != 1) {
+    why_not = "PMIx fences are not yet carried between nodes";
+    return nullptr;
+  }
+  return std::unique_ptr<PmixService>(new PmixService(lib, job));
+}
+
+PmixService::PmixService(const Library& lib, PmixJob job) : lib_(lib), job_(std::move(job)) {
+  if (pipe2(wake_, O_CLOEXEC | O_NONBLOCK) != 0)
+    throw Error(ErrorKind::Runtime, fmt::format("cannot make a pipe for the PMIx server: {}", strerror(errno)));
+  // The job's map: its nodes (a regex the library reads back), and which ranks are on each;
+  // from them the library derives every rank's local and node rank, its local peers and the
+  // node's size, which Open MPI reads at MPI_Init.
+  std::vector<std::string> per_node;
+  for (const auto& ranks : job_.node_ranks) per_node.push_back(fmt::format("{}", fmt::join(ranks, ",")));
+  char* node_map = nullptr;
+  char* proc_map = nullptr;
+  const std::string hosts = fmt::format("{}", fmt::join(job_.hosts, ","));
+  const std::string ppn = fmt::format("{}", fmt::join(per_node, ";"));
+  if (lib_.generate_regex(hosts.c_str(), &node_map) != PMIX_SUCCESS ||
+      lib_.generate_ppn(ppn.c_str(), &proc_map) != PMIX_SUCCESS)
+    throw Error(ErrorKind::Runtime, "the PMIx server could not describe the job's nodes");
+  const uint32_t size = uint32_t(job_.size), nodes = uint32_t(job_.hosts.size()), appnum = 0;
+  void* list = lib_.list_start();
+  lib_.list_add(list, PMIX_JOB_SIZE, &size, PMIX_UINT32);
+  lib_.list_add(list, PMIX_UNIV_SIZE, &size, PMIX_UINT32);
+  lib_.list_add(list, PMIX_MAX_PROCS, &size, PMIX_UINT32);
+  lib_.list_add(list, PMIX_NUM_NODES, &nodes, PMIX_UINT32);
+  lib_.list_add(list, PMIX_APPNUM, &appnum, PMIX_UINT32);
+  lib_.list_add(list, PMIX_JOBID, job_.nspace.c_str(), PMIX_STRING);
+  lib_.list_add(list, PMIX_NODE_MAP, node_map, PMIX_REGEX);
+  lib_.list_add(list, PMIX_PROC_MAP, proc_map, PMIX_REGEX);
+  free(node_map);
+  free(proc_map);
+  auto* array = new pmix_data_array_t{};
+  lib_.list_convert(list, array);
+  lib_.list_release(list);
+  info_ = array;
+
+  pmix_nspace_t nspace = {};
+  std::strncpy(nspace, job_.nspace.c_str(), PMIX_MAX_NSLEN);
+  int local = 0;
+  for (size_t n = 0; n < job_.hosts.size(); ++n)
+    if (job_.hosts[n] == job_.this_host) local += int(job_.node_ranks[n].size());
+  const pmix_status_t status = lib_.register_nspace(nspace, local, static_cast<pmix_info_t*>(array->array),
+                                                    array->size, nullptr, nullptr);
+  if (status != PMIX_SUCCESS && status != PMIX_OPERATION_SUCCEEDED)
+    throw Error(ErrorKind::Runtime, fmt::format("the PMIx server did not take job {}: {}", job_.nspace,
+                                                lib_.error(status)));
+  std::lock_guard lock(g_services_mutex);
+  g_services[job_.nspace] = this;
+}
+
+PmixService::~PmixService() {
+  {
+    std::lock_guard lock(g_services_mutex);
+    g_services.erase(job_.nspace);
+  }
+  pmix_nspace_t nspace = {};
+  std::strncpy(nspace, job_.nspace.c_str(), PMIX_MAX_NSLEN);
+  lib_.deregister_nspace(nspace, nullptr, nullptr);  // its clients with it
+  if (info_) {
+    auto* array = static_cast<pmix_data_array_t*>(info_);
+    lib_.array_destruct(array);
+    delete array;
+  }
+  for (int fd : wake_)
+    if (fd >= 0) close(fd);
+}
+
+void PmixService::prepare(int rank, ProcessSpec& spec) {
+  pmix_proc_t proc = {};
+  std::strncpy(proc.nspace, job_.nspace.c_str(), PMIX_MAX_NSLEN);
+  proc.rank = pmix_rank_t(rank);
+  pmix_status_t status = lib_.register_client(&proc, getuid(), getgid(), nullptr, nullptr, nullptr);
+  if (status != PMIX_SUCCESS && status != PMIX_OPERATION_SUCCEEDED)
+    throw Error(ErrorKind::Runtime, fmt::format("the PMIx server did not take rank {}: {}", rank, lib_.error(status)));
+  char** env = nullptr;
+  status = lib_.setup_fork(&proc, &env);
+  if (status != PMIX_SUCCESS)
+    throw Error(ErrorKind::Runtime, fmt::format("the PMIx server did not set up rank {}: {}", rank, lib_.error(status)));
+  for (char** entry = env; entry && *entry; ++entry) {
+    const std::string text = *entry;
+    if (const size_t eq = text.find('='); eq != std::string::npos) spec.env.set(text.substr(0, eq), text.substr(eq + 1));
+    free(*entry);
+  }
+  free(env);
+  // Open MPI 4.1 takes a rank without its own daemon's address for a singleton and starts
+  // an orted of its own (schizo/orte); without that component it asks PMIx, as under srun.
+  spec.env.set("OMPI_MCA_schizo", "^orte");
+  spec.env.set("OMPI_MCA_ess", "pmi");
+  // muster binds the ranks itself.
+  spec.env.set("OMPI_MCA_orte_externally_bound", "1");
+  spec.env.set("OMPI_MCA_hwloc_base_binding_policy", "none");
+}
+
+std::vector<int> PmixService::descriptors() const { return {wake_[0]}; }
+
+void PmixService::aborted(int rank, int status, std::string message) {
+  {
+    std::lock_guard lock(mutex_);
+    if (abort_) return;
+    abort_ = Event{rank,
+                   fmt::format("rank {} called MPI_Abort with code {}{}", rank, status,
+                               message.empty() ? "" : ": " + message),
+                   status};
+  }
+  const char byte = 1;
+  (void)!write(wake_[1], &byte, 1);
+}
+
+std::vector<RankService::Event> PmixService::serve() {
+  char drain[64];
+  while (read(wake_[0], drain, sizeof drain) > 0) {
+  }
+  std::lock_guard lock(mutex_);
+  if (!abort_ || abort_said_) return {};
+  abort_said_ = true;
+  return {*abort_};
+}
+
+}  // namespace muster

@@ -1,0 +1,112 @@
+// The PMI-1 wire protocol as MPICH's simple PMI client speaks it, one node's ranks at a time:
+// the conversation of MPI_Init, the barrier that waits for every rank, and the requests that
+// break the protocol, each named with its rank.
+#include "launcher/local/pmi1.h"
+
+#include <gtest/gtest.h>
+
+#include "launcher/error.h"
+
+namespace muster {
+namespace {
+
+Pmi1Node two_ranks() { return Pmi1Node({"kvs_7", 4, pmi1_process_mapping({0, 0, 1, 1})}, {2, 3}); }
+
+// RFC 13's examples: blocks of nodes with the same count, and ranks dealt round the nodes.
+TEST(Pmi1, TheMappingNamesBlocksOfNodesWithTheSameCount) {
+  EXPECT_EQ(pmi1_process_mapping({0, 0, 1, 1}), "(vector,(0,2,2))");
+  EXPECT_EQ(pmi1_process_mapping({0, 0, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3}), "(vector,(0,2,2),(2,2,4))");
+  EXPECT_EQ(pmi1_process_mapping({0, 1, 0, 1}), "(vector,(0,2,1),(0,2,1))");
+  EXPECT_EQ(pmi1_process_mapping({0}), "(vector,(0,1,1))");
+  std::vector<int> dealt;  // 4096 nodes x 2 dealt round the nodes: still two blocks
+  for (int i = 0; i < 8192; ++i) dealt.push_back(i % 4096);
+  EXPECT_EQ(pmi1_process_mapping(dealt), "(vector,(0,4096,1),(0,4096,1))");
+  std::vector<int> ragged;  // runs of 1, 2, 3 ranks turn about: no two blocks join
+  for (int k = 0; k < 500; ++k) ragged.insert(ragged.end(), size_t(k % 3 + 1), k % 2);
+  EXPECT_EQ(pmi1_process_mapping(ragged), "");  // longer than a value: unknown
+}
+
+TEST(Pmi1, MpiInitsConversationIsAnsweredAsHydraAnswersIt) {
+  Pmi1Node node = two_ranks();
+  EXPECT_EQ(node.feed(2, "cmd=init pmi_version=1 pmi_subversion=1\n"),
+            "cmd=response_to_init pmi_version=1 pmi_subversion=1 rc=0\n");
+  EXPECT_EQ(node.feed(2, "cmd=get_maxes\n"), "cmd=maxes kvsname_max=256 keylen_max=64 vallen_max=1024 rc=0\n");
+  EXPECT_EQ(node.feed(2, "cmd=get_appnum\ncmd=get_my_kvsname\n"),
+            "cmd=appnum appnum=0 rc=0\ncmd=my_kvsname kvsname=kvs_7 rc=0\n");
+  EXPECT_EQ(node.feed(2, "cmd=get_universe_size\n"), "cmd=universe_size size=4 rc=0\n");
+  EXPECT_EQ(node.feed(2, "cmd=get kvsname=kvs_7 key=PMI_process_mapping\n"),
+            "cmd=get_result rc=0 value=(vector,(0,2,2))\n");
+  // A request may come in pieces.
+  EXPECT_EQ(node.feed(2, "cmd=put kvsname=kvs_7 key=bc-2 "), "");
+  EXPECT_EQ(node.feed(2, "value=tcp://10.0.0.1:4000 x\n"), "cmd=put_result rc=0\n");
+  EXPECT_EQ(node.feed(2, "cmd=finalize\n"), "cmd=finalize_ack rc=0\n");
+}
+
+// Nothing put is visible before the barrier, and no rank leaves the barrier until every
+// local rank is in it and the exchange came back with every node's puts.
+TEST(Pmi1, TheBarrierWaitsForEveryRankAndTheExchange) {
+  Pmi1Node node = two_ranks();
+  for (int rank : {2, 3}) node.feed(rank, "cmd=init pmi_version=1 pmi_subversion=1\n");
+  node.feed(2, "cmd=put kvsname=kvs_7 key=bc-2 value=two\n");
+  EXPECT_EQ(node.feed(3, "cmd=get kvsname=kvs_7 key=bc-2\n"), "cmd=get_result rc=-1 msg=key_not_found\n");
+  EXPECT_EQ(node.feed(2, "cmd=barrier_in\n"), "");
+  EXPECT_FALSE(node.barrier_ready());
+  EXPECT_EQ(node.ranks_not_in_barrier(), std::vector<int>{3});
+  node.feed(3, "cmd=put kvsname=kvs_7 key=bc-3 value=three\ncmd=barrier_in\n");
+  ASSERT_TRUE(node.barrier_ready());
+  const auto puts = node.take_puts();
+  EXPECT_EQ(puts, (std::map<std::string, std::string>{{"bc-2", "two"}, {"bc-3", "three"}}));
+  auto all = puts;
+  all["bc-0"] = "zero";  // another node's
+  const auto replies = node.complete_barrier(all);
+  EXPECT_EQ(replies, (std::map<int, std::string>{{2, "cmd=barrier_out rc=0\n"}, {3, "cmd=barrier_out rc=0\n"}}));
+  EXPECT_EQ(node.barriers(), 1);
+  EXPECT_FALSE(node.barrier_ready());
+  EXPECT_EQ(node.feed(3, "cmd=get kvsname=kvs_7 key=bc-0\n"), "cmd=get_result rc=0 value=zero\n");
+  EXPECT_EQ(node.feed(2, "cmd=get kvsname=kvs_7 key=bc-3\n"), "cmd=get_result rc=0 value=three\n");
+}
+
+TEST(Pmi1, AbortKeepsTheRanksCodeAndMessage) {
+  Pmi1Node node = two_ranks();
+  node.feed(3, "cmd=init pmi_version=1 pmi_subversion=1\n");
+  EXPECT_EQ(node.feed(3, "cmd=abort exitcode=7 message=application called MPI_Abort(comm, 7)\n"), "");
+  ASSERT_TRUE(node.abort_request());
+  EXPECT_EQ(node.abort_request()->rank, 3);
+  EXPECT_EQ(node.abort_request()->exit_code, 7);
+  EXPECT_EQ(node.abort_request()->message, "application called MPI_Abort(comm, 7)");
+}
+
+TEST(Pmi1, RequestsThatBreakTheProtocolAreRefusedNamingTheRank) {
+  auto said = [](const std::string& bytes) -> std::string {
+    Pmi1Node node = two_ranks();
+    try {
+      if (bytes.rfind("cmd=init", 0) != 0) node.feed(2, "cmd=init pmi_version=1 pmi_subversion=1\n");
+      node.feed(2, bytes);
+    } catch (const Error& e) {
+      return e.what();
+    }
+    return "accepted";
+  };
+  EXPECT_EQ(said("cmd=barrier_in\n" + std::string(4000, 'x')), "rank 2 sent a PMI request longer than 2048 bytes");
+  EXPECT_EQ(said("mcmd=spawn\n"), "rank 2 asked PMI to spawn processes (MPI_Comm_spawn), which muster does not serve");
+  EXPECT_EQ(said("cmd=pmi2_cmd\n"), "rank 2 sent PMI cmd=pmi2_cmd, which is not part of PMI-1");
+  EXPECT_EQ(said("key=value\n"), "rank 2 sent a PMI line without cmd=");
+  Pmi1Node node = two_ranks();
+  try {
+    node.feed(2, "cmd=get_maxes\n");
+    ADD_FAILURE() << "accepted a request before init";
+  } catch (const Error& e) {
+    EXPECT_STREQ(e.what(), "rank 2 sent PMI cmd=get_maxes before cmd=init");
+  }
+  // Refused, not fatal: the library sees rc=-1 and says why.
+  node.feed(2, "cmd=init pmi_version=1 pmi_subversion=1\n");
+  EXPECT_EQ(node.feed(2, "cmd=put kvsname=other key=a value=b\n"), "cmd=put_result rc=-1 msg=no_such_kvsname\n");
+  EXPECT_EQ(node.feed(2, "cmd=put kvsname=kvs_7 key=a value=" + std::string(1100, 'v') + "\n"),
+            "cmd=put_result rc=-1 msg=value_too_long\n");
+  EXPECT_EQ(node.feed(2, "cmd=lookup_name service=x\n"), "cmd=lookup_result rc=-1 msg=name_publishing_is_not_served\n");
+  EXPECT_EQ(node.feed(2, "cmd=init pmi_version=2 pmi_subversion=0\n"),
+            "cmd=response_to_init pmi_version=1 pmi_subversion=1 rc=-1\n");
+}
+
+}  // namespace
+}  // namespace muster
