@@ -21,7 +21,9 @@ namespace muster {
 // The entry points of OpenPMIx's server library that muster calls, bound by name: the
 // declarations are the library's own headers' (libpmix-dev), the code is the node's.
 struct PmixService::Library {
-  NodeLibrary library{"libpmix.so.2", RTLD_NOW | RTLD_GLOBAL};
+  // Global: its own plugins (pmix_mca_*.so) link against it. Never unloaded: its progress
+  // thread outlives any one job, and sanitizers name its allocations by it at exit.
+  NodeLibrary library{"libpmix.so.2", RTLD_NOW | RTLD_GLOBAL | RTLD_NODELETE};
   decltype(&PMIx_server_init) server_init = nullptr;
   decltype(&PMIx_server_finalize) server_finalize = nullptr;
   decltype(&PMIx_server_register_nspace) register_nspace = nullptr;
