@@ -108,13 +108,14 @@ CLI::Option* add_choice(CLI::App& app, const std::string& name, T& target,
 // quoting `text` when it is not a size, or a size above 1 TiB.
 size_t parse_bytes(const std::string& text);
 
-// --bind's words, for run and smoke.
+// --mpi's words, for run.
 inline const std::map<std::string, MpiServe>& mpi_choices() {
   static const std::map<std::string, MpiServe> choices = {
       {"auto", MpiServe::Auto}, {"pmix", MpiServe::Pmix}, {"pmi1", MpiServe::Pmi1}, {"none", MpiServe::None}};
   return choices;
 }
 
+// --bind's words, for run and smoke.
 inline const std::map<std::string, BindPolicy>& bind_choices() {
   static const std::map<std::string, BindPolicy> choices = {
       {"none", BindPolicy::None}, {"numa", BindPolicy::Numa}, {"core", BindPolicy::Core}};

@@ -16,13 +16,13 @@
 
 namespace muster {
 
-// Everything about how a job is started, as the flags give it.
 // What the ranks' MPI library is served (--mpi): PMIx from OpenPMIx's server library, as
 // srun --mpi=pmix serves it (Open MPI, mpi4py); PMI-1 on a socket per rank, as MPICH's Hydra
 // serves it (MPICH, Intel MPI); both (auto, where each can be); or nothing (each rank's MPI
 // starts as a singleton, as with no launcher).
 enum class MpiServe { Auto, Pmix, Pmi1, None };
 
+// Everything about how a job is started, as the flags give it.
 struct JobOptions {
   std::vector<std::string> command;   // argv[0] may be kMusterSelf
   std::vector<std::string> exports;   // -x

@@ -40,7 +40,7 @@ int JobResult::exit_code() const {
     case JobEnd::NodeLost: return 255;
     case JobEnd::StartFailed:  // the rank's 126 or 127 when known, as a shell says them
     case JobEnd::RankFailed:
-      if (aborted) return aborted->code & 0xff;
+      if (aborted) return (aborted->code & 0xff) != 0 ? aborted->code & 0xff : 1;  // an abort is no success
       for (const auto& r : ranks)
         if (first_failed_rank && r.rank == *first_failed_rank && r.status)
           return r.status->shell_code();
@@ -92,6 +92,13 @@ class LocalJob {
       try {
         ProcessSpec spec = ranks[i].spec;
         if (service_) service_->prepare(ranks[i].rank, spec);
+        struct Spawned {  // the rank's end of the service goes, however the spawn ends
+          RankService* service;
+          int rank;
+          ~Spawned() {
+            if (service) service->spawned(rank);
+          }
+        } spawned{service_, ranks[i].rank};
         SpawnedProcess p = spawner_.spawn(spec);
         slots_[i].outcome.pid = p.pid;
         slots_[i].fds[0] = p.stdout_fd;
@@ -107,7 +114,6 @@ class LocalJob {
         begin_teardown(JobEnd::StartFailed);
       }
     }
-    if (service_) service_->started();
   }
 
   // The event loop: output, exits, signals to muster, the timeout and teardown deadlines.

@@ -121,7 +121,7 @@ struct JobResult {
   std::optional<Abort> aborted;
 
   // The job's exit status: 0 when every rank exited 0; the code a rank gave MPI_Abort (as
-  // mpirun's, modulo 256); else the first failed rank's (128+N for signal N); 128+N when muster got signal N; 124 on a timeout or the scheduler's
+  // mpirun's, modulo 256; 1 for a code of 0: an aborted job did not succeed); else the first failed rank's (128+N for signal N); 128+N when muster got signal N; 124 on a timeout or the scheduler's
   // time limit; 255 when a node
   // was lost (ssh's and pdsh's number for a node that cannot be reached).
   int exit_code() const;

@@ -82,8 +82,9 @@ std::string pmi1_process_mapping(const std::vector<int>& node_of_rank) {
 
 Pmi1Node::Pmi1Node(Pmi1Job job, std::vector<int> local_ranks) : job_(std::move(job)) {
   for (int rank : local_ranks) clients_[rank];
-  // RFC 13: the process manager provides the mapping under this key.
-  kvs_["PMI_process_mapping"] = job_.process_mapping;
+  // RFC 13: the process manager provides the mapping under this key; where it was too long,
+  // the key is missing (MPICH refuses an empty value).
+  if (!job_.process_mapping.empty()) kvs_["PMI_process_mapping"] = job_.process_mapping;
 }
 
 Pmi1Node::Client& Pmi1Node::client(int rank) {
@@ -140,6 +141,9 @@ std::string Pmi1Node::answer(int rank, Client& c, const std::map<std::string, st
     if (key.empty() || key.size() >= kMaxKey) return refused("put_result", "key empty or too long");
     if (value.size() >= kMaxValue) return refused("put_result", "value too long");
     if (++c.puts > kMaxPutsPerRank) return refused("put_result", "too many puts before a barrier");
+    if (space_bytes_ + key.size() + value.size() > kMaxSpaceBytes)
+      return refused("put_result", "the key-value space is full");
+    space_bytes_ += key.size() + value.size();
     puts_[key] = value;
     return "cmd=put_result rc=0\n";
   }

@@ -43,7 +43,9 @@ class Pmi1Node {
   // What the protocol allows, as Hydra's limits: names, keys and values longer are refused.
   static constexpr size_t kMaxName = 256, kMaxKey = 64, kMaxValue = 1024;
   // A rank's requests: one line at most this long; at most this many puts between barriers.
-  static constexpr size_t kMaxLine = 2048, kMaxPutsPerRank = 4096;
+  // The key-value space, every barrier's puts together: at most this many bytes (MPICH puts
+  // a business card of a few hundred bytes a rank per barrier).
+  static constexpr size_t kMaxLine = 2048, kMaxPutsPerRank = 4096, kMaxSpaceBytes = size_t(64) << 20;
 
   Pmi1Node(Pmi1Job job, std::vector<int> local_ranks);
 
@@ -84,6 +86,7 @@ class Pmi1Node {
   std::map<int, Client> clients_;
   std::map<std::string, std::string> kvs_;   // what every barrier so far made visible
   std::map<std::string, std::string> puts_;  // this node's since the last barrier
+  size_t space_bytes_ = 0;                   // of kvs_ and puts_, keys and values
   std::optional<Pmi1Abort> abort_;
   int barriers_ = 0;
 };

@@ -11,6 +11,7 @@
 #include <fmt/ranges.h>
 
 #include "launcher/error.h"
+#include "probes/socket_io.h"
 
 namespace muster {
 namespace {
@@ -19,45 +20,32 @@ namespace {
 // stderr, as Hydra's proxies pass it.
 constexpr int kRankPmiFd = 3;
 
-// Writes all of `text` to a non-blocking socket; false when the rank is gone or does not
-// read (PMI is lock-step: a reply never finds the buffer full of earlier ones).
-bool write_all(int fd, std::string_view text) {
-  while (!text.empty()) {
-    const ssize_t n = send(fd, text.data(), text.size(), MSG_NOSIGNAL);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return false;
-    text.remove_prefix(size_t(n));
-  }
-  return true;
-}
-
 }  // namespace
 
-Pmi1Service::Pmi1Service(Pmi1Job job, std::vector<int> local_ranks, Exchange exchange)
-    : node_(std::move(job), local_ranks), exchange_(std::move(exchange)) {
-  if (!exchange_) exchange_ = [](std::map<std::string, std::string> puts) { return puts; };
-  for (int rank : local_ranks) {
-    int ends[2];
-    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, ends) != 0)
-      throw Error(ErrorKind::Runtime, fmt::format("cannot make rank {}'s PMI socket: {}", rank, strerror(errno)));
-    fcntl(ends[0], F_SETFL, fcntl(ends[0], F_GETFL) | O_NONBLOCK);
-    // Above the descriptor the rank will see it as, so that giving it there always moves it
-    // (a move onto itself would keep close-on-exec).
-    const int theirs = fcntl(ends[1], F_DUPFD_CLOEXEC, kRankPmiFd + 1);
-    close(ends[1]);
-    connections_[rank] = {ends[0], theirs};
-  }
+Pmi1Service::Pmi1Service(Pmi1Job job, std::vector<int> local_ranks) : node_(std::move(job), local_ranks) {
+  for (int rank : local_ranks) connections_[rank];
 }
 
 Pmi1Service::~Pmi1Service() {
-  for (auto& [rank, c] : connections_) {
-    if (c.ours >= 0) close(c.ours);
-    if (c.theirs >= 0) close(c.theirs);
-  }
+  for (auto& [rank, c] : connections_)
+    for (int fd : {c.ours, c.theirs})
+      if (fd >= 0) close(fd);
 }
 
 void Pmi1Service::prepare(int rank, ProcessSpec& spec) {
-  const Connection& c = connections_.at(rank);
+  Connection& c = connections_.at(rank);
+  int ends[2];
+  if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, ends) != 0)
+    throw Error(ErrorKind::Runtime, fmt::format("cannot make rank {}'s PMI socket: {}", rank, strerror(errno)));
+  c.ours = ends[0];
+  fcntl(c.ours, F_SETFL, fcntl(c.ours, F_GETFL) | O_NONBLOCK);
+  // Above the descriptor the rank will see it as, so that giving it there always moves it
+  // (a move onto itself would keep close-on-exec).
+  c.theirs = fcntl(ends[1], F_DUPFD_CLOEXEC, kRankPmiFd + 1);
+  const int saved = errno;
+  close(ends[1]);
+  if (c.theirs < 0)
+    throw Error(ErrorKind::Runtime, fmt::format("cannot place rank {}'s PMI socket: {}", rank, strerror(saved)));
   spec.inherited_fd = c.theirs;
   spec.inherited_fd_in_child = kRankPmiFd;
   spec.env.set("PMI_FD", std::to_string(kRankPmiFd));
@@ -65,12 +53,10 @@ void Pmi1Service::prepare(int rank, ProcessSpec& spec) {
   spec.env.set("PMI_SIZE", std::to_string(node_.size()));
 }
 
-void Pmi1Service::started() {
-  for (auto& [rank, c] : connections_)
-    if (c.theirs >= 0) {
-      close(c.theirs);
-      c.theirs = -1;
-    }
+void Pmi1Service::spawned(int rank) {
+  Connection& c = connections_.at(rank);
+  if (c.theirs >= 0) close(c.theirs);
+  c.theirs = -1;
 }
 
 std::vector<int> Pmi1Service::descriptors() const {
@@ -80,10 +66,13 @@ std::vector<int> Pmi1Service::descriptors() const {
   return out;
 }
 
-void Pmi1Service::close_connection(int rank) {
+// A rank that stopped reading its replies (PMI is lock-step, so a reply never finds the
+// socket's buffer full of earlier ones) or broke the protocol loses its connection, said.
+void Pmi1Service::close_connection(int rank, std::vector<Event>& events, const char* why) {
   Connection& c = connections_.at(rank);
   if (c.ours >= 0) close(c.ours);
   c.ours = -1;
+  if (why) events.push_back({rank, fmt::format("rank {}: {}; its PMI connection was closed", rank, why), std::nullopt});
 }
 
 std::vector<RankService::Event> Pmi1Service::serve() {
@@ -95,22 +84,25 @@ std::vector<RankService::Event> Pmi1Service::serve() {
       const ssize_t n = recv(c.ours, chunk, sizeof chunk, 0);
       if (n < 0 && (errno == EAGAIN || errno == EINTR)) break;
       if (n <= 0) {  // the rank ended, or closed its PMI connection
-        close_connection(rank);
+        close_connection(rank, events, nullptr);
         break;
       }
       try {
-        if (!write_all(c.ours, node_.feed(rank, std::string_view(chunk, size_t(n))))) close_connection(rank);
+        const std::string replies = node_.feed(rank, std::string_view(chunk, size_t(n)));
+        if (!write_exact(c.ours, replies.data(), replies.size()))
+          close_connection(rank, events, "it did not read PMI's replies");
       } catch (const Error& e) {
         events.push_back({rank, fmt::format("{}; its PMI connection was closed", e.what()), std::nullopt});
-        close_connection(rank);
+        close_connection(rank, events, nullptr);
       }
     }
   }
-  if (node_.barrier_ready()) {
-    const auto everyone = exchange_(node_.take_puts());
-    for (const auto& [rank, reply] : node_.complete_barrier(everyone))
-      if (connections_.at(rank).ours >= 0 && !write_all(connections_.at(rank).ours, reply)) close_connection(rank);
-  }
+  if (node_.barrier_ready())
+    for (const auto& [rank, reply] : node_.complete_barrier(node_.take_puts())) {
+      const int fd = connections_.at(rank).ours;
+      if (fd >= 0 && !write_exact(fd, reply.data(), reply.size()))
+        close_connection(rank, events, "it did not read PMI's replies");
+    }
   if (const auto& abort = node_.abort_request(); abort && !abort_said_) {
     abort_said_ = true;
     events.push_back({abort->rank,

@@ -1,10 +1,9 @@
 // PMI-1 served to a node's ranks over a socket each (PMI_FD), as Hydra's proxy serves it:
-// MPICH and Intel MPI programs then start as one world instead of N singletons.
+// MPICH and Intel MPI programs then start as one world instead of N singletons. Every rank
+// of the job is on this node: its barrier has no other node to wait for.
 #pragma once
 
-#include <functional>
 #include <map>
-#include <memory>
 #include <string>
 #include <vector>
 
@@ -15,16 +14,14 @@ namespace muster {
 
 class Pmi1Service : public RankService {
  public:
-  // Every node's puts since the last barrier, gathered from this node's: the job's barrier.
-  // Where every rank is on this node, what it was given is all there is.
-  using Exchange = std::function<std::map<std::string, std::string>(std::map<std::string, std::string> puts)>;
-
   // `local_ranks`: this node's ranks, each of which prepare() will be called for.
-  Pmi1Service(Pmi1Job job, std::vector<int> local_ranks, Exchange exchange = {});
+  Pmi1Service(Pmi1Job job, std::vector<int> local_ranks);
   ~Pmi1Service() override;
+  Pmi1Service(const Pmi1Service&) = delete;
+  Pmi1Service& operator=(const Pmi1Service&) = delete;
 
   void prepare(int rank, ProcessSpec& spec) override;
-  void started() override;
+  void spawned(int rank) override;
   std::vector<int> descriptors() const override;
   std::vector<Event> serve() override;
   std::string waiting_on() const override;
@@ -33,10 +30,9 @@ class Pmi1Service : public RankService {
   struct Connection {
     int ours = -1, theirs = -1;  // the socket's two ends; theirs is the rank's, until it starts
   };
-  void close_connection(int rank);
+  void close_connection(int rank, std::vector<Event>& events, const char* why);
 
   Pmi1Node node_;
-  Exchange exchange_;
   std::map<int, Connection> connections_;
   bool abort_said_ = false;
 };

@@ -9,6 +9,7 @@
 #include <cstring>
 #include <filesystem>
 #include <map>
+#include <memory>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -65,13 +66,6 @@ pmix_status_t on_abort(const pmix_proc_t* proc, void*, int status, const char ms
   return PMIX_SUCCESS;
 }
 
-// Fences between nodes are not carried yet: every job served is on this node, where the
-// library completes a fence by itself and never calls this.
-pmix_status_t on_fence(const pmix_proc_t[], size_t, const pmix_info_t[], size_t, char*, size_t,
-                       pmix_modex_cbfunc_t, void*) {
-  return PMIX_ERR_NOT_SUPPORTED;
-}
-
 }  // namespace
 
 PmixService::Library::Library() {
@@ -106,8 +100,9 @@ PmixService::Library::Library() {
   }
   tmpdir = pattern;
   static pmix_server_module_t module = {};
+  // No fence upcall: every job served is on this node, where the library completes a fence
+  // by itself (PMIx_server_register_nspace's local size is the job's).
   module.abort = on_abort;
-  module.fence_nb = on_fence;
   pmix_info_t info[2] = {};
   std::strncpy(info[0].key, PMIX_SERVER_TMPDIR, PMIX_MAX_KEYLEN);
   info[0].value.type = PMIX_STRING;
@@ -155,20 +150,17 @@ std::unique_ptr<PmixService> PmixService::start(const PmixJob& job, std::string&
 }
 
 PmixService::PmixService(const Library& lib, PmixJob job) : lib_(lib), job_(std::move(job)) {
-  if (pipe2(wake_, O_CLOEXEC | O_NONBLOCK) != 0)
-    throw Error(ErrorKind::Runtime, fmt::format("cannot make a pipe for the PMIx server: {}", strerror(errno)));
   // The job's map: its nodes (a regex the library reads back), and which ranks are on each;
   // from them the library derives every rank's local and node rank, its local peers and the
   // node's size, which Open MPI reads at MPI_Init.
   std::vector<std::string> per_node;
   for (const auto& ranks : job_.node_ranks) per_node.push_back(fmt::format("{}", fmt::join(ranks, ",")));
-  char* node_map = nullptr;
-  char* proc_map = nullptr;
   const std::string hosts = fmt::format("{}", fmt::join(job_.hosts, ","));
   const std::string ppn = fmt::format("{}", fmt::join(per_node, ";"));
-  if (lib_.generate_regex(hosts.c_str(), &node_map) != PMIX_SUCCESS ||
-      lib_.generate_ppn(ppn.c_str(), &proc_map) != PMIX_SUCCESS)
-    throw Error(ErrorKind::Runtime, "the PMIx server could not describe the job's nodes");
+  char* node_map = nullptr;
+  char* proc_map = nullptr;
+  const bool mapped = lib_.generate_regex(hosts.c_str(), &node_map) == PMIX_SUCCESS &&
+                      lib_.generate_ppn(ppn.c_str(), &proc_map) == PMIX_SUCCESS;
   const uint32_t size = uint32_t(job_.size), nodes = uint32_t(job_.hosts.size()), appnum = 0;
   void* list = lib_.list_start();
   lib_.list_add(list, PMIX_JOB_SIZE, &size, PMIX_UINT32);
@@ -177,14 +169,19 @@ PmixService::PmixService(const Library& lib, PmixJob job) : lib_(lib), job_(std:
   lib_.list_add(list, PMIX_NUM_NODES, &nodes, PMIX_UINT32);
   lib_.list_add(list, PMIX_APPNUM, &appnum, PMIX_UINT32);
   lib_.list_add(list, PMIX_JOBID, job_.nspace.c_str(), PMIX_STRING);
-  lib_.list_add(list, PMIX_NODE_MAP, node_map, PMIX_REGEX);
-  lib_.list_add(list, PMIX_PROC_MAP, proc_map, PMIX_REGEX);
+  if (mapped) {
+    lib_.list_add(list, PMIX_NODE_MAP, node_map, PMIX_REGEX);
+    lib_.list_add(list, PMIX_PROC_MAP, proc_map, PMIX_REGEX);
+  }
   free(node_map);
   free(proc_map);
-  auto* array = new pmix_data_array_t{};
-  lib_.list_convert(list, array);
+  auto array = std::make_unique<pmix_data_array_t>();
+  lib_.list_convert(list, array.get());
   lib_.list_release(list);
-  info_ = array;
+  if (!mapped) {
+    lib_.array_destruct(array.get());
+    throw Error(ErrorKind::Runtime, "the PMIx server could not describe the job's nodes");
+  }
 
   pmix_nspace_t nspace = {};
   std::strncpy(nspace, job_.nspace.c_str(), PMIX_MAX_NSLEN);
@@ -193,9 +190,20 @@ PmixService::PmixService(const Library& lib, PmixJob job) : lib_(lib), job_(std:
     if (job_.hosts[n] == job_.this_host) local += int(job_.node_ranks[n].size());
   const pmix_status_t status = lib_.register_nspace(nspace, local, static_cast<pmix_info_t*>(array->array),
                                                     array->size, nullptr, nullptr);
-  if (status != PMIX_SUCCESS && status != PMIX_OPERATION_SUCCEEDED)
+  if (status != PMIX_SUCCESS && status != PMIX_OPERATION_SUCCEEDED) {
+    lib_.array_destruct(array.get());
     throw Error(ErrorKind::Runtime, fmt::format("the PMIx server did not take job {}: {}", job_.nspace,
                                                 lib_.error(status)));
+  }
+  info_ = array.release();
+  // Last, so that nothing above leaves it open: what wakes the job's loop for an abort.
+  if (pipe2(wake_, O_CLOEXEC | O_NONBLOCK) != 0) {
+    const int saved = errno;
+    lib_.deregister_nspace(nspace, nullptr, nullptr);
+    lib_.array_destruct(static_cast<pmix_data_array_t*>(info_));
+    delete static_cast<pmix_data_array_t*>(info_);
+    throw Error(ErrorKind::Runtime, fmt::format("cannot make a pipe for the PMIx server: {}", strerror(saved)));
+  }
   std::lock_guard lock(g_services_mutex);
   g_services[job_.nspace] = this;
 }
@@ -236,11 +244,11 @@ void PmixService::prepare(int rank, ProcessSpec& spec) {
   free(env);
   // Open MPI 4.1 takes a rank without its own daemon's address for a singleton and starts
   // an orted of its own (schizo/orte); without that component it asks PMIx, as under srun.
-  spec.env.set("OMPI_MCA_schizo", "^orte");
-  spec.env.set("OMPI_MCA_ess", "pmi");
-  // muster binds the ranks itself.
-  spec.env.set("OMPI_MCA_orte_externally_bound", "1");
-  spec.env.set("OMPI_MCA_hwloc_base_binding_policy", "none");
+  // muster binds the ranks itself. What the user set (-x, the cluster file) stays.
+  for (const auto& [name, value] : {std::pair{"OMPI_MCA_schizo", "^orte"}, std::pair{"OMPI_MCA_ess", "pmi"},
+                                    std::pair{"OMPI_MCA_orte_externally_bound", "1"},
+                                    std::pair{"OMPI_MCA_hwloc_base_binding_policy", "none"}})
+    if (!spec.env.has(name)) spec.env.set(name, value);
 }
 
 std::vector<int> PmixService::descriptors() const { return {wake_[0]}; }

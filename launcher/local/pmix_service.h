@@ -30,7 +30,7 @@ class PmixService : public RankService {
   ~PmixService() override;
 
   void prepare(int rank, ProcessSpec& spec) override;
-  void started() override {}
+  void spawned(int) override {}
   std::vector<int> descriptors() const override;
   std::vector<Event> serve() override;
   std::string waiting_on() const override { return ""; }

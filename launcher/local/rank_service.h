@@ -18,8 +18,9 @@ class RankService {
 
   // Before rank `rank` starts: what its process is given (variables, an inherited socket).
   virtual void prepare(int rank, ProcessSpec& spec) = 0;
-  // Every rank was started (or none more will be): the service closes the ranks' ends.
-  virtual void started() = 0;
+  // Rank `rank` was started, or failed to: the service closes its copy of the rank's end
+  // at once, so that muster holds one descriptor a rank, not two.
+  virtual void spawned(int rank) = 0;
   virtual std::vector<int> descriptors() const = 0;
 
   // What serving found that the job must know: a rank that asked to abort the job, or one
@@ -40,13 +41,12 @@ class RankService {
 class RankServices : public RankService {
  public:
   void add(std::unique_ptr<RankService> service) { services_.push_back(std::move(service)); }
-  bool empty() const { return services_.empty(); }
 
   void prepare(int rank, ProcessSpec& spec) override {
     for (auto& s : services_) s->prepare(rank, spec);
   }
-  void started() override {
-    for (auto& s : services_) s->started();
+  void spawned(int rank) override {
+    for (auto& s : services_) s->spawned(rank);
   }
   std::vector<int> descriptors() const override {
     std::vector<int> out;

@@ -183,7 +183,12 @@ void SlurmCluster::wait_until_idle() const {
 
 void SlurmCluster::lose_host(int i) {
   stop_pid(std::exchange(slurmd_[size_t(i)], -1));
-  for (pid_t pid : cluster_.processes_on(i)) kill(pid, SIGKILL);
+  // All of them frozen first, then killed: a node that vanishes says nothing more. Killed one
+  // by one, a rank could die first and its agent report that death before its own, and the
+  // head would rightly name the rank, not the node (seen once in a sanitizer run).
+  const std::vector<pid_t> on_host = cluster_.processes_on(i);
+  for (pid_t pid : on_host) kill(pid, SIGSTOP);
+  for (pid_t pid : on_host) kill(pid, SIGKILL);
 }
 
 std::vector<pid_t> SlurmCluster::processes_on(int i, const std::string& word) const {

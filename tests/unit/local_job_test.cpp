@@ -216,5 +216,45 @@ TEST(LocalJob, ExitStatusOfASignalledRankIs128PlusTheSignal) {
   EXPECT_EQ(ExitStatus::signaled(SIGSEGV).describe(), "was killed by SIGSEGV (signal 11)");
 }
 
+// A service that asks the job to abort on its first serve, as a rank's MPI_Abort does, and
+// records what the job asked of it.
+struct AbortingService : RankService {
+  int abort_code = 7;
+  std::vector<std::string> log;
+  void prepare(int rank, ProcessSpec& spec) override {
+    log.push_back(fmt::format("prepare {}", rank));
+    spec.env.set("SERVED", "1");
+  }
+  void spawned(int rank) override { log.push_back(fmt::format("spawned {}", rank)); }
+  std::vector<int> descriptors() const override { return {}; }
+  std::vector<Event> serve() override {
+    if (said_) return {};
+    said_ = true;
+    return {{1, "rank 1 called MPI_Abort with code " + std::to_string(abort_code), abort_code}};
+  }
+  std::string waiting_on() const override { return ""; }
+  bool said_ = false;
+};
+
+// An MPI_Abort ends the job at once with the rank's code, as mpirun's; a code of 0 is still
+// no success. Each rank is prepared before its spawn and let go after it.
+TEST(LocalJob, ARankThatAbortsThroughTheServiceEndsTheJobWithItsCode) {
+  for (int code : {7, 256 + 9, 0}) {
+    FakeSpawner spawner;
+    spawner.programs["waits"] = {};  // runs until signalled, as MPICH's rank waits after PMI abort
+    AbortingService service;
+    service.abort_code = code;
+    RecordedOutput output;
+    JobResult result = run_local_job(spawner, ranks_running({"waits", "waits"}), quick_policy(), output, {},
+                                     {"MUSTER_JOB_ID=job"}, &service);
+    EXPECT_EQ(result.end, JobEnd::RankFailed) << code;
+    ASSERT_TRUE(result.aborted) << code;
+    EXPECT_EQ(result.aborted->rank, 1);
+    EXPECT_EQ(result.first_failed_rank, 1);
+    EXPECT_EQ(result.exit_code(), code == 7 ? 7 : code == 265 ? 9 : 1) << code;
+    EXPECT_EQ(service.log, (std::vector<std::string>{"prepare 0", "spawned 0", "prepare 1", "spawned 1"}));
+  }
+}
+
 }  // namespace
 }  // namespace muster

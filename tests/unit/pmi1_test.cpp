@@ -3,9 +3,13 @@
 // break the protocol, each named with its rank.
 #include "launcher/local/pmi1.h"
 
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <gtest/gtest.h>
 
 #include "launcher/error.h"
+#include "launcher/local/pmi1_service.h"
 
 namespace muster {
 namespace {
@@ -106,6 +110,58 @@ TEST(Pmi1, RequestsThatBreakTheProtocolAreRefusedNamingTheRank) {
   EXPECT_EQ(node.feed(2, "cmd=lookup_name service=x\n"), "cmd=lookup_result rc=-1 msg=name_publishing_is_not_served\n");
   EXPECT_EQ(node.feed(2, "cmd=init pmi_version=2 pmi_subversion=0\n"),
             "cmd=response_to_init pmi_version=1 pmi_subversion=1 rc=-1\n");
+}
+
+// The service over real sockets, the ranks' ends held here as a rank holds descriptor 3: each
+// rank is answered on its own socket, the barrier answers both once both are in, and a rank
+// that breaks the protocol loses its connection with a note naming it.
+TEST(Pmi1Service, RanksAreAnsweredOnTheirOwnSocketsAndMeetAtTheBarrier) {
+  Pmi1Service service({"kvs_1", 2, pmi1_process_mapping({0, 0})}, {0, 1});
+  ProcessSpec spec[2];
+  int rank_end[2];
+  for (int r : {0, 1}) {
+    service.prepare(r, spec[r]);
+    EXPECT_EQ(spec[r].inherited_fd_in_child, 3);
+    EXPECT_EQ(spec[r].env.get("PMI_FD"), "3");
+    EXPECT_EQ(spec[r].env.get("PMI_RANK"), std::to_string(r));
+    EXPECT_EQ(spec[r].env.get("PMI_SIZE"), "2");
+    rank_end[r] = dup(spec[r].inherited_fd);  // what the rank's process inherits
+    service.spawned(r);                       // muster's copy of it goes
+  }
+  auto say = [&](int r, const std::string& text) {
+    ASSERT_EQ(write(rank_end[r], text.data(), text.size()), ssize_t(text.size()));
+  };
+  auto heard = [&](int r) {
+    char buffer[4096];
+    const ssize_t n = recv(rank_end[r], buffer, sizeof buffer, MSG_DONTWAIT);
+    return n > 0 ? std::string(buffer, size_t(n)) : std::string();
+  };
+  say(0, "cmd=init pmi_version=1 pmi_subversion=1\n");
+  say(1, "cmd=init pmi_version=1 pmi_subversion=1\ncmd=put kvsname=kvs_1 key=card-1 value=one\n");
+  EXPECT_TRUE(service.serve().empty());
+  EXPECT_EQ(heard(0), "cmd=response_to_init pmi_version=1 pmi_subversion=1 rc=0\n");
+  EXPECT_EQ(heard(1), "cmd=response_to_init pmi_version=1 pmi_subversion=1 rc=0\ncmd=put_result rc=0\n");
+  say(0, "cmd=barrier_in\n");
+  service.serve();
+  EXPECT_EQ(heard(0), "");
+  EXPECT_EQ(service.waiting_on(), "PMI barrier 1 (MPI_Init's, or a PMI_Barrier): rank 1 never entered it");
+  say(1, "cmd=barrier_in\n");
+  service.serve();
+  EXPECT_EQ(heard(0), "cmd=barrier_out rc=0\n");
+  EXPECT_EQ(heard(1), "cmd=barrier_out rc=0\n");
+  say(0, "cmd=get kvsname=kvs_1 key=card-1\n");
+  service.serve();
+  EXPECT_EQ(heard(0), "cmd=get_result rc=0 value=one\n");
+  say(1, std::string(3000, 'x'));
+  const auto events = service.serve();
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_EQ(events[0].note, "rank 1 sent a PMI request longer than 2048 bytes; its PMI connection was closed");
+  EXPECT_FALSE(events[0].abort_code);
+  EXPECT_EQ(service.descriptors().size(), 1u);
+  close(rank_end[0]);  // rank 0 ended: its connection goes, with nothing to say
+  EXPECT_TRUE(service.serve().empty());
+  EXPECT_TRUE(service.descriptors().empty());
+  close(rank_end[1]);
 }
 
 }  // namespace
