@@ -22,6 +22,7 @@ struct RunOptions {
   JobOptions job;
   TagStyle tag = TagStyle::Rank;
   bool report_bindings = false;
+  CLI::Option* mpi_flag = nullptr;  // whether --mpi was given: launch.mpi otherwise
 };
 
 namespace {
@@ -32,7 +33,9 @@ int run_job(RunOptions& options) {
                                   "'muster run -n 4 -- python3 train.py'");
   options.job.ranks = options.cluster.ranks;
   options.job.map_by = options.cluster.map_by;
-  ClusterContext context(load_cluster(options.cluster), options.remote.settings());
+  ClusterSpec cluster = load_cluster(options.cluster);
+  if (options.mpi_flag->count() == 0 && cluster.launch.mpi) options.job.mpi = mpi_choices().at(*cluster.launch.mpi);
+  ClusterContext context(std::move(cluster), options.remote.settings());
   LaunchedJob job = launch_job(context, options.job, [&](const RankPlan& plan) {
     std::vector<std::string> hosts;
     for (const auto& r : plan.ranks) hosts.push_back(r.host);
@@ -55,10 +58,11 @@ CommandAction setup_run(CLI::App& app) {
   add_choice(app, "--bind", options->job.bind, bind_choices(),
              "core: each rank its share of the cores near its GPU (or of a NUMA node); "
              "numa: the whole NUMA node; none", "core");
-  add_choice(app, "--mpi", options->job.mpi, mpi_choices(),
-             "what each rank's MPI library is served so that the ranks start as one world, to "
-             "ranks on this machine: pmix (Open MPI, mpi4py), as srun --mpi=pmix; pmi1 (MPICH, "
-             "Intel MPI), as Hydra; auto: both where each can be; none", "auto");
+  options->mpi_flag = add_choice(app, "--mpi", options->job.mpi, mpi_choices(),
+             "what each rank's MPI library is served so that the ranks start as one world: pmix "
+             "(Open MPI, mpi4py), as srun --mpi=pmix; pmi1 (MPICH, Intel MPI), as Hydra; auto: "
+             "both where each can be; none. The cluster file's launch.mpi, when this is not given",
+             "auto");
   app.add_flag("--report-bindings", options->report_bindings,
                "print each rank's CPUs, NUMA node and GPU before starting");
   app.add_option("--grace", options->job.grace_s,

@@ -215,14 +215,25 @@ class ClusterFileReader {
   LaunchOptions read_launch(const YAML::Node& node) {
     LaunchOptions launch;
     if (!expect_map(node, "launch")) return launch;
-    for_each_key(node, "'launch'", {"slots", "env", "workdir"},
+    for_each_key(node, "'launch'", {"slots", "env", "workdir", "mpi"},
                  [&](const std::string& key, const YAML::Node& value) {
                    if (key == "slots") launch.slots = read_slots(value, "launch.slots");
+                   if (key == "mpi") launch.mpi = read_mpi(value);
                    if (key == "workdir")
                      read_optional_string(value, "launch.workdir", launch.workdir);
                    if (key == "env") read_env(value, launch.env);
                  });
     return launch;
+  }
+
+  std::optional<std::string> read_mpi(const YAML::Node& value) {
+    std::optional<std::string> mpi;
+    read_optional_string(value, "launch.mpi", mpi);
+    if (mpi && *mpi != "auto" && *mpi != "pmix" && *mpi != "pmi1" && *mpi != "none") {
+      diag_.add(at(value), fmt::format("launch.mpi is '{}'; write auto, pmix, pmi1 or none (as --mpi)", *mpi));
+      return std::nullopt;
+    }
+    return mpi;
   }
 
   void read_env(const YAML::Node& node, std::map<std::string, std::string>& env) {

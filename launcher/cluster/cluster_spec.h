@@ -56,6 +56,7 @@ struct LaunchOptions {
   SlotCount slots;                          // default for nodes that say nothing
   std::map<std::string, std::string> env;   // added to every rank's environment
   std::optional<std::string> workdir;       // ranks start here
+  std::optional<std::string> mpi;           // what --mpi says when not given: auto, pmix, pmi1, none
 };
 
 // Thresholds that checks compare against; unset means "not checked".

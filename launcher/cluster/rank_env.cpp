@@ -53,6 +53,21 @@ std::map<std::string, std::string> resolve_exports(const std::vector<std::string
   return out;
 }
 
+namespace {
+
+// Whether the user chose what default `name` would: on the node, in launch.env or with -x.
+// Open MPI refuses an include list beside an exclude list, so either is the user's choice.
+bool chosen_by_user(const Environment& base, const JobEnvironment& job, const std::string& name) {
+  std::vector<std::string> names{name};
+  if (const size_t at = name.rfind("_if_include"); at != std::string::npos)
+    names.push_back(name.substr(0, at) + "_if_exclude");
+  for (const auto& n : names)
+    if (base.has(n) || job.launch_env.count(n) || job.exports.count(n)) return true;
+  return false;
+}
+
+}  // namespace
+
 Environment rank_environment(const Environment& base, const RankPlan& plan, int rank,
                              const JobEnvironment& job) {
   const RankAssignment& r = plan.ranks.at(size_t(rank));
@@ -101,6 +116,9 @@ Environment rank_environment(const Environment& base, const NodeView& node, cons
   // muster numbers GPUs in PCI bus order; CUDA must count the same way for LOCAL_RANK to
   // name the GPU the rank was bound next to.
   if (!base.has("CUDA_DEVICE_ORDER")) env.set("CUDA_DEVICE_ORDER", "PCI_BUS_ID");
+  if (auto it = job.node_defaults.find(r.node_rank); it != job.node_defaults.end())
+    for (const auto& [name, value] : it->second)
+      if (!chosen_by_user(base, job, name)) env.set(name, value);
   if (auto it = job.node_env.find(r.node_rank); it != job.node_env.end())
     for (const auto& [name, value] : it->second) env.set(name, value);
   for (const auto& [name, value] : job.launch_env) env.set(name, value);

@@ -20,6 +20,8 @@ struct JobEnvironment {
   // Per node (by node rank), chosen from measurements (NCCL_SOCKET_IFNAME, ...); the
   // cluster file's launch.env and -x still win.
   std::map<int, std::map<std::string, std::string>> node_env;
+  // Per node, what the node's own environment overrides (the interface MPI uses).
+  std::map<int, std::map<std::string, std::string>> node_defaults;
   std::map<std::string, std::string> launch_env;  // cluster file's launch.env
   std::map<std::string, std::string> exports;     // -x, already resolved to values
 };

@@ -2,7 +2,10 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
+#include <functional>
+#include <map>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -14,8 +17,8 @@
 #include "launcher/job/slurm_job.h"
 #include "launcher/json_fields.h"
 #include "launcher/local/node_launch.h"
-#include "launcher/local/pmi1_service.h"
-#include "launcher/local/pmix_service.h"
+#include "launcher/local/fence_exchange.h"
+#include "launcher/local/mpi_world.h"
 #include "launcher/local/posix_spawner.h"
 #include "launcher/local/self.h"
 #include "probes/free_port.h"
@@ -49,34 +52,27 @@ TeardownPolicy teardown_policy(const JobOptions& options) {
   return policy;
 }
 
-// What the ranks of a job on this machine are served for their MPI library to start them
-// as one world: PMIx and PMI-1, each where it can be (--mpi auto), or the one asked for.
-// Nothing for muster's own probe ranks. This machine is one node to both, however many
-// entries of the cluster name it. PMIx that cannot be served is said before anything starts:
-// an error when asked for, else a warning, since Open MPI ranks would each be a world of one.
-std::unique_ptr<RankService> mpi_service(const JobOptions& options, const RankPlan& plan, const std::string& job_id,
-                                         JobOutput& output) {
-  if (options.mpi == MpiServe::None || options.command.front() == kMusterSelf) return nullptr;
-  auto services = std::make_unique<RankServices>();
-  std::vector<int> ranks;
-  for (const auto& r : plan.ranks) ranks.push_back(r.rank);
-  if (options.mpi != MpiServe::Pmi1) {
-    char name[256] = {};
-    gethostname(name, sizeof name - 1);
-    std::string why_not;
-    auto pmix = PmixService::start({"muster-" + job_id, plan.world_size(), name, {name}, {ranks}}, why_not);
-    if (pmix) services->add(std::move(pmix));
-    else if (options.mpi == MpiServe::Pmix)
-      throw Error(ErrorKind::Runtime, fmt::format("--mpi pmix: {}; nothing was started", why_not));
-    else
-      output.launch_warning(fmt::format("PMIx is not served ({}): Open MPI programs would start each rank "
-                                        "as a world of one; --mpi pmi1 or none says what is meant", why_not));
-  }
-  if (options.mpi != MpiServe::Pmix)
-    services->add(std::make_unique<Pmi1Service>(
-        Pmi1Job{"muster-" + job_id, plan.world_size(), pmi1_process_mapping(std::vector<int>(ranks.size(), 0))},
-        ranks));
-  return services;
+// What the ranks' MPI library is served, and the job's map it needs: every node of the plan
+// that holds ranks, by the name `name_of(node)` it gives itself. Nothing for muster's own
+// probe ranks.
+std::optional<MpiWorld> mpi_world(const JobOptions& options, const RankPlan& plan, const std::string& job_id,
+                                  const std::function<std::string(int node)>& name_of) {
+  if (options.mpi == MpiServe::None || options.command.front() == kMusterSelf) return std::nullopt;
+  MpiWorld world{options.mpi, job_id, {}, {}};
+  std::map<int, int> index_of;  // node rank -> index in world.hosts
+  for (const auto& node : plan.nodes)
+    if (!node.ranks.empty()) {
+      index_of[node.node_rank] = int(world.hosts.size());
+      world.hosts.push_back(name_of(node.node_rank));
+    }
+  for (const auto& r : plan.ranks) world.node_of_rank.push_back(index_of.at(r.node_rank));
+  return world;
+}
+
+std::string this_hostname() {
+  char name[256] = {};
+  gethostname(name, sizeof name - 1);
+  return name;
 }
 
 // Every rank on this machine: the local launcher, no SSH. A cluster that names this
@@ -106,7 +102,13 @@ LaunchedJob run_here(ClusterContext& context, const JobOptions& options,
   // 3. Start the ranks and supervise them until every one has ended, serving their MPI.
   auto output = make_output(job.plan);
   for (const auto& [rank, report] : binding_reports(ranks, topology)) output->rank_bound(rank, report);
-  std::unique_ptr<RankService> mpi = mpi_service(options, job.plan, request.job.job_id, *output);
+  // This machine is one node to MPI, however many entries of the cluster name it.
+  std::optional<MpiWorld> world = mpi_world(options, job.plan, request.job.job_id, [](int) { return this_hostname(); });
+  if (world) std::fill(world->node_of_rank.begin(), world->node_of_rank.end(), 0), world->hosts.resize(1);
+  OneNodeExchange exchange;
+  std::vector<std::string> warnings;
+  std::unique_ptr<RankService> mpi = world ? serve_mpi(*world, 0, exchange, warnings) : nullptr;
+  for (const auto& warning : warnings) output->launch_warning(warning);
   PosixSpawner spawner;
   job.result = run_local_job(spawner, ranks, teardown_policy(options), *output,
                              context.interrupt_fds(), {"MUSTER_JOB_ID=" + request.job.job_id}, mpi.get());
@@ -133,6 +135,28 @@ std::pair<int, int> rendezvous_ports(ClusterContext& context, int node) {
   return {j["ports"][0].get<int>(), j["ports"][1].get<int>()};
 }
 
+// PMIx is served on every node of the job or on none: a node without it would start its Open
+// MPI ranks as worlds of one, and the others would wait for them at their first fence. With
+// --mpi pmix that is an error; with auto, PMI-1 alone is served, and the warnings say why.
+std::vector<std::string> check_pmix_on_every_node(ClusterContext& context, const RankPlan& plan, MpiWorld& world) {
+  if (world.serve == MpiServe::Pmi1) return {};
+  std::vector<std::string> lacking;
+  for (const auto& node : plan.nodes)
+    if (!node.ranks.empty())
+      if (const std::string& why = context.session().hellos()[size_t(node.node_rank)].pmix_unavailable; !why.empty())
+        lacking.push_back(fmt::format("{}: {}", context.session().host(size_t(node.node_rank)), why));
+  if (lacking.empty()) return {};
+  if (world.serve == MpiServe::Pmix) {
+    lacking.insert(lacking.begin(), "--mpi pmix: PMIx cannot be served on every node of the job");
+    lacking.push_back("nothing was started");
+    throw Error(ErrorKind::Runtime, lacking);
+  }
+  world.serve = MpiServe::Pmi1;
+  lacking.insert(lacking.begin(), "PMIx is served on no node, since some cannot serve it (Open MPI programs "
+                                  "would start each rank as a world of one; --mpi pmi1 or none says what is meant)");
+  return lacking;
+}
+
 // Ranks on other machines: the session's agents.
 LaunchedJob run_across_nodes(ClusterContext& context, const JobOptions& options,
                              const OutputFactory& make_output) {
@@ -152,13 +176,24 @@ LaunchedJob run_across_nodes(ClusterContext& context, const JobOptions& options,
     throw Error(ErrorKind::Runtime, blocking);
   }
   request.job.master_addr = *network.choice.master_addr;
-  for (const auto& [node, name] : network.choice.interface_of)
+  for (const auto& [node, name] : network.choice.interface_of) {
     request.job.node_env[node] = {{"NCCL_SOCKET_IFNAME", "=" + name}, {"GLOO_SOCKET_IFNAME", name}};
+    // MPI's own transport on the same network: Open MPI's TCP BTL, and UCX (Debian's MPICH
+    // is built on it), unless the user chose theirs.
+    request.job.node_defaults[node] = {{"OMPI_MCA_btl_tcp_if_include", name}, {"UCX_NET_DEVICES", name}};
+  }
   std::tie(request.job.master_port, request.job.jax_coordinator_port) =
       rendezvous_ports(context, job.plan.ranks.front().node_rank);
 
-  // 3. Start every node's ranks and supervise them as one job.
+  // 3. What each rank's MPI library is served; PMIx only where every node can serve it.
+  request.mpi = mpi_world(options, job.plan, request.job.job_id,
+                          [&](int node) { return context.session().hellos()[size_t(node)].hostname; });
+  std::vector<std::string> mpi_warnings;
+  if (request.mpi) mpi_warnings = check_pmix_on_every_node(context, job.plan, *request.mpi);
+
+  // 4. Start every node's ranks and supervise them as one job.
   auto output = make_output(job.plan);
+  for (const auto& warning : mpi_warnings) output->launch_warning(warning);
   for (const auto& p : network.problems)
     if (p.kind == FindingKind::Pair || p.kind == FindingKind::Interfaces) output->launch_warning(p.message);
   job.result = run_over_session(context.session(), job.plan, request, teardown_policy(options), *output,
@@ -186,11 +221,6 @@ RankPlan plan_job(ClusterContext& context, std::optional<int> ranks, MapBy map_b
 
 LaunchedJob launch_job(ClusterContext& context, const JobOptions& options,
                        const OutputFactory& make_output) {
-  if (!context.is_local() && (options.mpi == MpiServe::Pmi1 || options.mpi == MpiServe::Pmix))
-    throw Error(ErrorKind::Usage, fmt::format("--mpi {} serves ranks on this machine only: its fences are not "
-                                              "yet carried between nodes; across nodes use --mpi auto (which "
-                                              "serves nothing there yet) or none",
-                                              options.mpi == MpiServe::Pmi1 ? "pmi1" : "pmix"));
   LaunchedJob job = context.is_local() ? run_here(context, options, make_output)
                                        : run_across_nodes(context, options, make_output);
   // A SIGTERM inside an allocation is Slurm's: its time limit, scancel or a preemption. (The

@@ -12,15 +12,10 @@
 #include "launcher/cluster/rank_plan.h"
 #include "launcher/job/cluster_context.h"
 #include "launcher/local/local_job.h"
+#include "launcher/local/mpi_world.h"
 #include "topology/binding.h"
 
 namespace muster {
-
-// What the ranks' MPI library is served (--mpi): PMIx from OpenPMIx's server library, as
-// srun --mpi=pmix serves it (Open MPI, mpi4py); PMI-1 on a socket per rank, as MPICH's Hydra
-// serves it (MPICH, Intel MPI); both (auto, where each can be); or nothing (each rank's MPI
-// starts as a singleton, as with no launcher).
-enum class MpiServe { Auto, Pmix, Pmi1, None };
 
 // Everything about how a job is started, as the flags give it.
 struct JobOptions {

@@ -6,6 +6,7 @@
 #include <optional>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "launcher/error.h"
 #include "launcher/remote/agent_protocol.h"
@@ -109,6 +110,9 @@ class SessionRun {
         case FrameKind::Fail:
           if (f.rank == id_ || f.rank < 0) on_fail(e.node, f.payload);
           break;
+        case FrameKind::Fence:
+          if (f.rank == id_) on_fence(e.node, decode_fence(f.payload));
+          break;
         default: break;
       }
     } catch (const Error& bad) {  // every payload reader throws Error alone
@@ -132,9 +136,59 @@ class SessionRun {
     else if (!settle_until_) settle_until_ = Clock::now() + policy_.settle;
   }
 
+  // A node's part of an MPI fence: once every node of the run gave its part of it, each gets
+  // all of them (PMIx's modex, PMI-1's puts), as srun's pmix plugin and Hydra gather them.
+  void on_fence(size_t node, FencePart part) {
+    int& expected = next_fence_[{node, part.protocol}];
+    if (part.number != expected)
+      throw Error(ErrorKind::Runtime, fmt::format("its {} fence {} came where fence {} was due", part.protocol,
+                                                  part.number + 1, expected + 1));
+    ++expected;
+    Fence& fence = fences_[{part.protocol, part.number}];
+    // Bounded as it grows: every node's part goes back to every node in one frame.
+    fence.bytes += part.bytes.size() + 24;
+    fence.parts[node] = std::move(part.bytes);
+    if (fence.bytes > kMaxHeadFramePayload - 64) {  // 64: the header line
+      fences_.erase({part.protocol, part.number});
+      if (tearing_down_) return;
+      result_.notes.push_back(fmt::format("the nodes' data for MPI's {} fence {} came to more than the {} MiB "
+                                          "muster carries in one fence",
+                                          part.protocol, part.number + 1, kMaxHeadFramePayload >> 20));
+      return stop_everything(JobEnd::RankFailed);
+    }
+    if (fence.parts.size() < reported_.size()) return;
+    std::vector<std::string> parts;
+    for (auto& [n, bytes] : fence.parts) parts.push_back(std::move(bytes));
+    fences_.erase({part.protocol, part.number});
+    const std::string payload = encode_fenced(part.protocol, part.number, parts);
+    for (const auto& [n, reported] : reported_)
+      if (!reported && session_.usable(n)) session_.send(n, {FrameKind::Fenced, id_, payload});
+  }
+
+  // At the timeout: each fence some nodes entered and others did not, and those others.
+  void name_unfinished_fences() {
+    for (const auto& [key, fence] : fences_) {
+      std::vector<std::string> missing;
+      for (const auto& [node, reported] : reported_)
+        if (!fence.parts.count(node))
+          missing.push_back(fmt::format("{} (rank{} {})", host(node), plan_.nodes[node].ranks.size() == 1 ? "" : "s",
+                                        fmt::join(plan_.nodes[node].ranks, ", ")));
+      result_.notes.push_back(fmt::format("at the timeout the ranks were waiting in {} fence {}: not every rank of "
+                                          "{} had entered it",
+                                          key.first == "pmi1" ? "PMI's" : "PMIx's", key.second + 1,
+                                          fmt::join(missing, ", ")));
+    }
+  }
+
   void on_done(size_t node, const std::string& payload) {
     reported_[node] = true;
     const NodeRunReport done = node_run_report_from_json(payload);
+    if (done.aborted && !result_.aborted) {
+      result_.aborted = done.aborted;
+      result_.first_failed_rank = done.aborted->rank;
+      result_.end = JobEnd::RankFailed;
+      stop_everything(JobEnd::RankFailed);
+    }
     result_.escaped_killed = int(std::min<long>(long(result_.escaped_killed) + done.escaped_killed, INT_MAX));
     if (!done.start_error.empty()) {
       result_.start_error = fmt::format("{}: {}", host(node), done.start_error);
@@ -189,7 +243,10 @@ class SessionRun {
 
   void check_deadline() {
     if (settle_until_ && Clock::now() >= *settle_until_) stop_everything(JobEnd::RankFailed);
-    if (deadline_ && Clock::now() >= *deadline_) stop_everything(JobEnd::TimedOut);
+    if (deadline_ && Clock::now() >= *deadline_ && !tearing_down_) {
+      name_unfinished_fences();
+      stop_everything(JobEnd::TimedOut);
+    }
   }
 
   void check_silent_nodes() {
@@ -262,6 +319,13 @@ class SessionRun {
   bool tearing_down_ = false;
   std::optional<Clock::time_point> deadline_, give_up_at_;
   std::optional<Clock::time_point> settle_until_;  // a rank failed: teardown begins then
+  // MPI fences some nodes have entered, by protocol and number: each node's part.
+  struct Fence {
+    std::map<size_t, std::string> parts;
+    size_t bytes = 0;
+  };
+  std::map<std::pair<std::string, int>, Fence> fences_;
+  std::map<std::pair<size_t, std::string>, int> next_fence_;  // by node and protocol
 };
 
 }  // namespace

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "launcher/local/local_job.h"
+#include "launcher/local/mpi_world.h"
 #include "launcher/cluster/rank_env.h"
 #include "launcher/cluster/rank_plan.h"
 #include "topology/binding.h"
@@ -38,6 +39,7 @@ struct LaunchRequest {
   std::optional<std::string> workdir;
   JobEnvironment job;
   BindPolicy bind = BindPolicy::Core;
+  std::optional<MpiWorld> mpi;  // unset: nothing served (muster's own probe ranks)
 };
 
 // The processes a node starts for its share of a plan: each rank's command, environment

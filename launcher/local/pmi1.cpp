@@ -80,6 +80,40 @@ std::string pmi1_process_mapping(const std::vector<int>& node_of_rank) {
   return out + ")";
 }
 
+std::string pack_pmi1_puts(const std::map<std::string, std::string>& puts) {
+  std::string out;
+  for (const auto& [key, value] : puts) out += fmt::format("{} {}\n{}{}", key.size(), value.size(), key, value);
+  return out;
+}
+
+std::map<std::string, std::string> unpack_pmi1_puts(const std::vector<std::string>& parts) {
+  std::map<std::string, std::string> out;
+  size_t total = 0;
+  for (const std::string& part : parts) {
+    total += part.size();
+    if (total > Pmi1Node::kMaxSpaceBytes)
+      throw Error(ErrorKind::Runtime, fmt::format("the nodes' PMI puts came to more than {} bytes",
+                                                  Pmi1Node::kMaxSpaceBytes));
+    std::string_view rest = part;
+    while (!rest.empty()) {
+      const size_t space = rest.find(' '), newline = rest.find('\n');
+      std::optional<int> key_size, value_size;
+      if (space < newline && newline != std::string_view::npos) {
+        key_size = to_int(std::string(rest.substr(0, space)));
+        value_size = to_int(std::string(rest.substr(space + 1, newline - space - 1)));
+      }
+      if (!key_size || !value_size || *key_size <= 0 || size_t(*key_size) >= Pmi1Node::kMaxKey ||
+          *value_size < 0 || size_t(*value_size) >= Pmi1Node::kMaxValue ||
+          rest.size() - newline - 1 < size_t(*key_size + *value_size))
+        throw Error(ErrorKind::Runtime, "a node's PMI puts are malformed");
+      rest.remove_prefix(newline + 1);
+      out[std::string(rest.substr(0, size_t(*key_size)))] = std::string(rest.substr(size_t(*key_size), size_t(*value_size)));
+      rest.remove_prefix(size_t(*key_size + *value_size));
+    }
+  }
+  return out;
+}
+
 Pmi1Node::Pmi1Node(Pmi1Job job, std::vector<int> local_ranks) : job_(std::move(job)) {
   for (int rank : local_ranks) clients_[rank];
   // RFC 13: the process manager provides the mapping under this key; where it was too long,

@@ -31,6 +31,12 @@ struct Pmi1Job {
 // when that is longer than a value may be.
 std::string pmi1_process_mapping(const std::vector<int>& node_of_rank);
 
+// A node's puts of one barrier as its part of the exchange ("KEYLEN VALUELEN\n" KEY VALUE,
+// each pair), and every node's parts read back into one map. Throws Error(Runtime) on a part
+// that is not that, or parts together larger than the key-value space may be.
+std::string pack_pmi1_puts(const std::map<std::string, std::string>& puts);
+std::map<std::string, std::string> unpack_pmi1_puts(const std::vector<std::string>& parts);
+
 // What a rank asked for that ends it: MPI_Abort's code and message.
 struct Pmi1Abort {
   int rank = 0;

@@ -22,7 +22,8 @@ constexpr int kRankPmiFd = 3;
 
 }  // namespace
 
-Pmi1Service::Pmi1Service(Pmi1Job job, std::vector<int> local_ranks) : node_(std::move(job), local_ranks) {
+Pmi1Service::Pmi1Service(Pmi1Job job, std::vector<int> local_ranks, FenceExchange& exchange)
+    : node_(std::move(job), local_ranks), exchange_(exchange) {
   for (int rank : local_ranks) connections_[rank];
 }
 
@@ -63,6 +64,7 @@ std::vector<int> Pmi1Service::descriptors() const {
   std::vector<int> out;
   for (const auto& [rank, c] : connections_)
     if (c.ours >= 0) out.push_back(c.ours);
+  if (exchange_.ready_fd() >= 0) out.push_back(exchange_.ready_fd());
   return out;
 }
 
@@ -97,12 +99,7 @@ std::vector<RankService::Event> Pmi1Service::serve() {
       }
     }
   }
-  if (node_.barrier_ready())
-    for (const auto& [rank, reply] : node_.complete_barrier(node_.take_puts())) {
-      const int fd = connections_.at(rank).ours;
-      if (fd >= 0 && !write_exact(fd, reply.data(), reply.size()))
-        close_connection(rank, events, "it did not read PMI's replies");
-    }
+  exchange_barrier(events);
   if (const auto& abort = node_.abort_request(); abort && !abort_said_) {
     abort_said_ = true;
     events.push_back({abort->rank,
@@ -113,8 +110,39 @@ std::vector<RankService::Event> Pmi1Service::serve() {
   return events;
 }
 
+// Once every rank here is in the barrier, this node's puts go to the exchange; once every
+// node's came back, each rank here gets its barrier_out.
+void Pmi1Service::exchange_barrier(std::vector<Event>& events) {
+  const int barrier = node_.barriers();
+  if (contributed_ < barrier && node_.barrier_ready()) {
+    exchange_.contribute("pmi1", barrier, pack_pmi1_puts(node_.take_puts()));
+    contributed_ = barrier;
+  }
+  if (contributed_ != barrier) return;
+  auto parts = exchange_.completed("pmi1", barrier);
+  if (!parts) return;
+  std::map<std::string, std::string> all;
+  try {
+    all = unpack_pmi1_puts(*parts);
+  } catch (const Error& e) {
+    // Every rank here waits for this barrier: none can go on without the others' puts.
+    for (auto& [rank, c] : connections_)
+      if (c.ours >= 0) close_connection(rank, events, e.what());
+    return;
+  }
+  for (const auto& [rank, reply] : node_.complete_barrier(all)) {
+    const int fd = connections_.at(rank).ours;
+    if (fd >= 0 && !write_exact(fd, reply.data(), reply.size()))
+      close_connection(rank, events, "it did not read PMI's replies");
+  }
+}
+
 std::string Pmi1Service::waiting_on() const {
   const std::vector<int> missing = node_.ranks_not_in_barrier();
+  if (missing.empty() && contributed_ == node_.barriers())
+    return fmt::format("PMI barrier {} (MPI_Init's, or a PMI_Barrier): every rank here entered it; "
+                       "other nodes' ranks had not",
+                       node_.barriers() + 1);
   if (missing.empty() || missing.size() == connections_.size()) return "";
   return fmt::format("PMI barrier {} (MPI_Init's, or a PMI_Barrier): rank{} {} never entered it",
                      node_.barriers() + 1, missing.size() == 1 ? "" : "s", fmt::join(missing, ", "));

@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <map>
 #include <memory>
+#include <type_traits>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -66,6 +67,25 @@ pmix_status_t on_abort(const pmix_proc_t* proc, void*, int status, const char ms
   return PMIX_SUCCESS;
 }
 
+static_assert(std::is_same_v<PmixService::FenceDone, pmix_modex_cbfunc_t>);
+
+// Every rank of a job on this node entered a fence (MPI_Init's modex, MPI_Finalize's, a
+// barrier): its data goes to the other nodes through the job's exchange. Only fences over the
+// whole job are carried (MPI's own); one over some ranks (MPI_Comm_spawn, PMIx groups) is
+// refused and the rank's call fails.
+pmix_status_t on_fence(const pmix_proc_t procs[], size_t nprocs, const pmix_info_t[], size_t, char* data,
+                       size_t ndata, pmix_modex_cbfunc_t cbfunc, void* cbdata) {
+  if (nprocs != 1 || procs[0].rank != PMIX_RANK_WILDCARD) return PMIX_ERR_NOT_SUPPORTED;
+  std::lock_guard lock(g_services_mutex);
+  const auto it = g_services.find(procs[0].nspace);
+  if (it == g_services.end()) return PMIX_ERR_NOT_FOUND;
+  it->second->fenced_here(std::string(data ? data : "", data ? ndata : 0), cbfunc, cbdata);
+  return PMIX_SUCCESS;
+}
+
+// What a completed fence handed libpmix: every node's data, freed once it has read them.
+void release_fence_data(void* data) { delete static_cast<std::string*>(data); }
+
 }  // namespace
 
 PmixService::Library::Library() {
@@ -100,9 +120,10 @@ PmixService::Library::Library() {
   }
   tmpdir = pattern;
   static pmix_server_module_t module = {};
-  // No fence upcall: every job served is on this node, where the library completes a fence
-  // by itself (PMIx_server_register_nspace's local size is the job's).
+  // No direct modex: Open MPI collects every rank's data at its fences (its default), and
+  // a rank asking for data no fence carried gets "not found" instead of a wait.
   module.abort = on_abort;
+  module.fence_nb = on_fence;
   pmix_info_t info[2] = {};
   std::strncpy(info[0].key, PMIX_SERVER_TMPDIR, PMIX_MAX_KEYLEN);
   info[0].value.type = PMIX_STRING;
@@ -136,20 +157,26 @@ PmixService::Library& library() {
 
 }  // namespace
 
-std::unique_ptr<PmixService> PmixService::start(const PmixJob& job, std::string& why_not) {
+std::string PmixService::unavailable_here() {
+  const NodeLibrary lib("libpmix.so.2", RTLD_LAZY | RTLD_LOCAL);
+  decltype(&PMIx_server_setup_fork) setup_fork = nullptr;
+  if (!lib.loaded()) return "libpmix.so.2 did not load (OpenPMIx is not installed here: apt-get install libpmix2)";
+  if (!lib.bind(setup_fork, "PMIx_server_setup_fork"))
+    return "libpmix.so.2 lacks the server functions muster uses (OpenPMIx older than 4)";
+  return "";
+}
+
+std::unique_ptr<PmixService> PmixService::start(const PmixJob& job, FenceExchange& exchange, std::string& why_not) {
   const Library& lib = library();
   if (!lib.why_not.empty()) {
     why_not = lib.why_not;
     return nullptr;
   }
-  if (job.hosts.size() != 1) {
-    why_not = "PMIx fences are not yet carried between nodes";
-    return nullptr;
-  }
-  return std::unique_ptr<PmixService>(new PmixService(lib, job));
+  return std::unique_ptr<PmixService>(new PmixService(lib, job, exchange));
 }
 
-PmixService::PmixService(const Library& lib, PmixJob job) : lib_(lib), job_(std::move(job)) {
+PmixService::PmixService(const Library& lib, PmixJob job, FenceExchange& exchange)
+    : lib_(lib), job_(std::move(job)), exchange_(exchange) {
   // The job's map: its nodes (a regex the library reads back), and which ranks are on each;
   // from them the library derives every rank's local and node rank, its local peers and the
   // node's size, which Open MPI reads at MPI_Init.
@@ -213,6 +240,8 @@ PmixService::~PmixService() {
     std::lock_guard lock(g_services_mutex);
     g_services.erase(job_.nspace);
   }
+  // A fence the job ended in: the library frees what it kept for it, and its ranks are gone.
+  for (Fence& fence : fences_) fence.done(PMIX_ERR_LOST_CONNECTION, nullptr, 0, fence.cbdata, nullptr, nullptr);
   pmix_nspace_t nspace = {};
   std::strncpy(nspace, job_.nspace.c_str(), PMIX_MAX_NSLEN);
   lib_.deregister_nspace(nspace, nullptr, nullptr);  // its clients with it
@@ -251,7 +280,10 @@ void PmixService::prepare(int rank, ProcessSpec& spec) {
     if (!spec.env.has(name)) spec.env.set(name, value);
 }
 
-std::vector<int> PmixService::descriptors() const { return {wake_[0]}; }
+std::vector<int> PmixService::descriptors() const {
+  if (exchange_.ready_fd() < 0) return {wake_[0]};
+  return {wake_[0], exchange_.ready_fd()};
+}
 
 void PmixService::aborted(int rank, int status, std::string message) {
   {
@@ -266,14 +298,53 @@ void PmixService::aborted(int rank, int status, std::string message) {
   (void)!write(wake_[1], &byte, 1);
 }
 
+void PmixService::fenced_here(std::string data, FenceDone done, void* cbdata) {
+  {
+    std::lock_guard lock(mutex_);
+    fences_.push_back({fences_begun_++, std::move(data), done, cbdata, false});
+  }
+  const char byte = 1;
+  (void)!write(wake_[1], &byte, 1);
+}
+
+// Fences entered here go to the exchange in order; each that came back with every node's
+// data goes back to libpmix, which releases the ranks waiting in it.
+void PmixService::exchange_fences() {
+  std::lock_guard lock(mutex_);
+  for (Fence& fence : fences_)
+    if (!fence.contributed) {
+      exchange_.contribute("pmix", fence.number, std::move(fence.data));
+      fence.contributed = true;
+    }
+  while (!fences_.empty()) {
+    auto parts = exchange_.completed("pmix", fences_.front().number);
+    if (!parts) break;
+    auto all = std::make_unique<std::string>();
+    for (const std::string& part : *parts) *all += part;
+    const Fence fence = fences_.front();
+    fences_.pop_front();
+    std::string* data = all.release();
+    fence.done(PMIX_SUCCESS, data->data(), data->size(), fence.cbdata, release_fence_data, data);
+  }
+}
+
 std::vector<RankService::Event> PmixService::serve() {
   char drain[64];
   while (read(wake_[0], drain, sizeof drain) > 0) {
   }
+  exchange_fences();
   std::lock_guard lock(mutex_);
   if (!abort_ || abort_said_) return {};
   abort_said_ = true;
   return {*abort_};
+}
+
+std::string PmixService::waiting_on() const {
+  std::lock_guard lock(const_cast<std::mutex&>(mutex_));
+  if (fences_.empty()) return "";
+  return fmt::format("PMIx fence {} (MPI_Init's, MPI_Finalize's or a barrier): every rank here entered it; "
+                     "other nodes' ranks had not",
+                     fences_.front().number + 1);
 }
 
 }  // namespace muster

@@ -21,6 +21,9 @@
 #include "launcher/cluster/job_gpus.h"
 #include "launcher/error.h"
 #include "launcher/json_fields.h"
+#include "launcher/local/fence_exchange.h"
+#include "launcher/local/mpi_world.h"
+#include "launcher/local/pmix_service.h"
 #include "launcher/local/posix_spawner.h"
 #include "launcher/local/self.h"
 #include "launcher/local/shutdown_signals.h"
@@ -95,6 +98,60 @@ class AgentOutput : public JobOutput {
   std::string pending_;
 };
 
+// The fences of a run's MPI ranks on this node, carried through the head: this node's part
+// goes out in a Fence frame; every node's parts come back in a Fenced frame, which the
+// head link's reading thread hands over here (waking the job's loop).
+class HeadExchange : public FenceExchange {
+ public:
+  HeadExchange(FrameWriter& writer, int run) : writer_(writer), run_(run) {
+    if (pipe2(wake_, O_CLOEXEC | O_NONBLOCK) != 0) throw Error(ErrorKind::Runtime, "cannot create a pipe");
+  }
+  ~HeadExchange() override {
+    for (int fd : wake_) close(fd);
+  }
+  HeadExchange(const HeadExchange&) = delete;
+  HeadExchange& operator=(const HeadExchange&) = delete;
+
+  void contribute(std::string_view protocol, int number, std::string part) override {
+    writer_.send({FrameKind::Fence, run_, encode_fence({std::string(protocol), number, std::move(part)})});
+  }
+  std::optional<std::vector<std::string>> completed(std::string_view protocol, int number) override {
+    char drain[64];
+    while (read(wake_[0], drain, sizeof drain) > 0) {
+    }
+    std::lock_guard lock(mutex_);
+    for (auto it = arrived_.begin(); it != arrived_.end(); ++it)
+      if (it->first.protocol == protocol && it->first.number == number) {
+        std::vector<std::string> parts = std::move(it->second);
+        arrived_.erase(it);
+        return parts;
+      }
+    return std::nullopt;
+  }
+  int ready_fd() const override { return wake_[0]; }
+
+  // From the reading thread: a Fenced frame's payload for this run. A payload that is not
+  // one is dropped: the ranks waiting in that fence meet the job's timeout.
+  void arrived(std::string_view payload) {
+    try {
+      auto fenced = decode_fenced(payload);
+      std::lock_guard lock(mutex_);
+      arrived_.push_back(std::move(fenced));
+    } catch (const Error&) {
+      return;
+    }
+    const char byte = 1;
+    (void)!write(wake_[1], &byte, 1);
+  }
+
+ private:
+  FrameWriter& writer_;
+  int run_;
+  int wake_[2] = {-1, -1};
+  std::mutex mutex_;
+  std::deque<std::pair<FencePart, std::vector<std::string>>> arrived_;
+};
+
 // Two TCP ports free on this node right now: rank 0's rendezvous (torch, JAX) listens on
 // them when this node holds rank 0.
 std::vector<int> two_free_ports() { return {find_free_tcp_port(), find_free_tcp_port()}; }
@@ -123,6 +180,7 @@ NodeHello describe_this_node(const Topology& topology, int probe_port, const std
   for (const auto& n : topology.numa_nodes) hello.memory_bytes += n.memory_bytes;
   utsname u{};
   if (uname(&u) == 0) hello.kernel = u.release;
+  hello.pmix_unavailable = PmixService::unavailable_here();
   return hello;
 }
 
@@ -234,11 +292,13 @@ class HeadLink {
 
   // Starts run `id`: the returned fd yields a byte per stop request for it (a Stop frame, or
   // the head lost). A Stop that arrived before the run started still stops it.
-  int begin_run(int id) {
+  // Fenced frames for it go to `exchange` until end_run().
+  int begin_run(int id, HeadExchange& exchange) {
     char drain[64];
     while (read(stop_[0], drain, sizeof drain) > 0) {}
     std::lock_guard lock(mutex_);
     current_run_ = id;
+    exchange_ = &exchange;
     if (stopped_up_to_ >= id || gone_) wake(stop_[1], SIGTERM);
     return stop_[0];
   }
@@ -250,6 +310,7 @@ class HeadLink {
   void end_run() {
     std::lock_guard lock(mutex_);
     current_run_ = -1;
+    exchange_ = nullptr;
   }
 
  private:
@@ -325,6 +386,9 @@ class HeadLink {
         asks_.push_back(std::move(frame));
         changed_.notify_all();
         break;
+      case FrameKind::Fenced:
+        if (frame.rank == current_run_ && exchange_) exchange_->arrived(frame.payload);
+        break;
       case FrameKind::Bye: return false;
       default: break;  // heartbeats only prove the head is alive
     }
@@ -380,6 +444,7 @@ class HeadLink {
   std::deque<Frame> asks_;
   std::deque<Frame> replies_;  // for the head, from the reading thread
   int current_run_ = -1;
+  HeadExchange* exchange_ = nullptr;  // the current run's
   int stopped_up_to_ = -1;
   bool gone_ = false;
   bool quitting_ = false;
@@ -392,13 +457,31 @@ bool run_job(int id, const NodeLaunchSpec& spec, const Topology& topology, HeadL
              FrameWriter& writer, ProcessSpawner& spawner, const ShutdownSignals& signals) {
   std::vector<RankProcess> ranks = rank_processes_for_node(
       spec.node, spec.request, node_environment(), topology);
+  // What the ranks' MPI library is served, its fences carried through the head.
+  HeadExchange exchange(writer, id);
+  std::vector<std::string> mpi_warnings;
+  std::unique_ptr<RankService> mpi;
+  try {
+    if (spec.request.mpi && !spec.node.ranks.empty())
+      mpi = serve_mpi(*spec.request.mpi, spec.request.mpi->node_of_rank[size_t(spec.node.ranks.front().rank)],
+                      exchange, mpi_warnings);
+  } catch (const Error& e) {
+    writer.send({FrameKind::Fail, id, e.what()});
+    return true;
+  }
   writer.send({FrameKind::Bound, -1, bindings_to_json(binding_reports(ranks, topology))});
   AgentOutput output(writer);
-  const int stop_fd = head.begin_run(id);
+  const int stop_fd = head.begin_run(id, exchange);
   JobResult result = run_local_job(spawner, ranks, spec.teardown, output, {stop_fd, signals.fd()},
-                                   job_markers(spec.request.job, spec.node.node_rank));
+                                   job_markers(spec.request.job, spec.node.node_rank), mpi.get());
   output.flush();
   const bool signalled = result.end == JobEnd::Interrupted && !head.stop_requested(id);
+  // The head names the fence a timeout found the ranks in, and the nodes that had not all
+  // entered it; this node says which of its own had not.
+  if (mpi && head.stop_requested(id))
+    if (std::string waiting = mpi->waiting_on(); !waiting.empty())
+      result.notes.push_back("when the job was stopped its ranks were waiting in " + waiting);
+  for (auto& warning : mpi_warnings) result.notes.push_back(std::move(warning));
   head.end_run();
   writer.send({FrameKind::Done, id, to_json(node_run_report(result))});
   return !signalled;

@@ -1,5 +1,6 @@
 #include "launcher/remote/agent_protocol.h"
 
+#include <cctype>
 #include <charconv>
 #include <cstdio>
 
@@ -14,12 +15,71 @@ constexpr std::pair<FrameKind, const char*> kNames[] = {
     {FrameKind::Hello, "HELLO"}, {FrameKind::Spec, "SPEC"}, {FrameKind::Stop, "STOP"}, {FrameKind::Beat, "BEAT"}, {FrameKind::Bye, "BYE"},
     {FrameKind::Ask, "ASK"},     {FrameKind::Answer, "ANSWER"},
     {FrameKind::Bound, "BOUND"}, {FrameKind::Out, "OUT"},     {FrameKind::Err, "ERR"},   {FrameKind::Exit, "EXIT"},
-    {FrameKind::Done, "DONE"},   {FrameKind::Fail, "FAIL"},
+    {FrameKind::Done, "DONE"},   {FrameKind::Fail, "FAIL"},   {FrameKind::Fence, "FENCE"},
+    {FrameKind::Fenced, "FENCED"},
 };
 
 constexpr size_t kMaxHeader = 64;
 
+// A number that ends at `end` in `text`, from `at`; advances `at` past `end`.
+std::optional<unsigned long long> number_until(std::string_view text, size_t& at, char end) {
+  const size_t stop = text.find(end, at);
+  if (stop == std::string_view::npos || stop == at || stop - at > 20) return std::nullopt;
+  unsigned long long value = 0;
+  const auto [ptr, error] = std::from_chars(text.data() + at, text.data() + stop, value);
+  if (error != std::errc() || ptr != text.data() + stop) return std::nullopt;
+  at = stop + 1;
+  return value;
+}
+
+// "PROTOCOL NUMBER\n": the protocol is a short word of letters and digits.
+FencePart fence_header(std::string_view payload, size_t& at) {
+  const size_t space = payload.find(' ');
+  if (space == std::string_view::npos || space == 0 || space > 8)
+    throw Error(ErrorKind::Runtime, "a fence message without its protocol");
+  FencePart part;
+  part.protocol = std::string(payload.substr(0, space));
+  for (char c : part.protocol)
+    if (!std::isalnum(static_cast<unsigned char>(c)))
+      throw Error(ErrorKind::Runtime, "a fence message without its protocol");
+  at = space + 1;
+  const auto number = number_until(payload, at, '\n');
+  if (!number || *number > 1'000'000'000) throw Error(ErrorKind::Runtime, "a fence message without its number");
+  part.number = int(*number);
+  return part;
+}
+
 }  // namespace
+
+std::string encode_fence(const FencePart& part) {
+  return fmt::format("{} {}\n", part.protocol, part.number) + part.bytes;
+}
+
+FencePart decode_fence(std::string_view payload) {
+  size_t at = 0;
+  FencePart part = fence_header(payload, at);
+  part.bytes = std::string(payload.substr(at));
+  return part;
+}
+
+std::string encode_fenced(const std::string& protocol, int number, const std::vector<std::string>& parts) {
+  std::string out = fmt::format("{} {}\n", protocol, number);
+  for (const std::string& part : parts) out += fmt::format("{}\n", part.size()) + part;
+  return out;
+}
+
+std::pair<FencePart, std::vector<std::string>> decode_fenced(std::string_view payload) {
+  size_t at = 0;
+  FencePart header = fence_header(payload, at);
+  std::vector<std::string> parts;
+  while (at < payload.size()) {
+    const auto size = number_until(payload, at, '\n');
+    if (!size || *size > payload.size() - at) throw Error(ErrorKind::Runtime, "a fence's parts are malformed");
+    parts.emplace_back(payload.substr(at, size_t(*size)));
+    at += size_t(*size);
+  }
+  return {std::move(header), std::move(parts)};
+}
 
 std::string encode_frame(const Frame& frame) {
   const char* name = "?";

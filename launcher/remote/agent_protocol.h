@@ -6,6 +6,8 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 namespace muster {
 
@@ -28,7 +30,24 @@ enum class FrameKind {
   Exit,   // agent -> head: JSON, a rank ended
   Done,   // agent -> head: JSON, every rank of the run ended and the node is clean (or not)
   Fail,   // agent -> head: text, the agent could not do what was asked
+  Fence,  // agent -> head: every rank of the node entered an MPI fence; the node's part of it
+          // (see FencePart), with the run's id
+  Fenced, // head -> agent: every node's part of that fence, once all arrived
 };
+
+// A Fence frame's payload: "PROTOCOL NUMBER\n" and the node's part. A Fenced frame's: the
+// same line, then each node's part as "LENGTH\n" and its bytes, in node order.
+struct FencePart {
+  std::string protocol;  // "pmix", "pmi1"
+  int number = 0;        // the protocol's fences in the run, from 0
+  std::string bytes;
+};
+std::string encode_fence(const FencePart& part);
+// Throws Error(Runtime) when the payload is not a fence part.
+FencePart decode_fence(std::string_view payload);
+std::string encode_fenced(const std::string& protocol, int number, const std::vector<std::string>& parts);
+// Throws Error(Runtime) when the payload is not every node's parts of a fence.
+std::pair<FencePart, std::vector<std::string>> decode_fenced(std::string_view payload);
 
 struct Frame {
   FrameKind kind = FrameKind::Hello;

@@ -47,7 +47,14 @@ std::string to_json(const NodeLaunchSpec& spec) {
                   if (auto it = job.node_env.find(spec.node.node_rank); it != job.node_env.end())
                     by_node[std::to_string(it->first)] = it->second;  // the others' are not its business
                   return by_node;
+                }()},
+               {"node_defaults", [&] {
+                  json by_node = json::object();
+                  if (auto it = job.node_defaults.find(spec.node.node_rank); it != job.node_defaults.end())
+                    by_node[std::to_string(it->first)] = it->second;
+                  return by_node;
                 }()}}},
+      {"mpi", spec.request.mpi ? mpi_world_json(*spec.request.mpi) : json(nullptr)},
       {"grace_ms", spec.teardown.grace.count()},
       {"kill_wait_ms", spec.teardown.kill_wait.count()},
       {"settle_ms", spec.teardown.settle.count()},
@@ -75,6 +82,17 @@ NodeLaunchSpec node_launch_spec_from_json(const std::string& text) {
     spec.request.job.exports = job.at("exports").get<std::map<std::string, std::string>>();
     for (const auto& [node, vars] : job.at("node_env").items())
       spec.request.job.node_env[std::stoi(node)] = vars.get<std::map<std::string, std::string>>();
+    for (const auto& [node, vars] : job.at("node_defaults").items())
+      spec.request.job.node_defaults[std::stoi(node)] = vars.get<std::map<std::string, std::string>>();
+    if (!j.at("mpi").is_null()) {
+      spec.request.mpi = mpi_world_from_json(j.at("mpi"));
+      const MpiWorld& mpi = *spec.request.mpi;
+      if (int(mpi.node_of_rank.size()) != spec.node.world_size)
+        throw Error(ErrorKind::Runtime, "the job's MPI map is not the size of its world");
+      for (const auto& r : spec.node.ranks)
+        if (mpi.node_of_rank[size_t(r.rank)] != mpi.node_of_rank[size_t(spec.node.ranks.front().rank)])
+          throw Error(ErrorKind::Runtime, "the job's MPI map puts this node's ranks on several nodes");
+    }
     spec.teardown.grace = Milliseconds(j.at("grace_ms").get<long>());
     spec.teardown.kill_wait = Milliseconds(j.at("kill_wait_ms").get<long>());
     spec.teardown.settle = Milliseconds(j.at("settle_ms").get<long>());
@@ -123,7 +141,8 @@ std::string to_json(const NodeHello& h) {
               {"addresses", addresses}, {"nics", h.nics},
               {"memory_bytes", h.memory_bytes}, {"kernel", h.kernel},
               {"name_resolves", h.name_resolves ? json(*h.name_resolves) : json(nullptr)},
-              {"neighbour_limit", h.neighbour_limit ? json(*h.neighbour_limit) : json(nullptr)}};
+              {"neighbour_limit", h.neighbour_limit ? json(*h.neighbour_limit) : json(nullptr)},
+              {"pmix_unavailable", h.pmix_unavailable}};
   return bytes_kept(std::move(hello)).dump();
 }
 
@@ -171,6 +190,7 @@ NodeHello node_hello_from_json(const std::string& text) {
     }
     h.probe_port = number_within(j, "probe_port", 0, 65535);  // 0: no probe server
     h.probe_secret = j.at("probe_secret");
+    h.pmix_unavailable = j.at("pmix_unavailable");
     for (const auto& a : list_within(j, "addresses", kMostAddresses)) {
       h.addresses.push_back({a.at("interface"), a.at("address"), number_within(a, "prefix_length", 0, 32)});
       if (a.contains("line_rate_gbps")) {
@@ -210,7 +230,7 @@ ExitStatus exit_from_json(const std::string& text) {
 }
 
 NodeRunReport node_run_report(const JobResult& result) {
-  return {result.start_error, result.escaped_killed, result.notes, result.stuck};
+  return {result.start_error, result.escaped_killed, result.notes, result.stuck, result.aborted};
 }
 
 std::string to_json(const NodeRunReport& report) {
@@ -219,6 +239,8 @@ std::string to_json(const NodeRunReport& report) {
                {"notes", report.notes},
                {"stuck", json::array()}};
   for (const auto& s : report.stuck) done["stuck"].push_back({{"rank", s.rank}, {"process", s.description}});
+  if (report.aborted)
+    done["aborted"] = {{"rank", report.aborted->rank}, {"code", report.aborted->code}, {"said", report.aborted->said}};
   return bytes_kept(std::move(done)).dump();  // a command line may quote any bytes
 }
 
@@ -231,6 +253,9 @@ NodeRunReport node_run_report_from_json(const std::string& text) {
       throw Error(ErrorKind::Runtime, "malformed report from agent: a negative count of processes");
     for (const auto& note : j.value("notes", json::array())) r.notes.push_back(note.get<std::string>());
     for (const auto& s : j.at("stuck")) r.stuck.push_back({s.at("rank").get<int>(), s.at("process")});
+    if (j.contains("aborted"))
+      r.aborted = JobResult::Abort{j["aborted"].at("rank").get<int>(), j["aborted"].at("code").get<int>(),
+                                   j["aborted"].at("said").get<std::string>()};
     return r;
   });
 }

@@ -42,6 +42,9 @@ struct NodeHello {
   // How many neighbours (ARP entries) its kernel can hold, net.ipv4.neigh.default.gc_thresh3:
   // a rank with more peers than that on one subnet cannot reach them all. Unset: not known.
   std::optional<std::uint64_t> neighbour_limit;
+  // Why PMIx cannot be served to the node's ranks ("" when it can): what a job that would
+  // serve it says before anything starts.
+  std::string pmix_unavailable;
 };
 
 std::string to_json(const NodeLaunchSpec& spec);
@@ -66,6 +69,7 @@ struct NodeRunReport {
   int escaped_killed = 0;           // processes found by job id outside rank groups
   std::vector<std::string> notes;
   std::vector<StuckProcess> stuck;  // processes that outlived SIGKILL
+  std::optional<JobResult::Abort> aborted;  // a rank here called MPI_Abort
 };
 NodeRunReport node_run_report(const JobResult& result);
 std::string to_json(const NodeRunReport& report);
@@ -73,6 +77,6 @@ std::string to_json(const NodeRunReport& report);
 NodeRunReport node_run_report_from_json(const std::string& text);
 
 // The protocol version both sides must share; bumped on any change to the frames or JSON.
-inline constexpr int kAgentProtocol = 4;
+inline constexpr int kAgentProtocol = 5;
 
 }  // namespace muster

@@ -4,12 +4,15 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <fstream>
+#include <iterator>
 
 #include <gtest/gtest.h>
 
 #include <fmt/format.h>
 
 #include "tests/support/command_runner.h"
+#include "tests/support/test_cluster.h"
 
 namespace muster::testing {
 namespace {
@@ -107,12 +110,134 @@ TEST_F(Mpi4pyLocal, WithNothingServedEachRankIsAWorldOfOne) {
       << r.err;
 }
 
-// Across nodes the barrier is not carried yet: asking for PMI-1 there is refused before
-// anything starts, not served to each node alone (ranks would form one world per node).
-TEST(MpiChoice, Pmi1AcrossNodesIsRefusedBeforeAnythingStarts) {
-  auto r = run_muster({"run", "-H", "node-a,node-b", "--mpi", "pmi1", "--", "true"});
-  EXPECT_EQ(r.exit_code, 2) << r.err;
-  EXPECT_NE(r.err.find("--mpi pmi1 serves ranks on this machine only"), std::string::npos) << r.err;
+// Across the test cluster's hosts: 4 hosts x 2 slots, the ranks of each host served by its
+// agent, the fences carried through the head. Open MPI's TCP transport between hosts, its
+// shared memory within one.
+class MpiAcrossHosts : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    if (TestCluster::unavailable_reason().empty()) cluster_ = new TestCluster(4);
+  }
+  static void TearDownTestSuite() {
+    delete cluster_;
+    cluster_ = nullptr;
+  }
+  void SetUp() override {
+    MUSTER_REQUIRE_TEST_CLUSTER();
+    ASSERT_NE(cluster_, nullptr);
+    cluster_->trust_host_keys();
+    if (run_command({"/usr/bin/python3", "-c", "import mpi4py"}).exit_code != 0) {
+      if (in_ci()) FAIL() << "mpi4py is missing (apt-get install python3-mpi4py)";
+      GTEST_SKIP() << "needs python3-mpi4py";
+    }
+  }
+  static std::string two_slots(const std::string& extra = "") {
+    return cluster_->write_cluster_file("launch:\n  slots: 2\n" + extra);
+  }
+  static std::string mpi4py() { return std::string(MUSTER_SOURCE_DIR) + "/tests/e2e/mpi/mpi4py_hello.py"; }
+  // Every world line a run of `size` ranks, 2 a host, should print.
+  static std::vector<std::string> one_world(int size) {
+    std::vector<std::string> lines;
+    for (int r = 0; r < size; ++r) lines.push_back(fmt::format("rank {} of {} local {} wrong 0", r, size, r % 2));
+    std::sort(lines.begin(), lines.end());
+    return lines;
+  }
+  // No rank or MPI daemon (orted) left on any host, once muster returned.
+  static void expect_nothing_left(const std::string& program) {
+    for (int i = 0; i < cluster_->size(); ++i)
+      for (pid_t pid : cluster_->processes_on(i)) {
+        std::ifstream in(fmt::format("/proc/{}/cmdline", pid));
+        std::string args((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+        EXPECT_TRUE(args.find("mpi4py_hello") == std::string::npos && args.find("mpi_hello") == std::string::npos &&
+                    args.find("orted") == std::string::npos)
+            << cluster_->host(i) << " still runs a process of " << program << ": " << args;
+      }
+  }
+  static TestCluster* cluster_;
+};
+TestCluster* MpiAcrossHosts::cluster_ = nullptr;
+
+TEST_F(MpiAcrossHosts, Mpi4pyEightRanksOverFourHostsAreOneWorld) {
+  auto r = cluster_->muster({"run", "-f", two_slots(), "--tag", "none", "--timeout", "120", "--",
+                             "/usr/bin/python3", mpi4py()});
+  ASSERT_EQ(r.exit_code, 0) << r.err << r.out;
+  auto lines = r.out_lines();
+  std::sort(lines.begin(), lines.end());
+  EXPECT_EQ(lines, one_world(8)) << r.err;
+  expect_nothing_left("mpi4py");
+}
+
+TEST_F(MpiAcrossHosts, Mpi4pyAbortOnOneHostEndsTheJobOnEveryHost) {
+  auto r = cluster_->muster({"run", "-f", two_slots(), "--timeout", "120", "--", "/usr/bin/python3", mpi4py(), "5"});
+  EXPECT_EQ(r.exit_code, 7) << r.err << r.out;
+  EXPECT_NE(r.err.find("rank 5 called MPI_Abort with code 7"), std::string::npos) << r.err;
+  expect_nothing_left("mpi4py");
+}
+
+// Rank 3 dies while the others wait for it in MPI_Init's fence: the job ends at once, named.
+TEST_F(MpiAcrossHosts, ARankKilledWhileTheOthersWaitInTheFenceEndsTheJob) {
+  auto r = cluster_->muster({"run", "-f", two_slots(), "--tag", "none", "--timeout", "120", "--", "sh", "-c",
+                             fmt::format("if [ \"$RANK\" = 3 ]; then sleep 2; kill -9 $$; fi; exec /usr/bin/python3 {}",
+                                         mpi4py())});
+  EXPECT_EQ(r.exit_code, 137) << r.err << r.out;
+  EXPECT_NE(r.err.find("rank 3 ("), std::string::npos) << r.err;
+  EXPECT_EQ(r.out.find("rank 0 of"), std::string::npos) << r.out;
+  expect_nothing_left("mpi4py");
+}
+
+// A rank that never reaches MPI_Init: at the timeout the fence is named with the host whose
+// ranks had not all entered it, and that host says which of its own had not.
+TEST_F(MpiAcrossHosts, TheTimeoutNamesTheFenceAndTheRankThatNeverEnteredIt) {
+  auto r = cluster_->muster({"run", "-f", two_slots(), "--timeout", "8", "--", "sh", "-c",
+                             fmt::format("if [ \"$RANK\" = 5 ]; then sleep 60; fi; exec /usr/bin/python3 {}", mpi4py())});
+  EXPECT_EQ(r.exit_code, 124) << r.err << r.out;
+  EXPECT_NE(r.err.find("at the timeout the ranks were waiting in PMIx's fence 1: not every rank of node3 (ranks 4, 5) "
+                       "had entered it"),
+            std::string::npos)
+      << r.err;
+  expect_nothing_left("mpi4py");
+}
+
+// Open MPI's TCP transport and UCX are told the interface muster measured, as NCCL is,
+// unless the user chose theirs (Open MPI refuses an include list beside an exclude list).
+TEST_F(MpiAcrossHosts, MpiIsToldTheInterfaceMusterChoseUnlessTheUserChose) {
+  auto r = cluster_->muster({"run", "-f", two_slots(), "--tag", "none", "-n", "2", "--", "sh", "-c",
+                             "echo $OMPI_MCA_btl_tcp_if_include $UCX_NET_DEVICES"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out_lines(), (std::vector<std::string>{"eth0 eth0", "eth0 eth0"}));
+  auto mine = cluster_->muster({"run", "-f", two_slots(), "--tag", "none", "-n", "1", "-x",
+                                "OMPI_MCA_btl_tcp_if_exclude=lo", "--", "sh", "-c",
+                                "echo include=$OMPI_MCA_btl_tcp_if_include"});
+  ASSERT_EQ(mine.exit_code, 0) << mine.err;
+  EXPECT_EQ(mine.out_lines(), (std::vector<std::string>{"include="}));
+}
+
+TEST_F(MpiAcrossHosts, MpichEightRanksOverFourHostsAreOneWorld) {
+  if (access("/usr/bin/mpicc.mpich", X_OK) != 0) {
+    if (in_ci()) FAIL() << "mpicc.mpich is missing (apt-get install mpich libmpich-dev)";
+    GTEST_SKIP() << "needs mpicc.mpich";
+  }
+  const std::string program = cluster_->dir() + "/mpi_hello";
+  auto built = run_command({"/usr/bin/mpicc.mpich", "-O1", "-o", program,
+                            std::string(MUSTER_SOURCE_DIR) + "/tests/e2e/mpi/mpi_hello.c"});
+  ASSERT_EQ(built.exit_code, 0) << built.err;
+  auto r = cluster_->muster({"run", "-f", two_slots(), "--tag", "none", "--timeout", "20", "--", program});
+  auto lines = r.out_lines();
+  std::sort(lines.begin(), lines.end());
+  EXPECT_EQ(lines, one_world(8)) << r.err;
+  // Debian's MPICH 4.0.2 (ch4:ucx) can hang in MPI_Finalize across hosts when the machine is
+  // busy: a rank that closed its UCX endpoints first blocks in PMI's last barrier, where it no
+  // longer progresses UCX, while a peer still waits in ucp_worker_progress for it to confirm
+  // the close (gdb on the test hosts showed exactly that; Hydra's barrier blocks the same way).
+  // The world was whole either way; the hang is said as such.
+  if (r.exit_code != 0) {
+    EXPECT_EQ(r.exit_code, 124) << r.err;
+    EXPECT_NE(r.err.find("waiting in PMI's fence 4"), std::string::npos) << r.err;
+  }
+  auto aborted = cluster_->muster({"run", "-f", two_slots(), "--timeout", "120", "--", program, "6"});
+  EXPECT_EQ(aborted.exit_code, 7) << aborted.err << aborted.out;
+  EXPECT_NE(aborted.err.find("rank 6 called MPI_Abort with code 7"), std::string::npos) << aborted.err;
+  expect_nothing_left("mpi_hello");
 }
 
 }  // namespace

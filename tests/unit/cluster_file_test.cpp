@@ -139,7 +139,14 @@ TEST(ClusterFile, UnknownKeyFarFromAnyGetsTheListOfKnownKeys) {
   auto problems = problems_of("nodes: [a]\nlaunch: {zzzzzz: 1}\n");
   ASSERT_EQ(problems.size(), 1u);
   EXPECT_EQ(problems[0], "cluster.yaml:2:10: unknown key 'zzzzzz' in 'launch'; known keys are "
-                         "slots, env, workdir");
+                         "slots, env, workdir, mpi");
+}
+
+TEST(ClusterFile, LaunchMpiTakesTheWordsOfMpiAndNamesThemWhenWrong) {
+  EXPECT_EQ(parse_cluster_yaml("nodes: [a]\nlaunch: {mpi: pmi1}\n", "cluster.yaml").launch.mpi, "pmi1");
+  auto problems = problems_of("nodes: [a]\nlaunch: {mpi: openmpi}\n");
+  ASSERT_EQ(problems.size(), 1u);
+  EXPECT_EQ(problems[0], "cluster.yaml:2:15: launch.mpi is 'openmpi'; write auto, pmix, pmi1 or none (as --mpi)");
 }
 
 TEST(ClusterFile, MissingFileIsOneClearLine) {

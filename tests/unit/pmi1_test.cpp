@@ -116,7 +116,8 @@ TEST(Pmi1, RequestsThatBreakTheProtocolAreRefusedNamingTheRank) {
 // rank is answered on its own socket, the barrier answers both once both are in, and a rank
 // that breaks the protocol loses its connection with a note naming it.
 TEST(Pmi1Service, RanksAreAnsweredOnTheirOwnSocketsAndMeetAtTheBarrier) {
-  Pmi1Service service({"kvs_1", 2, pmi1_process_mapping({0, 0})}, {0, 1});
+  OneNodeExchange exchange;
+  Pmi1Service service({"kvs_1", 2, pmi1_process_mapping({0, 0})}, {0, 1}, exchange);
   ProcessSpec spec[2];
   int rank_end[2];
   for (int r : {0, 1}) {

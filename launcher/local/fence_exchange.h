@@ -1,0 +1,53 @@
+// What carries an MPI library's fences between a job's nodes: each node's services give their
+// part of a fence (PMIx's modex blob, PMI-1's puts since the last barrier), and once every
+// node has given its part, each gets all of them. Across nodes the head gathers them over
+// the agents' channels (launcher/job/session_job.cpp), as slurmstepd's pmix plugin and
+// Hydra's proxies do over their own trees; a job on one node completes a fence at once.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace muster {
+
+class FenceExchange {
+ public:
+  virtual ~FenceExchange() = default;
+  // This node's part of fence `number` of `protocol` ("pmix", "pmi1"); a protocol's fences
+  // are numbered from 0 in the order they complete, the same on every node.
+  virtual void contribute(std::string_view protocol, int number, std::string part) = 0;
+  // Every node's part of that fence, in node order, once all arrived (taken once).
+  virtual std::optional<std::vector<std::string>> completed(std::string_view protocol, int number) = 0;
+  // Readable when a fence may have completed (-1: completion never waits).
+  virtual int ready_fd() const = 0;
+};
+
+// A job whose ranks are all on this node: its part is the whole.
+class OneNodeExchange : public FenceExchange {
+ public:
+  void contribute(std::string_view protocol, int number, std::string part) override {
+    done_.push_back({std::string(protocol), number, std::move(part)});
+  }
+  std::optional<std::vector<std::string>> completed(std::string_view protocol, int number) override {
+    for (auto it = done_.begin(); it != done_.end(); ++it)
+      if (it->protocol == protocol && it->number == number) {
+        std::vector<std::string> parts{std::move(it->part)};
+        done_.erase(it);
+        return parts;
+      }
+    return std::nullopt;
+  }
+  int ready_fd() const override { return -1; }
+
+ private:
+  struct Done {
+    std::string protocol;
+    int number = 0;
+    std::string part;
+  };
+  std::vector<Done> done_;
+};
+
+}  // namespace muster
