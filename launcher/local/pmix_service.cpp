@@ -272,9 +272,10 @@ void PmixService::prepare(int rank, ProcessSpec& spec) {
   }
   free(env);
   // Open MPI 4.1 takes a rank without its own daemon's address for a singleton and starts
-  // an orted of its own (schizo/orte); without that component it asks PMIx, as under srun.
+  // an orted of its own (schizo/orte), as it does a rank inside a Slurm allocation that srun
+  // did not serve (schizo/slurm); without those components it asks PMIx, as under srun.
   // muster binds the ranks itself. What the user set (-x, the cluster file) stays.
-  for (const auto& [name, value] : {std::pair{"OMPI_MCA_schizo", "^orte"}, std::pair{"OMPI_MCA_ess", "pmi"},
+  for (const auto& [name, value] : {std::pair{"OMPI_MCA_schizo", "^orte,slurm"}, std::pair{"OMPI_MCA_ess", "pmi"},
                                     std::pair{"OMPI_MCA_orte_externally_bound", "1"},
                                     std::pair{"OMPI_MCA_hwloc_base_binding_policy", "none"}})
     if (!spec.env.has(name)) spec.env.set(name, value);

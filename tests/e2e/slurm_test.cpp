@@ -145,6 +145,27 @@ TEST_F(Slurm, TorchGlooAllReduceThroughMusterRun) {
   EXPECT_NE(r.out.find("expected 36"), std::string::npos) << r.out;
 }
 
+// mpi4py over Open MPI inside an allocation: the agents' own step serves PMIx (srun starts
+// them with --mpi=none), the fences go through the head, and the world is one of 8.
+TEST_F(Slurm, Mpi4pyRanksAreOneWorldUnderTheAllocation) {
+  if (run_command({"/usr/bin/python3", "-c", "import mpi4py"}).exit_code != 0) {
+    if (in_ci()) FAIL() << "mpi4py is missing (apt-get install python3-mpi4py)";
+    GTEST_SKIP() << "needs python3-mpi4py";
+  }
+  auto r = run_command(slurm_->salloc_muster(
+      4, {"run", "--tag", "none", "--timeout", "120", "--", "/usr/bin/python3",
+          MUSTER_SOURCE_DIR "/tests/e2e/mpi/mpi4py_hello.py"},
+      {"--ntasks-per-node=2"}), {}, std::chrono::seconds(240));
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  std::vector<std::string> lines, expected;
+  for (const auto& line : r.out_lines())
+    if (line.rfind("rank ", 0) == 0) lines.push_back(line);
+  for (int rank = 0; rank < 8; ++rank) expected.push_back(fmt::format("rank {} of 8 local {} wrong 0", rank, rank % 2));
+  std::sort(lines.begin(), lines.end());
+  std::sort(expected.begin(), expected.end());
+  EXPECT_EQ(lines, expected) << r.err;
+}
+
 TEST_F(Slurm, ANodeLostMidJobEndsItNamingTheNodeAndNothingIsLeft) {
   const std::string mark = "MUSTER_TEST_MARK=lost-" + std::to_string(getpid());
   RunningCommand head(slurm_->salloc_muster(
