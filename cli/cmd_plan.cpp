@@ -9,10 +9,12 @@
 
 #include "cli/cluster_input.h"
 #include "cli/commands.h"
+#include "cli/flag_checks.h"
 #include "cli/terminal_output.h"
 #include "launcher/cluster/rank_plan.h"
 #include "launcher/cluster/cluster_input.h"
 #include "launcher/cluster/local_gpus.h"
+#include "launcher/local/mpi_world.h"
 #include "launcher/text_bytes.h"
 #include "topology/topology_source.h"
 
@@ -21,6 +23,8 @@ namespace muster::cli {
 struct PlanOptions {
   ClusterInput cluster;
   bool json = false;
+  MpiServe mpi = MpiServe::Auto;
+  CLI::Option* mpi_flag = nullptr;  // whether --mpi was given: launch.mpi otherwise
 };
 
 namespace {
@@ -99,20 +103,34 @@ CommandAction setup_plan(CLI::App& app) {
   auto options = std::make_shared<PlanOptions>();
   add_cluster_input_options(app, options->cluster);
   app.add_flag("--json", options->json, "print the plan as JSON");
+  options->mpi_flag = add_choice(app, "--mpi", options->mpi, mpi_choices(),
+                                 "what each rank's MPI library would be served, as for run", "auto");
   return [options]() {
     ClusterSpec cluster = load_cluster(options->cluster);
+    if (options->mpi_flag->count() == 0 && cluster.launch.mpi) options->mpi = mpi_choices().at(*cluster.launch.mpi);
+    // What `run` offers each rank's MPI library (PMIx needs libpmix2 on every node; the
+    // agents' hellos say where it is missing, and run says so before starting).
+    const std::string offered = mpi_offer_text(options->mpi);
     HwlocTopologySource this_machine;
     const auto machine = learn_local_gpus(cluster, this_machine);
     const std::string job_gpus = machine ? job_gpus_summary(machine->job, machine->all_gpus) : "";
     RankPlan plan = make_rank_plan(cluster, options->cluster.ranks, options->cluster.map_by);
     if (options->json) {
       nlohmann::json j = plan_json(plan, cluster, options->cluster);
+      j["mpi_offered"] = offered;
       if (machine)
         j["this_machine_gpus"] = {{"job", machine->job.gpus}, {"all", machine->all_gpus},
                                   {"source", machine->job.source}, {"summary", job_gpus}};
       print_out(report_json_text(j, 2) + "\n");
     } else {
       print_out(plan_table(plan, cluster, options->cluster));
+      print_out(fmt::format("\nMPI: each rank is offered {} (--mpi {}), so that an MPI program starts as one "
+                            "world\n", offered,
+                            [&] {
+                              for (const auto& [word, value] : mpi_choices())
+                                if (value == options->mpi) return word;
+                              return std::string("auto");
+                            }()));
       if (!job_gpus.empty()) print_out("\nthis machine: " + job_gpus + "\n");
     }
     return 0;
