@@ -105,7 +105,7 @@ Environment rank_environment(const Environment& base, const NodeView& node, cons
   env.set("OMPI_COMM_WORLD_RANK", std::to_string(r.rank));
   env.set("OMPI_COMM_WORLD_LOCAL_RANK", std::to_string(r.local_rank));
   env.set("OMPI_COMM_WORLD_LOCAL_SIZE", local_size);
-  env.set("OMPI_COMM_WORLD_NODE_RANK", std::to_string(r.node_rank));
+  env.set("OMPI_COMM_WORLD_NODE_RANK", std::to_string(r.local_rank));  // among the node's processes, as mpirun
   env.set("MUSTER_JOB_ID", job.job_id);
   env.set("MUSTER_NNODES", std::to_string(nodes_used));
   env.set("MUSTER_NODE_RANK", std::to_string(r.node_rank));

@@ -138,14 +138,25 @@ std::pair<int, int> rendezvous_ports(ClusterContext& context, int node) {
 // PMIx is served on every node of the job or on none: a node without it would start its Open
 // MPI ranks as worlds of one, and the others would wait for them at their first fence. With
 // --mpi pmix that is an error; with auto, PMI-1 alone is served, and the warnings say why.
+// PMIx also tells nodes apart by the names they give themselves: two that give the same
+// name (cloned machines) would each count the other's ranks as their own.
 std::vector<std::string> check_pmix_on_every_node(ClusterContext& context, const RankPlan& plan, MpiWorld& world) {
   if (world.serve == MpiServe::Pmi1) return {};
   std::vector<std::string> lacking;
-  for (const auto& node : plan.nodes)
-    if (!node.ranks.empty())
-      if (const std::string& why = context.session().hellos()[size_t(node.node_rank)].pmix_unavailable; !why.empty())
-        lacking.push_back(fmt::format("{}: {}", context.session().host(size_t(node.node_rank)), why));
-  if (lacking.empty()) return {};
+  std::map<std::string, std::string> first_named;  // a node's own name -> its host in the cluster
+  for (const auto& node : plan.nodes) {
+    if (node.ranks.empty()) continue;
+    const std::string& host = context.session().host(size_t(node.node_rank));
+    const NodeHello& hello = context.session().hellos()[size_t(node.node_rank)];
+    if (!hello.pmix_unavailable.empty()) lacking.push_back(fmt::format("{}: {}", host, hello.pmix_unavailable));
+    if (auto [it, fresh] = first_named.emplace(hello.hostname, host); !fresh)
+      lacking.push_back(fmt::format("{} calls itself '{}', as {} does: PMIx needs each node's name to be its own",
+                                    host, hello.hostname, it->second));
+  }
+  if (lacking.empty()) {
+    world.pmix_everywhere = true;
+    return {};
+  }
   if (world.serve == MpiServe::Pmix) {
     lacking.insert(lacking.begin(), "--mpi pmix: PMIx cannot be served on every node of the job");
     lacking.push_back("nothing was started");
@@ -178,9 +189,11 @@ LaunchedJob run_across_nodes(ClusterContext& context, const JobOptions& options,
   request.job.master_addr = *network.choice.master_addr;
   for (const auto& [node, name] : network.choice.interface_of) {
     request.job.node_env[node] = {{"NCCL_SOCKET_IFNAME", "=" + name}, {"GLOO_SOCKET_IFNAME", name}};
-    // MPI's own transport on the same network: Open MPI's TCP BTL, and UCX (Debian's MPICH
-    // is built on it), unless the user chose theirs.
-    request.job.node_defaults[node] = {{"OMPI_MCA_btl_tcp_if_include", name}, {"UCX_NET_DEVICES", name}};
+    // MPI's own transport on the same network: Open MPI's TCP BTL, and on a node without RDMA
+    // UCX (Debian's MPICH is built on it; with RDMA it would lose verbs), unless the user
+    // chose theirs.
+    request.job.node_defaults[node] = {{"OMPI_MCA_btl_tcp_if_include", name}};
+    if (!context.session().hellos()[size_t(node)].rdma) request.job.node_defaults[node]["UCX_NET_DEVICES"] = name;
   }
   std::tie(request.job.master_port, request.job.jax_coordinator_port) =
       rendezvous_ports(context, job.plan.ranks.front().node_rank);

@@ -4,6 +4,7 @@
 #include <climits>
 #include <map>
 #include <optional>
+#include <tuple>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -113,6 +114,12 @@ class SessionRun {
         case FrameKind::Fence:
           if (f.rank == id_) on_fence(e.node, decode_fence(f.payload));
           break;
+        case FrameKind::Fetch:
+          if (f.rank == id_) on_fetch(e.node, decode_fetch(f.payload));
+          break;
+        case FrameKind::Fetched:
+          if (f.rank == id_) on_fetched(decode_fetched(f.payload));
+          break;
         default: break;
       }
     } catch (const Error& bad) {  // every payload reader throws Error alone
@@ -148,12 +155,12 @@ class SessionRun {
     // Bounded as it grows: every node's part goes back to every node in one frame.
     fence.bytes += part.bytes.size() + 24;
     fence.parts[node] = std::move(part.bytes);
-    if (fence.bytes > kMaxHeadFramePayload - 64) {  // 64: the header line
+    if (fence.bytes > kMaxFenceBytes) {
       fences_.erase({part.protocol, part.number});
       if (tearing_down_) return;
       result_.notes.push_back(fmt::format("the nodes' data for MPI's {} fence {} came to more than the {} MiB "
                                           "muster carries in one fence",
-                                          part.protocol, part.number + 1, kMaxHeadFramePayload >> 20));
+                                          part.protocol, part.number + 1, kMaxFenceBytes >> 20));
       return stop_everything(JobEnd::RankFailed);
     }
     if (fence.parts.size() < reported_.size()) return;
@@ -163,6 +170,29 @@ class SessionRun {
     const std::string payload = encode_fenced(part.protocol, part.number, parts);
     for (const auto& [n, reported] : reported_)
       if (!reported && session_.usable(n)) session_.send(n, {FrameKind::Fenced, id_, payload});
+  }
+
+  // A rank on `node` wants another rank's data that no fence carried (PMIx's direct modex):
+  // the node that holds that rank is asked, and its answer goes back.
+  void on_fetch(size_t node, std::pair<int, int> fetch) {
+    const auto [request, rank] = fetch;
+    if (rank < 0 || rank >= plan_.world_size() || fetches_.size() >= kMostFetchesWaiting)
+      return session_.send(node, {FrameKind::Fetched, id_, encode_fetched(request, kPmixErrNotFound, "")});
+    const size_t holder = size_t(plan_.ranks[size_t(rank)].node_rank);
+    if (!reported_.count(holder) || reported_[holder] || !session_.usable(holder))
+      return session_.send(node, {FrameKind::Fetched, id_, encode_fetched(request, kPmixErrUnreach, "")});
+    const int ours = next_fetch_++;
+    fetches_[ours] = {node, request};
+    session_.send(holder, {FrameKind::Fetch, id_, encode_fetch(ours, rank)});
+  }
+
+  void on_fetched(std::tuple<int, int, std::string> answer) {
+    auto& [ours, status, data] = answer;
+    const auto it = fetches_.find(ours);
+    if (it == fetches_.end()) return;
+    const auto [node, request] = it->second;
+    fetches_.erase(it);
+    if (session_.usable(node)) session_.send(node, {FrameKind::Fetched, id_, encode_fetched(request, status, data)});
   }
 
   // At the timeout: each fence some nodes entered and others did not, and those others.
@@ -184,9 +214,9 @@ class SessionRun {
     reported_[node] = true;
     const NodeRunReport done = node_run_report_from_json(payload);
     if (done.aborted && !result_.aborted) {
+      // The rank's own words and code are the cause, unless a timeout or a signal came first.
       result_.aborted = done.aborted;
       result_.first_failed_rank = done.aborted->rank;
-      result_.end = JobEnd::RankFailed;
       stop_everything(JobEnd::RankFailed);
     }
     result_.escaped_killed = int(std::min<long>(long(result_.escaped_killed) + done.escaped_killed, INT_MAX));
@@ -326,6 +356,13 @@ class SessionRun {
   };
   std::map<std::pair<std::string, int>, Fence> fences_;
   std::map<std::pair<size_t, std::string>, int> next_fence_;  // by node and protocol
+  // Fetches on their way to the node that holds the rank: by the head's number, who asked
+  // and with what number of its own.
+  std::map<int, std::pair<size_t, int>> fetches_;
+  int next_fetch_ = 0;
+  static constexpr size_t kMostFetchesWaiting = size_t(1) << 20;
+  // PMIx's statuses for a fetch the head cannot pass on (pmix_common.h).
+  static constexpr int kPmixErrNotFound = -46, kPmixErrUnreach = -25;
 };
 
 }  // namespace

@@ -8,6 +8,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace muster {
@@ -20,8 +21,21 @@ class FenceExchange {
   virtual void contribute(std::string_view protocol, int number, std::string part) = 0;
   // Every node's part of that fence, in node order, once all arrived (taken once).
   virtual std::optional<std::vector<std::string>> completed(std::string_view protocol, int number) = 0;
-  // Readable when a fence may have completed (-1: completion never waits).
+  // Readable when a fence may have completed, or a fetch arrived (-1: nothing ever waits).
   virtual int ready_fd() const = 0;
+
+  // Direct modex: a rank here asked for rank `rank`'s data, which no fence carried; its node
+  // is asked for it. `id` is this node's own number for the request.
+  virtual void fetch(int id, int rank) = 0;
+  // The answer to fetch `id` (PMIx's status and the data), once it came back (taken once).
+  struct Fetched {
+    int status = 0;
+    std::string data;
+  };
+  virtual std::optional<Fetched> fetched(int id) = 0;
+  // What other nodes asked of this node's ranks: (request, rank), each to be answered once.
+  virtual std::vector<std::pair<int, int>> take_fetch_requests() = 0;
+  virtual void answer_fetch(int request, int status, std::string data) = 0;
 };
 
 // A job whose ranks are all on this node: its part is the whole.
@@ -40,8 +54,21 @@ class OneNodeExchange : public FenceExchange {
     return std::nullopt;
   }
   int ready_fd() const override { return -1; }
+  // Every rank is here, and the library answers a rank's data itself: nothing is fetched.
+  void fetch(int id, int) override { unanswerable_.push_back(id); }
+  std::optional<Fetched> fetched(int id) override {
+    for (auto it = unanswerable_.begin(); it != unanswerable_.end(); ++it)
+      if (*it == id) {
+        unanswerable_.erase(it);
+        return Fetched{-46, ""};  // PMIX_ERR_NOT_FOUND
+      }
+    return std::nullopt;
+  }
+  std::vector<std::pair<int, int>> take_fetch_requests() override { return {}; }
+  void answer_fetch(int, int, std::string) override {}
 
  private:
+  std::vector<int> unanswerable_;
   struct Done {
     std::string protocol;
     int number = 0;

@@ -29,7 +29,11 @@ nlohmann::json mpi_world_json(const MpiWorld& world) {
   std::string serve;
   for (const auto& [value, name] : kServeNames)
     if (value == world.serve) serve = name;
-  return {{"serve", serve}, {"job_id", world.job_id}, {"hosts", world.hosts}, {"node_of_rank", world.node_of_rank}};
+  return {{"serve", serve},
+          {"job_id", world.job_id},
+          {"hosts", world.hosts},
+          {"node_of_rank", world.node_of_rank},
+          {"pmix_everywhere", world.pmix_everywhere}};
 }
 
 MpiWorld mpi_world_from_json(const nlohmann::json& j) {
@@ -43,6 +47,7 @@ MpiWorld mpi_world_from_json(const nlohmann::json& j) {
     world.job_id = j.at("job_id").get<std::string>();
     world.hosts = j.at("hosts").get<std::vector<std::string>>();
     world.node_of_rank = j.at("node_of_rank").get<std::vector<int>>();
+    world.pmix_everywhere = j.at("pmix_everywhere").get<bool>();
   } catch (const nlohmann::json::exception& e) {
     throw Error(ErrorKind::Runtime, fmt::format("the job's MPI map is malformed: {}", e.what()));
   }
@@ -66,10 +71,11 @@ std::unique_ptr<RankService> serve_mpi(const MpiWorld& world, int node, FenceExc
   auto services = std::make_unique<RankServices>();
   if (world.serve != MpiServe::Pmi1) {
     std::string why_not;
-    auto pmix = PmixService::start({name, size, world.hosts[size_t(node)], world.hosts, node_ranks}, exchange, why_not);
+    auto pmix = PmixService::start({name, size, size_t(node), world.hosts, node_ranks}, exchange, why_not);
     if (pmix) services->add(std::move(pmix));
-    else if (world.serve == MpiServe::Pmix)
-      throw Error(ErrorKind::Runtime, fmt::format("--mpi pmix: {}; nothing was started", why_not));
+    else if (world.serve == MpiServe::Pmix || world.pmix_everywhere)
+      throw Error(ErrorKind::Runtime, fmt::format("{}: {}; nothing was started",
+                                                  world.serve == MpiServe::Pmix ? "--mpi pmix" : "PMIx", why_not));
     else
       warnings.push_back(fmt::format("PMIx is not served ({}): Open MPI programs would start each rank "
                                      "as a world of one; --mpi pmi1 or none says what is meant", why_not));

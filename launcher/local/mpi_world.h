@@ -30,6 +30,9 @@ struct MpiWorld {
   // PMIx compares with its own), in node order; and the index in it of each rank's node.
   std::vector<std::string> hosts;
   std::vector<int> node_of_rank;
+  // Every node said it can serve PMIx: one that then cannot fails the job instead of leaving
+  // the others' ranks to wait for its singletons.
+  bool pmix_everywhere = false;
 };
 
 nlohmann::json mpi_world_json(const MpiWorld& world);

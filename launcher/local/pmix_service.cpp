@@ -32,6 +32,7 @@ struct PmixService::Library {
   decltype(&PMIx_server_deregister_nspace) deregister_nspace = nullptr;
   decltype(&PMIx_server_register_client) register_client = nullptr;
   decltype(&PMIx_server_setup_fork) setup_fork = nullptr;
+  decltype(&PMIx_server_dmodex_request) dmodex_request = nullptr;
   decltype(&PMIx_generate_regex) generate_regex = nullptr;
   decltype(&PMIx_generate_ppn) generate_ppn = nullptr;
   decltype(&PMIx_Info_list_start) list_start = nullptr;
@@ -83,6 +84,30 @@ pmix_status_t on_fence(const pmix_proc_t procs[], size_t nprocs, const pmix_info
   return PMIX_SUCCESS;
 }
 
+// A rank asked for another rank's data that no fence carried (Open MPI with async modex):
+// the node that holds that rank is asked through the job's exchange.
+pmix_status_t on_direct_modex(const pmix_proc_t* proc, const pmix_info_t[], size_t, pmix_modex_cbfunc_t cbfunc,
+                              void* cbdata) {
+  if (proc->rank == PMIX_RANK_WILDCARD || proc->rank > PMIX_RANK_VALID) return PMIX_ERR_NOT_SUPPORTED;
+  std::lock_guard lock(g_services_mutex);
+  const auto it = g_services.find(proc->nspace);
+  if (it == g_services.end()) return PMIX_ERR_NOT_FOUND;
+  it->second->wanted_from_elsewhere(int(proc->rank), cbfunc, cbdata);
+  return PMIX_SUCCESS;
+}
+
+// Another node's request for a rank of this node, answered by this node's library.
+struct LocalAnswer {
+  std::string nspace;
+  int request = 0;
+};
+void on_local_answer(pmix_status_t status, char* data, size_t size, void* cbdata) {
+  std::unique_ptr<LocalAnswer> asked(static_cast<LocalAnswer*>(cbdata));
+  std::lock_guard lock(g_services_mutex);
+  if (auto it = g_services.find(asked->nspace); it != g_services.end())
+    it->second->answered_here(asked->request, status, std::string(data ? data : "", data ? size : 0));
+}
+
 // What a completed fence handed libpmix: every node's data, freed once it has read them.
 void release_fence_data(void* data) { delete static_cast<std::string*>(data); }
 
@@ -99,6 +124,7 @@ PmixService::Library::Library() {
                      library.bind(deregister_nspace, "PMIx_server_deregister_nspace") &&
                      library.bind(register_client, "PMIx_server_register_client") &&
                      library.bind(setup_fork, "PMIx_server_setup_fork") &&
+                     library.bind(dmodex_request, "PMIx_server_dmodex_request") &&
                      library.bind(generate_regex, "PMIx_generate_regex") &&
                      library.bind(generate_ppn, "PMIx_generate_ppn") &&
                      library.bind(list_start, "PMIx_Info_list_start") &&
@@ -120,10 +146,9 @@ PmixService::Library::Library() {
   }
   tmpdir = pattern;
   static pmix_server_module_t module = {};
-  // No direct modex: Open MPI collects every rank's data at its fences (its default), and
-  // a rank asking for data no fence carried gets "not found" instead of a wait.
   module.abort = on_abort;
   module.fence_nb = on_fence;
+  module.direct_modex = on_direct_modex;
   pmix_info_t info[2] = {};
   std::strncpy(info[0].key, PMIX_SERVER_TMPDIR, PMIX_MAX_KEYLEN);
   info[0].value.type = PMIX_STRING;
@@ -212,9 +237,7 @@ PmixService::PmixService(const Library& lib, PmixJob job, FenceExchange& exchang
 
   pmix_nspace_t nspace = {};
   std::strncpy(nspace, job_.nspace.c_str(), PMIX_MAX_NSLEN);
-  int local = 0;
-  for (size_t n = 0; n < job_.hosts.size(); ++n)
-    if (job_.hosts[n] == job_.this_host) local += int(job_.node_ranks[n].size());
+  const int local = int(job_.node_ranks.at(job_.this_node).size());
   const pmix_status_t status = lib_.register_nspace(nspace, local, static_cast<pmix_info_t*>(array->array),
                                                     array->size, nullptr, nullptr);
   if (status != PMIX_SUCCESS && status != PMIX_OPERATION_SUCCEEDED) {
@@ -240,8 +263,10 @@ PmixService::~PmixService() {
     std::lock_guard lock(g_services_mutex);
     g_services.erase(job_.nspace);
   }
-  // A fence the job ended in: the library frees what it kept for it, and its ranks are gone.
+  // A fence or fetch the job ended in: the library frees what it kept for it; its ranks are
+  // gone. No upcall can touch these now: the service left g_services above.
   for (Fence& fence : fences_) fence.done(PMIX_ERR_LOST_CONNECTION, nullptr, 0, fence.cbdata, nullptr, nullptr);
+  for (Fetch& fetch : fetches_) fetch.done(PMIX_ERR_LOST_CONNECTION, nullptr, 0, fetch.cbdata, nullptr, nullptr);
   pmix_nspace_t nspace = {};
   std::strncpy(nspace, job_.nspace.c_str(), PMIX_MAX_NSLEN);
   lib_.deregister_nspace(nspace, nullptr, nullptr);  // its clients with it
@@ -310,22 +335,95 @@ void PmixService::fenced_here(std::string data, FenceDone done, void* cbdata) {
 
 // Fences entered here go to the exchange in order; each that came back with every node's
 // data goes back to libpmix, which releases the ranks waiting in it.
+// The exchange is used outside the lock: sending to the head may wait on it, and libpmix's
+// one thread must never wait for that in an upcall (an MPI_Abort would wait with it).
+// Only this thread completes fences, so the front's number stays put between the locks.
 void PmixService::exchange_fences() {
-  std::lock_guard lock(mutex_);
-  for (Fence& fence : fences_)
-    if (!fence.contributed) {
-      exchange_.contribute("pmix", fence.number, std::move(fence.data));
+  std::vector<std::pair<int, std::string>> parts_here;
+  std::vector<int> waiting;
+  {
+    std::lock_guard lock(mutex_);
+    for (Fence& fence : fences_) {
+      if (!fence.contributed) parts_here.emplace_back(fence.number, std::move(fence.data));
       fence.contributed = true;
+      waiting.push_back(fence.number);
     }
-  while (!fences_.empty()) {
-    auto parts = exchange_.completed("pmix", fences_.front().number);
+  }
+  for (auto& [number, part] : parts_here) exchange_.contribute("pmix", number, std::move(part));
+  std::vector<std::pair<Fence, std::unique_ptr<std::string>>> done;
+  for (int number : waiting) {
+    auto parts = exchange_.completed("pmix", number);
     if (!parts) break;
     auto all = std::make_unique<std::string>();
     for (const std::string& part : *parts) *all += part;
-    const Fence fence = fences_.front();
+    std::lock_guard lock(mutex_);
+    done.emplace_back(fences_.front(), std::move(all));
     fences_.pop_front();
+  }
+  for (auto& [fence, all] : done) {
     std::string* data = all.release();
     fence.done(PMIX_SUCCESS, data->data(), data->size(), fence.cbdata, release_fence_data, data);
+  }
+}
+
+void PmixService::wanted_from_elsewhere(int rank, FenceDone done, void* cbdata) {
+  {
+    std::lock_guard lock(mutex_);
+    fetches_.push_back({fetches_begun_++, rank, done, cbdata, false});
+  }
+  const char byte = 1;
+  (void)!write(wake_[1], &byte, 1);
+}
+
+void PmixService::answered_here(int request, int status, std::string data) {
+  {
+    std::lock_guard lock(mutex_);
+    answers_.emplace_back(request, status, std::move(data));
+  }
+  const char byte = 1;
+  (void)!write(wake_[1], &byte, 1);
+}
+
+// Direct modex both ways: this node's ranks' requests go out and their answers come back to
+// libpmix; other nodes' requests for this node's ranks go to libpmix, and its answers back.
+void PmixService::exchange_fetches() {
+  std::vector<std::pair<int, int>> to_ask;  // (id, rank)
+  std::vector<int> asked;
+  std::deque<std::tuple<int, int, std::string>> answers;
+  {
+    std::lock_guard lock(mutex_);
+    for (Fetch& fetch : fetches_) {
+      if (!fetch.asked) to_ask.emplace_back(fetch.id, fetch.rank);
+      fetch.asked = true;
+      asked.push_back(fetch.id);
+    }
+    answers.swap(answers_);
+  }
+  for (const auto& [id, rank] : to_ask) exchange_.fetch(id, rank);
+  for (auto& [request, status, data] : answers) exchange_.answer_fetch(request, status, std::move(data));
+  std::vector<std::pair<Fetch, FenceExchange::Fetched>> done;
+  for (int id : asked)
+    if (auto answer = exchange_.fetched(id)) {
+      std::lock_guard lock(mutex_);
+      for (auto it = fetches_.begin(); it != fetches_.end(); ++it)
+        if (it->id == id) {
+          done.emplace_back(*it, std::move(*answer));
+          fetches_.erase(it);
+          break;
+        }
+    }
+  for (auto& [fetch, answer] : done) {
+    auto* data = new std::string(std::move(answer.data));
+    fetch.done(answer.status, data->data(), data->size(), fetch.cbdata, release_fence_data, data);
+  }
+  for (const auto& [request, rank] : exchange_.take_fetch_requests()) {
+    pmix_proc_t proc = {};
+    std::strncpy(proc.nspace, job_.nspace.c_str(), PMIX_MAX_NSLEN);
+    proc.rank = pmix_rank_t(rank);
+    auto asked = std::make_unique<LocalAnswer>(LocalAnswer{job_.nspace, request});
+    const pmix_status_t status = lib_.dmodex_request(&proc, on_local_answer, asked.get());
+    if (status == PMIX_SUCCESS) asked.release();  // the callback owns it now
+    else exchange_.answer_fetch(request, status, "");
   }
 }
 
@@ -334,6 +432,7 @@ std::vector<RankService::Event> PmixService::serve() {
   while (read(wake_[0], drain, sizeof drain) > 0) {
   }
   exchange_fences();
+  exchange_fetches();
   std::lock_guard lock(mutex_);
   if (!abort_ || abort_said_) return {};
   abort_said_ = true;

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <deque>
+#include <tuple>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -19,7 +20,7 @@ namespace muster {
 struct PmixJob {
   std::string nspace;         // unique per job: Open MPI hashes it into its job id
   int size = 0;               // ranks in the job
-  std::string this_host;      // this node's name, as in `hosts`
+  size_t this_node = 0;       // this node's index in `hosts`
   std::vector<std::string> hosts;           // every node of the job, node 0 first
   std::vector<std::vector<int>> node_ranks;  // each node's ranks, in local-rank order
 };
@@ -48,12 +49,19 @@ class PmixService : public RankService {
   using FenceDone = void (*)(int status, const char* data, size_t size, void* cbdata,
                              void (*release)(void*), void* release_data);
   void fenced_here(std::string data, FenceDone done, void* cbdata);
+  // From libpmix's thread: a rank here asked for rank `rank`'s data, which no fence carried
+  // (Open MPI's async modex): its node is asked, and `done` gets the answer.
+  void wanted_from_elsewhere(int rank, FenceDone done, void* cbdata);
+  // From libpmix's thread: this node's library answered another node's request for one of
+  // its ranks' data.
+  void answered_here(int request, int status, std::string data);
 
   struct Library;  // the server library's entry points
 
  private:
   PmixService(const Library& lib, PmixJob job, FenceExchange& exchange);
   void exchange_fences();
+  void exchange_fetches();
 
   struct Fence {
     int number = 0;
@@ -73,6 +81,16 @@ class PmixService : public RankService {
   bool abort_said_ = false;
   std::deque<Fence> fences_;  // entered here, not yet completed; under mutex_
   int fences_begun_ = 0;      // under mutex_
+  struct Fetch {
+    int id = 0;
+    int rank = 0;
+    FenceDone done = nullptr;
+    void* cbdata = nullptr;
+    bool asked = false;
+  };
+  std::deque<Fetch> fetches_;  // ranks' requests for other nodes' data; under mutex_
+  int fetches_begun_ = 0;      // under mutex_
+  std::deque<std::tuple<int, int, std::string>> answers_;  // (request, status, data) for other nodes; under mutex_
 };
 
 }  // namespace muster

@@ -12,6 +12,7 @@
 #include <csignal>
 #include <deque>
 #include <fstream>
+#include <map>
 #include <mutex>
 #include <thread>
 
@@ -113,6 +114,13 @@ class HeadExchange : public FenceExchange {
   HeadExchange& operator=(const HeadExchange&) = delete;
 
   void contribute(std::string_view protocol, int number, std::string part) override {
+    if (part.size() > kMaxFenceBytes) {  // the head would take the frame for garbage: say why instead
+      writer_.send({FrameKind::Fail, run_,
+                    fmt::format("this node's data for MPI's {} fence {} came to {} MiB, more than the {} MiB "
+                                "muster carries in one fence",
+                                protocol, number + 1, part.size() >> 20, kMaxFenceBytes >> 20)});
+      return;
+    }
     writer_.send({FrameKind::Fence, run_, encode_fence({std::string(protocol), number, std::move(part)})});
   }
   std::optional<std::vector<std::string>> completed(std::string_view protocol, int number) override {
@@ -130,13 +138,40 @@ class HeadExchange : public FenceExchange {
   }
   int ready_fd() const override { return wake_[0]; }
 
-  // From the reading thread: a Fenced frame's payload for this run. A payload that is not
-  // one is dropped: the ranks waiting in that fence meet the job's timeout.
-  void arrived(std::string_view payload) {
+  void fetch(int id, int rank) override { writer_.send({FrameKind::Fetch, run_, encode_fetch(id, rank)}); }
+  std::optional<Fetched> fetched(int id) override {
+    std::lock_guard lock(mutex_);
+    const auto it = answers_.find(id);
+    if (it == answers_.end()) return std::nullopt;
+    Fetched answer = std::move(it->second);
+    answers_.erase(it);
+    return answer;
+  }
+  std::vector<std::pair<int, int>> take_fetch_requests() override {
+    std::lock_guard lock(mutex_);
+    std::vector<std::pair<int, int>> out;
+    out.swap(requests_);
+    return out;
+  }
+  void answer_fetch(int request, int status, std::string data) override {
+    constexpr int kPmixErrNoMem = -32;  // pmix_common.h's PMIX_ERR_OUT_OF_RESOURCE
+    if (data.size() > kMaxFenceBytes) writer_.send({FrameKind::Fetched, run_, encode_fetched(request, kPmixErrNoMem, "")});
+    else writer_.send({FrameKind::Fetched, run_, encode_fetched(request, status, data)});
+  }
+
+  // From the reading thread: a frame of this run's fences or fetches. A payload that is not
+  // one is dropped: the ranks waiting on it meet the job's timeout.
+  void heard(const Frame& frame) {
     try {
-      auto fenced = decode_fenced(payload);
       std::lock_guard lock(mutex_);
-      arrived_.push_back(std::move(fenced));
+      if (frame.kind == FrameKind::Fenced) {
+        arrived_.push_back(decode_fenced(frame.payload));
+      } else if (frame.kind == FrameKind::Fetch) {
+        requests_.push_back(decode_fetch(frame.payload));
+      } else {
+        auto [id, status, data] = decode_fetched(frame.payload);
+        answers_[id] = Fetched{status, std::move(data)};
+      }
     } catch (const Error&) {
       return;
     }
@@ -150,6 +185,8 @@ class HeadExchange : public FenceExchange {
   int wake_[2] = {-1, -1};
   std::mutex mutex_;
   std::deque<std::pair<FencePart, std::vector<std::string>>> arrived_;
+  std::vector<std::pair<int, int>> requests_;  // other nodes' fetches: (request, rank)
+  std::map<int, Fetched> answers_;             // to this node's fetches, by id
 };
 
 // Two TCP ports free on this node right now: rank 0's rendezvous (torch, JAX) listens on
@@ -177,6 +214,8 @@ NodeHello describe_this_node(const Topology& topology, int probe_port, const std
   hello.addresses = local_addresses();
   for (auto& a : hello.addresses) a.line_rate_gbps = interface_line_rate_gbps(a.interface);
   hello.nics = int(topology.nics.size());
+  for (const auto& nic : topology.nics)
+    if (std::find(nic.interfaces.begin(), nic.interfaces.end(), nic.name) == nic.interfaces.end()) hello.rdma = true;
   for (const auto& n : topology.numa_nodes) hello.memory_bytes += n.memory_bytes;
   utsname u{};
   if (uname(&u) == 0) hello.kernel = u.release;
@@ -387,7 +426,9 @@ class HeadLink {
         changed_.notify_all();
         break;
       case FrameKind::Fenced:
-        if (frame.rank == current_run_ && exchange_) exchange_->arrived(frame.payload);
+      case FrameKind::Fetch:
+      case FrameKind::Fetched:
+        if (frame.rank == current_run_ && exchange_) exchange_->heard(frame);
         break;
       case FrameKind::Bye: return false;
       default: break;  // heartbeats only prove the head is alive
@@ -472,6 +513,11 @@ bool run_job(int id, const NodeLaunchSpec& spec, const Topology& topology, HeadL
   writer.send({FrameKind::Bound, -1, bindings_to_json(binding_reports(ranks, topology))});
   AgentOutput output(writer);
   const int stop_fd = head.begin_run(id, exchange);
+  // However the run ends (an exception too), the link forgets it before `exchange` goes.
+  struct RunEnds {
+    HeadLink& head;
+    ~RunEnds() { head.end_run(); }
+  } run_ends{head};
   JobResult result = run_local_job(spawner, ranks, spec.teardown, output, {stop_fd, signals.fd()},
                                    job_markers(spec.request.job, spec.node.node_rank), mpi.get());
   output.flush();
@@ -482,7 +528,6 @@ bool run_job(int id, const NodeLaunchSpec& spec, const Topology& topology, HeadL
     if (std::string waiting = mpi->waiting_on(); !waiting.empty())
       result.notes.push_back("when the job was stopped its ranks were waiting in " + waiting);
   for (auto& warning : mpi_warnings) result.notes.push_back(std::move(warning));
-  head.end_run();
   writer.send({FrameKind::Done, id, to_json(node_run_report(result))});
   return !signalled;
 }

@@ -2,6 +2,7 @@
 
 #include <cctype>
 #include <charconv>
+#include <climits>
 #include <cstdio>
 
 #include <fmt/format.h>
@@ -16,7 +17,7 @@ constexpr std::pair<FrameKind, const char*> kNames[] = {
     {FrameKind::Ask, "ASK"},     {FrameKind::Answer, "ANSWER"},
     {FrameKind::Bound, "BOUND"}, {FrameKind::Out, "OUT"},     {FrameKind::Err, "ERR"},   {FrameKind::Exit, "EXIT"},
     {FrameKind::Done, "DONE"},   {FrameKind::Fail, "FAIL"},   {FrameKind::Fence, "FENCE"},
-    {FrameKind::Fenced, "FENCED"},
+    {FrameKind::Fenced, "FENCED"}, {FrameKind::Fetch, "FETCH"}, {FrameKind::Fetched, "FETCHED"},
 };
 
 constexpr size_t kMaxHeader = 64;
@@ -60,6 +61,35 @@ FencePart decode_fence(std::string_view payload) {
   FencePart part = fence_header(payload, at);
   part.bytes = std::string(payload.substr(at));
   return part;
+}
+
+std::string encode_fetch(int request, int rank) { return fmt::format("{} {}", request, rank); }
+
+std::pair<int, int> decode_fetch(std::string_view payload) {
+  std::string text(payload);
+  text += '\n';
+  size_t at = 0;
+  const auto request = number_until(text, at, ' ');
+  const auto rank = number_until(text, at, '\n');
+  if (!request || !rank || at != text.size() || *request > INT_MAX || *rank > INT_MAX)
+    throw Error(ErrorKind::Runtime, "a fetch message is malformed");
+  return {int(*request), int(*rank)};
+}
+
+std::string encode_fetched(int request, int status, std::string_view data) {
+  return fmt::format("{} {}\n", request, status) + std::string(data);
+}
+
+std::tuple<int, int, std::string> decode_fetched(std::string_view payload) {
+  size_t at = 0;
+  const auto request = number_until(payload, at, ' ');
+  // PMIx's statuses are negative: the sign, then the number.
+  const bool negative = at < payload.size() && payload[at] == '-';
+  if (negative) ++at;
+  const auto status = number_until(payload, at, '\n');
+  if (!request || !status || *request > INT_MAX || *status > INT_MAX)
+    throw Error(ErrorKind::Runtime, "a fetch's answer is malformed");
+  return {int(*request), negative ? -int(*status) : int(*status), std::string(payload.substr(at))};
 }
 
 std::string encode_fenced(const std::string& protocol, int number, const std::vector<std::string>& parts) {

@@ -6,6 +6,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -33,7 +34,20 @@ enum class FrameKind {
   Fence,  // agent -> head: every rank of the node entered an MPI fence; the node's part of it
           // (see FencePart), with the run's id
   Fenced, // head -> agent: every node's part of that fence, once all arrived
+  Fetch,  // both ways, with the run's id: "REQUEST RANK", a rank's data that no fence carried
+          // (PMIx's direct modex), asked of the node that holds it through the head
+  Fetched,// both ways: "REQUEST STATUS\n" and the data, the answer to a Fetch
 };
+
+// The most one fence may carry, every node's parts together: the head sends it to every
+// node. Open MPI's modex is a few hundred bytes a rank; MPICH's business cards as much.
+inline constexpr size_t kMaxFenceBytes = size_t(64) << 20;
+
+// Fetch and Fetched payloads. The decoders throw Error(Runtime) on a payload that is not one.
+std::string encode_fetch(int request, int rank);
+std::pair<int, int> decode_fetch(std::string_view payload);
+std::string encode_fetched(int request, int status, std::string_view data);
+std::tuple<int, int, std::string> decode_fetched(std::string_view payload);
 
 // A Fence frame's payload: "PROTOCOL NUMBER\n" and the node's part. A Fenced frame's: the
 // same line, then each node's part as "LENGTH\n" and its bytes, in node order.

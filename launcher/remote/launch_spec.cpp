@@ -87,6 +87,7 @@ NodeLaunchSpec node_launch_spec_from_json(const std::string& text) {
     if (!j.at("mpi").is_null()) {
       spec.request.mpi = mpi_world_from_json(j.at("mpi"));
       const MpiWorld& mpi = *spec.request.mpi;
+      check_node_view(spec.node);  // its ranks index the map below
       if (int(mpi.node_of_rank.size()) != spec.node.world_size)
         throw Error(ErrorKind::Runtime, "the job's MPI map is not the size of its world");
       for (const auto& r : spec.node.ranks)
@@ -142,7 +143,7 @@ std::string to_json(const NodeHello& h) {
               {"memory_bytes", h.memory_bytes}, {"kernel", h.kernel},
               {"name_resolves", h.name_resolves ? json(*h.name_resolves) : json(nullptr)},
               {"neighbour_limit", h.neighbour_limit ? json(*h.neighbour_limit) : json(nullptr)},
-              {"pmix_unavailable", h.pmix_unavailable}};
+              {"pmix_unavailable", h.pmix_unavailable}, {"rdma", h.rdma}};
   return bytes_kept(std::move(hello)).dump();
 }
 
@@ -191,6 +192,7 @@ NodeHello node_hello_from_json(const std::string& text) {
     h.probe_port = number_within(j, "probe_port", 0, 65535);  // 0: no probe server
     h.probe_secret = j.at("probe_secret");
     h.pmix_unavailable = j.at("pmix_unavailable");
+    h.rdma = j.at("rdma").get<bool>();
     for (const auto& a : list_within(j, "addresses", kMostAddresses)) {
       h.addresses.push_back({a.at("interface"), a.at("address"), number_within(a, "prefix_length", 0, 32)});
       if (a.contains("line_rate_gbps")) {

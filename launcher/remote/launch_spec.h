@@ -45,6 +45,9 @@ struct NodeHello {
   // Why PMIx cannot be served to the node's ranks ("" when it can): what a job that would
   // serve it says before anything starts.
   std::string pmix_unavailable;
+  // The node has an OpenFabrics device (InfiniBand, RoCE): UCX is then not confined to the
+  // interface muster measured, or it would lose its RDMA transports.
+  bool rdma = false;
 };
 
 std::string to_json(const NodeLaunchSpec& spec);

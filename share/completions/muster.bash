@@ -41,7 +41,7 @@ _muster() {
     local flags
     case $sub in
         run) flags="$cluster -n --np --map-by $remote -x --export --tag --bind --mpi --report-bindings --grace --timeout" ;;
-        plan) flags="$cluster -n --np --map-by --json" ;;
+        plan) flags="$cluster -n --np --map-by --json --mpi" ;;
         topo) flags="--xml --json" ;;
         exec) flags="$cluster --fanout --fold -N --no-prefix --tag" ;;
         ping) flags="$cluster $remote --count --bandwidth --search --matrix --json" ;;
@@ -63,6 +63,7 @@ _muster() {
         *:--map-by) COMPREPLY=($(compgen -W "slot node" -- "$cur")); return ;;
         *:--launcher) COMPREPLY=($(compgen -W "auto ssh slurm" -- "$cur")); return ;;
         *:--bind) COMPREPLY=($(compgen -W "core numa none" -- "$cur")); return ;;
+        *:--mpi) COMPREPLY=($(compgen -W "auto pmix pmi1 none" -- "$cur")); return ;;
         *:--backend) COMPREPLY=($(compgen -W "auto nccl gloo" -- "$cur")); return ;;
         *:--split) COMPREPLY=($(compgen -W "node" -- "$cur")); return ;;
         exec:--tag) COMPREPLY=($(compgen -W "host none" -- "$cur")); return ;;

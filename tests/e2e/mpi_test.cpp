@@ -174,6 +174,19 @@ TEST_F(MpiAcrossHosts, Mpi4pyAbortOnOneHostEndsTheJobOnEveryHost) {
   expect_nothing_left("mpi4py");
 }
 
+// Open MPI with its modex asynchronous: no fence carries the ranks' addresses, each asks
+// for a peer's when it first needs it (PMIx's direct modex), answered by the peer's node
+// through the head.
+TEST_F(MpiAcrossHosts, Mpi4pyWithAsyncModexFetchesEachPeersDataFromItsNode) {
+  auto r = cluster_->muster({"run", "-f", two_slots(), "--tag", "none", "--timeout", "120", "-x",
+                             "OMPI_MCA_pmix_base_async_modex=1", "-x", "OMPI_MCA_pmix_base_collect_data=0", "--",
+                             "/usr/bin/python3", mpi4py()});
+  ASSERT_EQ(r.exit_code, 0) << r.err << r.out;
+  auto lines = r.out_lines();
+  std::sort(lines.begin(), lines.end());
+  EXPECT_EQ(lines, one_world(8)) << r.err;
+}
+
 // Rank 3 dies while the others wait for it in MPI_Init's fence: the job ends at once, named.
 TEST_F(MpiAcrossHosts, ARankKilledWhileTheOthersWaitInTheFenceEndsTheJob) {
   auto r = cluster_->muster({"run", "-f", two_slots(), "--tag", "none", "--timeout", "120", "--", "sh", "-c",

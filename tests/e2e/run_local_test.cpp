@@ -58,7 +58,7 @@ TEST(RunLocal, EveryRankGetsItsOwnEnvironment) {
     EXPECT_EQ(ompi_size, "4");
     EXPECT_EQ(ompi_local, rank);
     EXPECT_EQ(ompi_local_size, "4");
-    EXPECT_EQ(ompi_node, "0");
+    EXPECT_EQ(ompi_node, rank);  // its rank among the node's processes, as mpirun sets it
     EXPECT_EQ(omp, "1");
     EXPECT_EQ(addr, "127.0.0.1");
     EXPECT_GT(std::stoi(port), 0);

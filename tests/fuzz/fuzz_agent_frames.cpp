@@ -1,10 +1,12 @@
 // libFuzzer: what crosses the SSH channel between head and agent: frames, and the JSON of
 // launch specs, hellos, bindings, rank exits, node reports and health reports (and the health
-// request an agent is asked) inside them, read in arbitrary pieces.
+// request an agent is asked) inside them, and MPI's fences and fetches (with PMI-1's puts),
+// read in arbitrary pieces.
 #include <cstdint>
 #include <string_view>
 
 #include "launcher/error.h"
+#include "launcher/local/pmi1.h"
 #include "launcher/remote/agent_protocol.h"
 #include "launcher/remote/health_report.h"
 #include "launcher/remote/launch_spec.h"
@@ -35,6 +37,15 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
               }
               muster::counters_from_json(frame->payload);
               break;
+            case muster::FrameKind::Fence: muster::decode_fence(frame->payload); break;
+            case muster::FrameKind::Fenced: {
+              // PMI-1's barrier reads every node's parts back as puts.
+              auto fenced = muster::decode_fenced(frame->payload);
+              if (fenced.first.protocol == "pmi1") muster::unpack_pmi1_puts(fenced.second);
+              break;
+            }
+            case muster::FrameKind::Fetch: muster::decode_fetch(frame->payload); break;
+            case muster::FrameKind::Fetched: muster::decode_fetched(frame->payload); break;
             default: break;
           }
         } catch (const muster::Error&) {

@@ -115,6 +115,16 @@ TEST(Pmi1, RequestsThatBreakTheProtocolAreRefusedNamingTheRank) {
 // The service over real sockets, the ranks' ends held here as a rank holds descriptor 3: each
 // rank is answered on its own socket, the barrier answers both once both are in, and a rank
 // that breaks the protocol loses its connection with a note naming it.
+// A node's puts cross the head as its part of the barrier; every node's come back as one map.
+TEST(Pmi1Puts, EveryNodesPartsBecomeOneMapAndMalformedOnesAreRefused) {
+  const std::string a = pack_pmi1_puts({{"bc-0", "tcp://10.0.0.1:5 x=y"}, {"k", ""}});
+  const std::string b = pack_pmi1_puts({{"bc-1", "tcp://10.0.0.2:5"}});
+  EXPECT_EQ(unpack_pmi1_puts({a, "", b}),
+            (std::map<std::string, std::string>{{"bc-0", "tcp://10.0.0.1:5 x=y"}, {"bc-1", "tcp://10.0.0.2:5"}, {"k", ""}}));
+  for (const std::string bad : {"1 1\nk", "0 1\nv", "x 1\nkv", "1\nk", "999 1\nkv", "1 99999\nkv"})
+    EXPECT_THROW(unpack_pmi1_puts({bad}), Error) << bad;
+}
+
 TEST(Pmi1Service, RanksAreAnsweredOnTheirOwnSocketsAndMeetAtTheBarrier) {
   OneNodeExchange exchange;
   Pmi1Service service({"kvs_1", 2, pmi1_process_mapping({0, 0})}, {0, 1}, exchange);

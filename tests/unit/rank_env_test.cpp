@@ -20,17 +20,20 @@ JobEnvironment a_job() {
 }
 
 TEST(RankEnvironment, CarriesWhatTorchJaxAndOpenMpiRead) {
-  RankPlan plan = make_rank_plan(parse_host_option("a:2,b:2"), std::nullopt, MapBy::Slot);
+  // Rank 3 is node b's third: its local rank (2) is not its node's index (1).
+  RankPlan plan = make_rank_plan(parse_host_option("a:1,b:3"), std::nullopt, MapBy::Slot);
   Environment env = rank_environment(Environment({{"HOME", "/root"}}), plan, 3, a_job());
   const std::map<std::string, std::string> expected = {
       {"HOME", "/root"},
-      {"RANK", "3"}, {"LOCAL_RANK", "1"}, {"WORLD_SIZE", "4"}, {"LOCAL_WORLD_SIZE", "2"},
+      {"RANK", "3"}, {"LOCAL_RANK", "2"}, {"WORLD_SIZE", "4"}, {"LOCAL_WORLD_SIZE", "3"},
       {"GROUP_RANK", "1"}, {"MASTER_ADDR", "10.0.0.1"}, {"MASTER_PORT", "29500"},
       {"JAX_COORDINATOR_ADDRESS", "10.0.0.1:29501"}, {"JAX_NUM_PROCESSES", "4"},
       {"JAX_PROCESS_ID", "3"},
       {"OMPI_COMM_WORLD_SIZE", "4"}, {"OMPI_COMM_WORLD_RANK", "3"},
-      {"OMPI_COMM_WORLD_LOCAL_RANK", "1"}, {"OMPI_COMM_WORLD_LOCAL_SIZE", "2"},
-      {"OMPI_COMM_WORLD_NODE_RANK", "1"},
+      {"OMPI_COMM_WORLD_LOCAL_RANK", "2"}, {"OMPI_COMM_WORLD_LOCAL_SIZE", "3"},
+      // Open MPI's node rank: the rank among the node's processes (mpirun sets it so), not
+      // the node's index.
+      {"OMPI_COMM_WORLD_NODE_RANK", "2"},
       {"MUSTER_JOB_ID", "0123456789abcdef"}, {"MUSTER_NNODES", "2"}, {"MUSTER_NODE_RANK", "1"},
       {"OMP_NUM_THREADS", "1"}, {"CUDA_DEVICE_ORDER", "PCI_BUS_ID"},
   };

@@ -99,6 +99,34 @@ TEST(ElfBuildId, ReadsTheNoteOfAnElfFileAndNothingElse) {
   EXPECT_EQ(build_id_in_notes(notes.substr(0, notes.size() - 1)), "");
 }
 
+// MPI's fences and fetches between agents and the head: any bytes survive, and what is not
+// one of these messages is refused, never half read.
+TEST(FenceMessages, CarryAnyBytesAndRefuseWhatIsNotOne) {
+  const std::string blob("a\0b\nc 9\n", 9);
+  const FencePart part = decode_fence(encode_fence({"pmix", 3, blob}));
+  EXPECT_EQ(part.protocol, "pmix");
+  EXPECT_EQ(part.number, 3);
+  EXPECT_EQ(part.bytes, blob);
+
+  const auto [header, parts] = decode_fenced(encode_fenced("pmi1", 0, {blob, "", "x"}));
+  EXPECT_EQ(header.protocol, "pmi1");
+  EXPECT_EQ(header.number, 0);
+  EXPECT_EQ(parts, (std::vector<std::string>{blob, "", "x"}));
+
+  EXPECT_EQ(decode_fetch(encode_fetch(7, 12)), std::make_pair(7, 12));
+  const auto [request, status, data] = decode_fetched(encode_fetched(7, -46, blob));
+  EXPECT_EQ(request, 7);
+  EXPECT_EQ(status, -46);
+  EXPECT_EQ(data, blob);
+
+  for (const char* bad : {"", "pmix", "pmix x\n", "pm ix 1\n", "toolongprotocol 1\n"})
+    EXPECT_THROW(decode_fence(bad), Error) << bad;
+  for (const char* bad : {"pmix 1\n5\nabc", "pmix 1\nx\n", "pmix 1\n99999999999999999999999\n"})
+    EXPECT_THROW(decode_fenced(bad), Error) << bad;
+  for (const char* bad : {"", "1", "1 x", "-1 2", "1 2 3"}) EXPECT_THROW(decode_fetch(bad), Error) << bad;
+  for (const char* bad : {"", "1 2", "x 2\n", "1 --2\n"}) EXPECT_THROW(decode_fetched(bad), Error) << bad;
+}
+
 TEST(ShellQuote, EveryArgumentIsOneInertWord) {
   EXPECT_EQ(shell_quote("plain"), "'plain'");
   EXPECT_EQ(shell_quote("it's"), "'it'\\''s'");
