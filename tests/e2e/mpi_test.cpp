@@ -201,7 +201,7 @@ TEST_F(MpiAcrossHosts, ARankKilledWhileTheOthersWaitInTheFenceEndsTheJob) {
 // A rank that never reaches MPI_Init: at the timeout the fence is named with the host whose
 // ranks had not all entered it, and that host says which of its own had not.
 TEST_F(MpiAcrossHosts, TheTimeoutNamesTheFenceAndTheRankThatNeverEnteredIt) {
-  auto r = cluster_->muster({"run", "-f", two_slots(), "--timeout", "8", "--", "sh", "-c",
+  auto r = cluster_->muster({"run", "-f", two_slots(), "--timeout", "15", "--", "sh", "-c",
                              fmt::format("if [ \"$RANK\" = 5 ]; then sleep 60; fi; exec /usr/bin/python3 {}", mpi4py())});
   EXPECT_EQ(r.exit_code, 124) << r.err << r.out;
   EXPECT_NE(r.err.find("at the timeout the ranks were waiting in PMIx's fence 1: not every rank of node3 (ranks 4, 5) "
