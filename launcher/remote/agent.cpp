@@ -219,7 +219,6 @@ NodeHello describe_this_node(const Topology& topology, int probe_port, const std
   for (const auto& n : topology.numa_nodes) hello.memory_bytes += n.memory_bytes;
   utsname u{};
   if (uname(&u) == 0) hello.kernel = u.release;
-  hello.pmix_unavailable = PmixService::unavailable_here();
   return hello;
 }
 
@@ -560,6 +559,9 @@ int run_agent(const std::function<HeadChannel()>& reach_head, const AgentSetting
       unreachable = std::current_exception();
     }
   });
+  // The PMIx server too, which a job of MPI ranks would otherwise wait for.
+  std::string pmix_unavailable;
+  std::thread pmix_starter = signal_free_thread([&] { pmix_unavailable = PmixService::start_server(); });
   std::optional<NodeAtStart> node;
   std::exception_ptr node_failed;
   try {
@@ -568,6 +570,7 @@ int run_agent(const std::function<HeadChannel()>& reach_head, const AgentSetting
     node_failed = std::current_exception();
   }
   caller.join();
+  pmix_starter.join();
   if (unreachable) std::rethrow_exception(unreachable);
 
   FrameWriter writer(channel->out_fd);
@@ -581,8 +584,9 @@ int run_agent(const std::function<HeadChannel()>& reach_head, const AgentSetting
     ShutdownSignals signals;   // SIGHUP from sshd, SIGTERM from an admin: stop the ranks too
     PosixSpawner spawner;
     // The probe secret reaches the head in the hello, over SSH or the proven call back.
-    writer.send({FrameKind::Hello, -1,
-                 to_json(describe_this_node(topology, node->probe_server.port(), node->probe_secret))});
+    NodeHello hello = describe_this_node(topology, node->probe_server.port(), node->probe_secret);
+    hello.pmix_unavailable = pmix_unavailable;
+    writer.send({FrameKind::Hello, -1, to_json(hello)});
 
     // 2. Jobs, one at a time, until the head says goodbye or is lost. A failure is said while
     //    the link stands: its end gives the writer up (for a head that stopped reading).

@@ -1,7 +1,7 @@
 // Benchmark (not a test): an 8-rank mpi4py program over 4 test hosts x 2 slots, started by
 // `muster run` and by Open MPI's own `mpirun --hostfile` over SSH, in one run: the wall time
 // of a hello-and-Allreduce (median of RUNS each), and an Allreduce sweep under each (both use
-// Open MPI's TCP transport once started). Needs root and Debian's openmpi-bin and
+// Open MPI's TCP transport once started); and what serving MPI costs 8 ranks of `true`. Needs root and Debian's openmpi-bin and
 // python3-mpi4py. Run: build/tests/bench/mpi_bench [RUNS]
 #include <unistd.h>
 
@@ -75,6 +75,16 @@ int main(int argc, char** argv) {
   std::printf("%-10s %10s %10s %8s\n", "", "muster s", "mpirun s", "ratio");
   std::printf("%-10s %10.3f %10.3f %8.2f\n", "wall", m.seconds, o.seconds, m.seconds / o.seconds);
   if (m.status || o.status) std::printf("(exit statuses: muster %d, mpirun %d)\n", m.status, o.status);
+
+  // What serving MPI costs ranks that are not MPI programs: `true` with both protocols served
+  // (auto) and with nothing (none).
+  auto plain = [&](const char* mpi) {
+    return median(cluster.muster_argv({"run", "-f", file, "--mpi", mpi, "--", "true"}), runs);
+  };
+  auto served = plain("auto"), bare = plain("none");
+  std::printf("\n8 ranks of `true` (not MPI programs), median of %d\n", runs);
+  std::printf("%-10s %10s %10s %8s\n", "", "auto s", "none s", "ratio");
+  std::printf("%-10s %10.3f %10.3f %8.2f\n", "wall", served.seconds, bare.seconds, served.seconds / bare.seconds);
 
   const std::string sweep = "/tests/bench/mpi_allreduce_sweep.py";
   auto muster_sweep = sweep_of(muster::testing::run_command(muster(sweep), {}, std::chrono::seconds(600)).out);
