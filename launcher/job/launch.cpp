@@ -6,7 +6,6 @@
 #include <cmath>
 #include <functional>
 #include <map>
-#include <thread>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -17,11 +16,9 @@
 #include "launcher/job/session_job.h"
 #include "launcher/job/slurm_job.h"
 #include "launcher/json_fields.h"
-#include "launcher/thread.h"
 #include "launcher/local/node_launch.h"
 #include "launcher/local/fence_exchange.h"
 #include "launcher/local/mpi_world.h"
-#include "launcher/local/pmix_service.h"
 #include "launcher/local/posix_spawner.h"
 #include "launcher/local/self.h"
 #include "probes/free_port.h"
@@ -83,16 +80,7 @@ std::string this_hostname() {
 // duplicated machine shows up in smoke's hellos.
 LaunchedJob run_here(ClusterContext& context, const JobOptions& options,
                      const OutputFactory& make_output) {
-  // 1. What this machine is made of, and which rank runs where; PMIx's server starts beside
-  //    it, which the ranks would otherwise wait for.
-  struct Starter {
-    std::thread thread;
-    ~Starter() {
-      if (thread.joinable()) thread.join();
-    }
-  } pmix_starter;
-  if (options.mpi != MpiServe::None && options.mpi != MpiServe::Pmi1 && options.command.front() != kMusterSelf)
-    pmix_starter.thread = signal_free_thread([] { PmixService::start_server(); });
+  // 1. What this machine is made of, and which rank runs where.
   ClusterSpec& cluster = context.cluster();
   HwlocTopologySource this_machine;
   Topology topology = learn_local_gpus(cluster, this_machine)->topology;
@@ -117,7 +105,6 @@ LaunchedJob run_here(ClusterContext& context, const JobOptions& options,
   // This machine is one node to MPI, however many entries of the cluster name it.
   std::optional<MpiWorld> world = mpi_world(options, job.plan, request.job.job_id, [](int) { return this_hostname(); });
   if (world) std::fill(world->node_of_rank.begin(), world->node_of_rank.end(), 0), world->hosts.resize(1);
-  if (pmix_starter.thread.joinable()) pmix_starter.thread.join();
   OneNodeExchange exchange;
   std::vector<std::string> warnings;
   std::unique_ptr<RankService> mpi = world ? serve_mpi(*world, 0, exchange, warnings) : nullptr;

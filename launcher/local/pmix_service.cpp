@@ -182,6 +182,15 @@ PmixService::Library& library() {
 
 }  // namespace
 
+std::string PmixService::unavailable_here() {
+  const NodeLibrary lib("libpmix.so.2", RTLD_LAZY | RTLD_LOCAL);
+  decltype(&PMIx_server_setup_fork) setup_fork = nullptr;
+  if (!lib.loaded()) return "libpmix.so.2 did not load (OpenPMIx is not installed here: apt-get install libpmix2)";
+  if (!lib.bind(setup_fork, "PMIx_server_setup_fork"))
+    return "libpmix.so.2 lacks the server functions muster uses (OpenPMIx older than 4)";
+  return "";
+}
+
 std::string PmixService::start_server() { return library().why_not; }
 
 std::unique_ptr<PmixService> PmixService::start(const PmixJob& job, FenceExchange& exchange, std::string& why_not) {

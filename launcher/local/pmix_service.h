@@ -32,6 +32,9 @@ class PmixService : public RankService {
   // through `exchange`, which outlives it.
   static std::unique_ptr<PmixService> start(const PmixJob& job, FenceExchange& exchange, std::string& why_not);
   ~PmixService() override;
+  // Why PMIx cannot be served on this node ("" when it can): libpmix.so.2 is not there, or
+  // is too old. Cheap: it looks for the library and starts no server.
+  static std::string unavailable_here();
   // Starts this process's PMIx server now, once (opening libpmix and starting its server
   // take 15 to 30 ms, which a job would otherwise wait for: callers start it beside other
   // work). Returns why PMIx cannot be served here ("" when it can): libpmix.so.2 is not

@@ -219,6 +219,7 @@ NodeHello describe_this_node(const Topology& topology, int probe_port, const std
   for (const auto& n : topology.numa_nodes) hello.memory_bytes += n.memory_bytes;
   utsname u{};
   if (uname(&u) == 0) hello.kernel = u.release;
+  hello.pmix_unavailable = PmixService::unavailable_here();
   return hello;
 }
 
@@ -559,9 +560,6 @@ int run_agent(const std::function<HeadChannel()>& reach_head, const AgentSetting
       unreachable = std::current_exception();
     }
   });
-  // The PMIx server too, which a job of MPI ranks would otherwise wait for.
-  std::string pmix_unavailable;
-  std::thread pmix_starter = signal_free_thread([&] { pmix_unavailable = PmixService::start_server(); });
   std::optional<NodeAtStart> node;
   std::exception_ptr node_failed;
   try {
@@ -570,7 +568,6 @@ int run_agent(const std::function<HeadChannel()>& reach_head, const AgentSetting
     node_failed = std::current_exception();
   }
   caller.join();
-  pmix_starter.join();
   if (unreachable) std::rethrow_exception(unreachable);
 
   FrameWriter writer(channel->out_fd);
@@ -584,9 +581,13 @@ int run_agent(const std::function<HeadChannel()>& reach_head, const AgentSetting
     ShutdownSignals signals;   // SIGHUP from sshd, SIGTERM from an admin: stop the ranks too
     PosixSpawner spawner;
     // The probe secret reaches the head in the hello, over SSH or the proven call back.
-    NodeHello hello = describe_this_node(topology, node->probe_server.port(), node->probe_secret);
-    hello.pmix_unavailable = pmix_unavailable;
+    const NodeHello hello = describe_this_node(topology, node->probe_server.port(), node->probe_secret);
     writer.send({FrameKind::Hello, -1, to_json(hello)});
+    // PMIx's server starts now, while the head plans: a job of MPI ranks would otherwise wait
+    // for it (15 to 30 ms an agent). On this thread, before the link's threads start: started
+    // on a thread of its own beside the discovery above (libpmix runs hwloc's too), it left an
+    // agent hanging before its hello under load.
+    if (hello.pmix_unavailable.empty()) PmixService::start_server();
 
     // 2. Jobs, one at a time, until the head says goodbye or is lost. A failure is said while
     //    the link stands: its end gives the writer up (for a head that stopped reading).

@@ -44,6 +44,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   const int runs = argc > 1 ? std::atoi(argv[1]) : 5;
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);  // each table as it is measured, into a file too
   TestCluster cluster(4);
   const std::string file = cluster.write_cluster_file("launch:\n  slots: 2\n");
   const std::string hostfile = cluster.dir() + "/mpi_hosts";
