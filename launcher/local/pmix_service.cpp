@@ -1,11 +1,14 @@
 #include "launcher/local/pmix_service.h"
 
 #include <fcntl.h>
+#include <signal.h>
+#include <sys/stat.h>
 #include <pmix.h>
 #include <pmix_server.h>
 #include <stdlib.h>
 #include <unistd.h>
 
+#include <charconv>
 #include <cstring>
 #include <filesystem>
 #include <map>
@@ -138,9 +141,10 @@ PmixService::Library::Library() {
     return;
   }
   // The server's rendezvous files and its clients' shared memory live in a directory of its
-  // own, readable by this user alone (the ranks run as this user).
-  char pattern[] = "/tmp/muster-pmix-XXXXXX";
-  if (!mkdtemp(pattern)) {
+  // own, readable by this user alone (the ranks run as this user), named for this process.
+  remove_pmix_directories_of_dead_servers("/tmp");
+  std::string pattern = fmt::format("/tmp/muster-pmix-{}-XXXXXX", getpid());
+  if (!mkdtemp(pattern.data())) {
     why_not = fmt::format("cannot make a directory for the PMIx server: {}", strerror(errno));
     return;
   }
@@ -160,6 +164,25 @@ PmixService::Library::Library() {
     why_not = fmt::format("the PMIx server did not start: {}", error(status));
     std::filesystem::remove_all(tmpdir);
     tmpdir.clear();
+  }
+}
+
+void remove_pmix_directories_of_dead_servers(const std::string& parent) {
+  const std::string prefix = "muster-pmix-";
+  std::error_code error;
+  for (const auto& entry : std::filesystem::directory_iterator(parent, error)) {
+    const std::string name = entry.path().filename().string();
+    if (name.rfind(prefix, 0) != 0) continue;
+    pid_t pid = 0;
+    const char* digits = name.c_str() + prefix.size();
+    const auto [end, bad] = std::from_chars(digits, name.c_str() + name.size(), pid);
+    if (bad != std::errc() || *end != '-' || pid <= 0) continue;
+    // A directory of this user's (never a link to one), whose process no longer exists.
+    struct stat about {};
+    if (lstat(entry.path().c_str(), &about) != 0 || !S_ISDIR(about.st_mode) || about.st_uid != getuid()) continue;
+    if (kill(pid, 0) == 0 || errno != ESRCH) continue;
+    std::error_code ignored;
+    std::filesystem::remove_all(entry.path(), ignored);
   }
 }
 

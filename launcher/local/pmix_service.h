@@ -25,6 +25,11 @@ struct PmixJob {
   std::vector<std::vector<int>> node_ranks;  // each node's ranks, in local-rank order
 };
 
+// The PMIx servers' directories under `parent` ("muster-pmix-PID-XXXXXX", this user's) whose
+// process is gone: an agent killed outright (a lost node, SIGKILL) leaves its own behind.
+// Each server removes those when it starts, so that no node collects them.
+void remove_pmix_directories_of_dead_servers(const std::string& parent);
+
 class PmixService : public RankService {
  public:
   // The service for `job`'s ranks on this node, or nullptr with the reason in `why_not`

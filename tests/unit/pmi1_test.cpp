@@ -4,12 +4,18 @@
 #include "launcher/local/pmi1.h"
 
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include <filesystem>
+#include <fstream>
+
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include "launcher/error.h"
 #include "launcher/local/pmi1_service.h"
+#include "launcher/local/pmix_service.h"
 
 namespace muster {
 namespace {
@@ -173,6 +179,28 @@ TEST(Pmi1Service, RanksAreAnsweredOnTheirOwnSocketsAndMeetAtTheBarrier) {
   EXPECT_TRUE(service.serve().empty());
   EXPECT_TRUE(service.descriptors().empty());
   close(rank_end[1]);
+}
+
+// A PMIx server's directory is named for its process; one whose process is gone (an agent
+// killed outright) goes when the next server starts, and no other does.
+TEST(PmixDirectories, ThoseOfDeadServersGoAndNoOthers) {
+  char parent_pattern[] = "/tmp/muster-pmixdir-test-XXXXXX";
+  ASSERT_NE(mkdtemp(parent_pattern), nullptr);
+  const std::string parent = parent_pattern;
+  const pid_t dead = fork();
+  if (dead == 0) _exit(0);
+  ASSERT_GT(dead, 0);
+  waitpid(dead, nullptr, 0);
+  const std::string gone = fmt::format("{}/muster-pmix-{}-aaaaaa", parent, dead);
+  const std::string mine = fmt::format("{}/muster-pmix-{}-bbbbbb", parent, getpid());
+  const std::string other = parent + "/muster-pmix-notapid";
+  for (const auto& dir : {gone, mine, other}) ASSERT_TRUE(std::filesystem::create_directory(dir)) << dir;
+  std::ofstream(gone + "/pmix.node1.tool") << "x";
+  remove_pmix_directories_of_dead_servers(parent);
+  EXPECT_FALSE(std::filesystem::exists(gone));
+  EXPECT_TRUE(std::filesystem::exists(mine));
+  EXPECT_TRUE(std::filesystem::exists(other));
+  std::filesystem::remove_all(parent);
 }
 
 }  // namespace
