@@ -158,13 +158,11 @@ ClusterSpec parse_host_option(std::string_view text) {
   return spec;
 }
 
-namespace {
 std::string this_hostname() {
   char name[256] = {};
   if (gethostname(name, sizeof name - 1) != 0 || name[0] == '\0') return "localhost";
   return name;
 }
-}  // namespace
 
 ClusterSpec this_machine_cluster() {
   ClusterSpec spec;

@@ -20,6 +20,9 @@ ClusterSpec parse_host_option(std::string_view text);
 // The cluster when none is given: this machine, under the name "localhost".
 ClusterSpec this_machine_cluster();
 
+// The name this machine gives itself (gethostname), "localhost" when it has none.
+std::string this_hostname();
+
 // True when `host` names the machine muster runs on (localhost, its hostname).
 bool is_this_machine(const std::string& host);
 

@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "launcher/cluster/hostfile.h"
 #include "launcher/cluster/job_id.h"
 #include "launcher/cluster/local_gpus.h"
 #include "launcher/error.h"
@@ -67,12 +68,6 @@ std::optional<MpiWorld> mpi_world(const JobOptions& options, const RankPlan& pla
     }
   for (const auto& r : plan.ranks) world.node_of_rank.push_back(index_of.at(r.node_rank));
   return world;
-}
-
-std::string this_hostname() {
-  char name[256] = {};
-  gethostname(name, sizeof name - 1);
-  return name;
 }
 
 // Every rank on this machine: the local launcher, no SSH. A cluster that names this
