@@ -27,17 +27,26 @@ namespace {
 using Clock = JobServer::Clock;
 
 constexpr size_t kProofSize = 32;  // HMAC-SHA256
-constexpr char kAccepted = 'A';
 
-std::string proof_for(std::string_view secret, std::string_view purpose, std::string_view nonce) {
-  return hmac_sha256(secret, std::string(purpose) + std::string(nonce));
+// Which end a proof comes from. Each end proves the secret over both nonces, its own last
+// and under its own direction's word, so no proof can be reflected back as the other's.
+enum class Direction { ClientToServer, ServerToClient };
+
+std::string proof_for(std::string_view secret, std::string_view purpose, Direction direction,
+                      std::string_view server_nonce, std::string_view client_nonce) {
+  std::string message(purpose);
+  message += direction == Direction::ClientToServer ? std::string_view("\0client proves\0", 15)
+                                                    : std::string_view("\0server proves\0", 15);
+  if (direction == Direction::ClientToServer) message.append(server_nonce).append(client_nonce);
+  else message.append(client_nonce).append(server_nonce);
+  return hmac_sha256(secret, message);
 }
 
 struct Connection {
   long id = 0;
   int fd = -1;
   bool proven = false;
-  std::string nonce;
+  std::string nonce;  // the server's challenge to this client
   std::string in, out;
   Clock::time_point opened;
   std::optional<Clock::time_point> in_since, out_since;  // a request begun, a reply waiting
@@ -52,27 +61,37 @@ std::string new_job_secret() { return to_hex(random_bytes(32)); }
 std::string prove_secret(int fd, std::string_view secret, std::string_view purpose,
                          std::chrono::milliseconds limit) {
   const auto deadline = Clock::now() + limit;
-  char nonce[kNonceSize];
-  if (!read_before(fd, nonce, sizeof nonce, deadline))
+  char server_nonce[kNonceSize];
+  if (!read_before(fd, server_nonce, sizeof server_nonce, deadline))
     return "the server sent no challenge (it is busy, or not muster's)";
-  const std::string proof = proof_for(secret, purpose, std::string_view(nonce, sizeof nonce));
-  char answer = 0;
-  if (!write_before(fd, proof.data(), proof.size(), deadline) || !read_before(fd, &answer, 1, deadline) ||
-      answer != kAccepted)
-    return "the server refused this job's secret";
+  const std::string client_nonce = random_bytes(kNonceSize);
+  const std::string_view challenge(server_nonce, sizeof server_nonce);
+  const std::string answer =
+      client_nonce + proof_for(secret, purpose, Direction::ClientToServer, challenge, client_nonce);
+  char server_proof[kProofSize];
+  if (!write_before(fd, answer.data(), answer.size(), deadline) ||
+      !read_before(fd, server_proof, sizeof server_proof, deadline))
+    return "the server refused this job's secret, or sent no proof of its own";
+  const std::string expected = proof_for(secret, purpose, Direction::ServerToClient, challenge, client_nonce);
+  if (CRYPTO_memcmp(server_proof, expected.data(), kProofSize) != 0)
+    return "the server does not hold the job's secret: refused, nothing sent to it";
   return "";
 }
 
 std::string check_secret(int fd, std::string_view secret, std::string_view purpose,
                          std::chrono::milliseconds limit) {
   const auto deadline = Clock::now() + limit;
-  const std::string nonce = random_bytes(kNonceSize);
-  char proof[kProofSize];
-  if (!write_before(fd, nonce.data(), nonce.size(), deadline) || !read_before(fd, proof, sizeof proof, deadline))
+  const std::string server_nonce = random_bytes(kNonceSize);
+  char answer[kNonceSize + kProofSize];
+  if (!write_before(fd, server_nonce.data(), server_nonce.size(), deadline) ||
+      !read_before(fd, answer, sizeof answer, deadline))
     return "the client sent no proof in time";
-  const std::string expected = proof_for(secret, purpose, nonce);
-  if (CRYPTO_memcmp(proof, expected.data(), kProofSize) != 0) return "the client does not hold the job's secret";
-  return write_before(fd, &kAccepted, 1, deadline) ? "" : "the client went away";
+  const std::string_view client_nonce(answer, kNonceSize);
+  const std::string expected = proof_for(secret, purpose, Direction::ClientToServer, server_nonce, client_nonce);
+  if (CRYPTO_memcmp(answer + kNonceSize, expected.data(), kProofSize) != 0)
+    return "the client does not hold the job's secret";
+  const std::string proof = proof_for(secret, purpose, Direction::ServerToClient, server_nonce, client_nonce);
+  return write_before(fd, proof.data(), proof.size(), deadline) ? "" : "the client went away";
 }
 
 JobServer::JobServer(const std::string& address, int port, std::string secret, std::string purpose,
@@ -174,13 +193,15 @@ void JobServer::run() {
       c.in.append(buffer, size_t(n));
     }
     if (!c.proven) {
-      if (c.in.size() < kProofSize) return !c.input_ended;
-      const std::string expected = proof_for(secret_, purpose_, c.nonce);
-      if (CRYPTO_memcmp(expected.data(), c.in.data(), kProofSize) != 0) return false;
+      if (c.in.size() < kNonceSize + kProofSize) return !c.input_ended;
+      const std::string_view client_nonce(c.in.data(), kNonceSize);
+      const std::string expected =
+          proof_for(secret_, purpose_, Direction::ClientToServer, c.nonce, client_nonce);
+      if (CRYPTO_memcmp(expected.data(), c.in.data() + kNonceSize, kProofSize) != 0) return false;
       c.proven = true;
       --unproven;
-      c.in.erase(0, kProofSize);
-      c.out += kAccepted;
+      c.out += proof_for(secret_, purpose_, Direction::ServerToClient, c.nonce, client_nonce);
+      c.in.erase(0, kNonceSize + kProofSize);
       if (!c.out_since) c.out_since = Clock::now();
     }
     if (!c.in.empty() && !protocol_.serve(c.id, c.in, replies)) return false;

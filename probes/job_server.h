@@ -1,7 +1,7 @@
 // The TCP servers muster starts for a job (the rendezvous, the probe server) face a
-// network where anyone may connect. JobServer is what they share: a client must first prove
-// it holds the job's secret (a challenge-response with an HMAC, so the secret never crosses
-// the network); connections are capped; a handshake, a request once begun and a reply once
+// network where anyone may connect. JobServer is what they share: both ends first prove they
+// hold the job's secret (a challenge-response with an HMAC each way, so the secret never
+// crosses the network and neither end takes the other's word); connections are capped; a handshake, a request once begun and a reply once
 // queued each have a deadline; buffered bytes are bounded; and one thread serves every
 // connection, so nothing grows with the number of clients.
 #pragma once
@@ -16,22 +16,30 @@
 
 namespace muster {
 
-// What a client proves: HMAC-SHA256(secret, purpose + nonce). The purpose keeps a proof
-// for one kind of server from being replayed to another.
+// The handshake, before anything else crosses the connection:
+//   server -> client  its nonce (16 bytes)
+//   client -> server  its own nonce, then HMAC-SHA256(secret, purpose, "client proves",
+//                     server nonce, client nonce)
+//   server -> client  HMAC-SHA256(secret, purpose, "server proves", client nonce, server nonce)
+// Each end challenges the other with a fresh nonce, so neither proof can be replayed; the
+// direction's word keeps one end's proof from being reflected as the other's; the purpose
+// keeps a proof for one kind of server from being replayed to another. A client sends
+// nothing of its own (a node's name, a hello, a request) until the server has proven itself.
 inline constexpr size_t kNonceSize = 16;
 
 // A fresh secret for a job: 32 random bytes, hex-encoded (it travels in JSON over SSH).
 std::string new_job_secret();
 
-// The client's side of the handshake on connected socket `fd`: reads the nonce, answers
-// it, and waits for the server's acceptance, all within `limit`. Returns "" on success,
-// else why not.
+// The client's side of the handshake on connected socket `fd`: reads the server's nonce,
+// answers it with its own nonce and proof, and checks the server's proof, all within `limit`.
+// Returns "" once both are proven, else why not.
 std::string prove_secret(int fd, std::string_view secret, std::string_view purpose,
                          std::chrono::milliseconds limit);
 
 // The server's side of the same handshake on accepted socket `fd`, for a server that keeps
 // each proven connection for itself (the Slurm launcher's agents calling back): sends a
-// nonce, checks the proof and accepts, all within `limit`. Returns "" on success, else why not.
+// nonce, checks the client's proof and answers with its own, all within `limit`. Returns ""
+// on success, else why not.
 std::string check_secret(int fd, std::string_view secret, std::string_view purpose,
                          std::chrono::milliseconds limit);
 

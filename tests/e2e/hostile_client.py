@@ -8,6 +8,7 @@ without the handshake; then IDLE_COUNT idle connections spread over the addresse
 until the servers shed them. Prints one line per attack and exits 0 when every connection
 was closed by the server (nothing of it was taken), 1 otherwise.
 """
+import concurrent.futures
 import resource
 import select
 import socket
@@ -53,11 +54,14 @@ def main():
         + struct.pack("<I", len(value)) + value,
     }
     ok = True
-    for target in targets:
-        for name, payload in attacks.items():
-            closed = attack(target, payload)
-            ok &= closed
-            print(f"{target} {name}: {'closed by the server' if closed else 'NOT CLOSED'}")
+    # All at once: a server holds an unproven connection up to its handshake limit (3 s), and
+    # the job under attack must still be running when the last attack lands.
+    jobs = [(target, name, payload) for target in targets for name, payload in attacks.items()]
+    with concurrent.futures.ThreadPoolExecutor(max_workers=len(jobs)) as pool:
+        outcomes = list(pool.map(lambda job: attack(job[0], job[2]), jobs))
+    for (target, name, _), closed in zip(jobs, outcomes):
+        ok &= closed
+        print(f"{target} {name}: {'closed by the server' if closed else 'NOT CLOSED'}")
 
     idle = []
     for k in range(idle_count):

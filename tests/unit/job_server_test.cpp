@@ -5,7 +5,9 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <array>
 #include <cstring>
+#include <future>
 #include <memory>
 #include <thread>
 #include <vector>
@@ -14,6 +16,7 @@
 
 #include "launcher/error.h"
 #include "probes/comm_gloo.h"
+#include "probes/digest.h"
 #include "probes/job_server.h"
 #include "probes/rendezvous_store.h"
 #include "probes/socket_io.h"
@@ -132,6 +135,70 @@ TEST(RendezvousClient, ABlackholedAddressFailsWithinItsLimitNotTheKernels) {
   EXPECT_NE(probe.error.find("no answer within 300 ms"), std::string::npos) << probe.error;
 }
 
+// Both ends prove the secret: a client takes no server's word for it, and each end's proof
+// is its own (a proof reflected back to the end that made it is refused).
+TEST(Handshake, EachEndProvesTheSecretAndNeitherTakesTheOthersWord) {
+  const std::string secret = new_job_secret();
+  auto pair = [] {
+    std::array<int, 2> fds{};
+    EXPECT_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds.data()), 0);
+    return fds;
+  };
+  {  // Both hold it.
+    auto fds = pair();
+    auto server = std::async(std::launch::async, [&] {
+      return check_secret(fds[1], secret, kRendezvousPurpose, milliseconds(2000));
+    });
+    EXPECT_EQ(prove_secret(fds[0], secret, kRendezvousPurpose, milliseconds(2000)), "");
+    EXPECT_EQ(server.get(), "");
+    close(fds[0]);
+    close(fds[1]);
+  }
+  {  // A server without it: the client refuses what the server answers.
+    auto fds = pair();
+    auto server = std::async(std::launch::async, [&] {
+      return check_secret(fds[1], new_job_secret(), kRendezvousPurpose, milliseconds(2000));
+    });
+    EXPECT_NE(prove_secret(fds[0], secret, kRendezvousPurpose, milliseconds(2000)), "");
+    EXPECT_EQ(server.get(), "the client does not hold the job's secret");
+    close(fds[0]);
+    close(fds[1]);
+  }
+  {  // A server that answers with bytes of its own making: refused, and said so.
+    auto fds = pair();
+    auto rogue = std::async(std::launch::async, [&] {
+      const std::string nonce = random_bytes(kNonceSize);
+      write_exact(fds[1], nonce.data(), nonce.size());
+      char answer[kNonceSize + 32];
+      read_exact(fds[1], answer, sizeof answer);
+      const std::string fake = random_bytes(32);
+      write_exact(fds[1], fake.data(), fake.size());
+      // Whatever the client sends next would be taken by a stranger: nothing may come.
+      char more = 0;
+      return read(fds[1], &more, 1);
+    });
+    EXPECT_EQ(prove_secret(fds[0], secret, kRendezvousPurpose, milliseconds(2000)),
+              "the server does not hold the job's secret: refused, nothing sent to it");
+    close(fds[0]);
+    EXPECT_EQ(rogue.get(), 0);
+    close(fds[1]);
+  }
+  {  // A server that reflects the client's own proof back as its own.
+    auto fds = pair();
+    auto mirror = std::async(std::launch::async, [&] {
+      const std::string nonce = random_bytes(kNonceSize);
+      write_exact(fds[1], nonce.data(), nonce.size());
+      char answer[kNonceSize + 32];
+      read_exact(fds[1], answer, sizeof answer);
+      write_exact(fds[1], answer + kNonceSize, 32);
+    });
+    EXPECT_NE(prove_secret(fds[0], secret, kRendezvousPurpose, milliseconds(2000)), "");
+    mirror.get();
+    close(fds[0]);
+    close(fds[1]);
+  }
+}
+
 TEST(JobServer, AClientWithoutTheSecretIsRefusedAndChangesNothing) {
   const std::string secret = new_job_secret();
   RendezvousProtocol protocol;
@@ -145,7 +212,7 @@ TEST(JobServer, AClientWithoutTheSecretIsRefusedAndChangesNothing) {
   // A proof made with another secret.
   int impostor = connect_to(server.port());
   EXPECT_EQ(prove_secret(impostor, new_job_secret(), kRendezvousPurpose, milliseconds(2000)),
-            "the server refused this job's secret");
+            "the server refused this job's secret, or sent no proof of its own");
   close(impostor);
   // The right secret for another kind of server.
   int replay = connect_to(server.port());
