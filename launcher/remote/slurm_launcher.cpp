@@ -32,6 +32,7 @@
 #include "launcher/remote/bundle.h"
 #include "launcher/remote/shell_quote.h"
 #include "launcher/thread.h"
+#include "probes/digest.h"
 #include "probes/interfaces.h"
 #include "probes/job_server.h"
 #include "probes/socket_io.h"
@@ -53,8 +54,10 @@ constexpr size_t kMaxPendingHandshakes = 64;
 // agent of a loaded node (4 slurmds and two jobs on 2 cores), whose direct step then ended
 // and started again through sh.
 constexpr Milliseconds kHandshakeLimit{10000};
-// What the agents' start command says on a node that lacks this muster.
+// What the agents' start command says on a node that lacks this muster, and, where shipping
+// is allowed, then waits for the bundle, naming its step (JOB.STEP) after these words.
 constexpr const char* kNotOnNode = "is not on node";
+constexpr const char* kWaitingInStep = "waiting for this build's bundle through Slurm in step ";
 
 // An agent's channel: its TCP connection back to the head.
 class SocketChannel : public RemoteCommand {
@@ -148,7 +151,8 @@ class SlurmAgentLauncher : public AgentLauncher {
  private:
   void start_step(const AgentStartOptions& options);
   void start_again_through_sh();
-  std::string node_script(Shipping shipping) const;
+  std::vector<std::string> sh_command();
+  std::string node_script();
   void launch_srun(const std::vector<std::string>& command);
   bool bundle_wanted_locked() const;
   void ship_bundle();
@@ -167,7 +171,10 @@ class SlurmAgentLauncher : public AgentLauncher {
   std::optional<std::string> node_program_;  // muster-node beside it, this build's
   Environment env_;                      // srun's: the secret in it, never on a command line
   BundleArchive bundle_;
-  std::string shipped_path_;             // where sbcast puts the bundle on every node
+  std::string node_dir_;                 // this user's own directory on every node (node_script)
+  std::string shipped_path_;             // where sbcast puts the bundle on every node, in it
+  Shipping shipping_ = Shipping::Allowed;
+  SelfCommand self_;
   bool ship_started_ = false;
   std::string secret_;
   int listen_fd_ = -1;
@@ -187,7 +194,7 @@ class SlurmAgentLauncher : public AgentLauncher {
   size_t called_back_count_ = 0;
   int step_number_ = 0;           // 1 once the step through sh replaced the direct one
   bool direct_ = false;           // this step starts the agent program itself, without sh
-  std::vector<std::string> sh_command_;  // the agents' start through sh (node_script)
+  std::vector<std::string> sh_command_;  // the agents' start through sh (node_script), once made
   std::once_flag again_once_;
   std::string again_error_;
   std::string output_;         // what srun printed, its last kMaxSrunOutput bytes
@@ -326,25 +333,28 @@ void SlurmAgentLauncher::start_step(const AgentStartOptions& options) {
 
   // This very muster at its own path (a shared file system or the package), as srun's own
   // programs are found; else, where shipping is allowed, this build's bundle (see
-  // node_script). A node without either says so in words the head looks for (kNotOnNode).
-  const SelfCommand self = self_command();
-  program_ = self.program;
+  // node_script). A node without either says so in words the head looks for (kNotOnNode,
+  // kWaitingInStep).
+  self_ = self_command();
+  program_ = self_.program;
   if (program_ == "/proc/self/exe") program_ = std::filesystem::read_symlink("/proc/self/exe").string();
   node_program_ = installed_node_program();
-  shipped_path_ = fmt::format("/tmp/muster-bundle-{}.tar.gz", new_job_secret().substr(0, 16));
-  sh_command_ = {"/bin/sh", "-c", node_script(options.shipping), "sh", program_};
-  sh_command_.insert(sh_command_.end(), self.argv.begin() + 1, self.argv.end());
-  sh_command_.insert(sh_command_.end(), agent_args_.begin(), agent_args_.end());
+  shipping_ = options.shipping;
   env_ = Environment::current();
   env_.set(kAgentSecretVariable, secret_);
-  for (const auto& [name, value] : self.env) env_.set(name, value);
+  for (const auto& [name, value] : self_.env) env_.set(name, value);
+  // srun passes TMPDIR on, so the nodes' TMPDIR is this one: the bundle is shipped into, and
+  // kept in, this user's own directory under it on every node, never in a shared one.
+  const std::string tmpdir = env_.get("TMPDIR");
+  node_dir_ = fmt::format("{}/muster-{}", tmpdir.empty() ? "/tmp" : tmpdir, getuid());
+  shipped_path_ = fmt::format("{}/bundle-{}.tar.gz", node_dir_, new_job_secret().substr(0, 16));
   // Where the nodes see this muster's files (a package on every node, a shared file system)
   // srun starts the agent program itself: sh in between is a process more on every node, on
   // every job's path. Where that fails, the step starts again through sh (see start).
   direct_ = !muster_bundle_dir();
   std::vector<std::string> direct = {node_program_.value_or(program_)};
   direct.insert(direct.end(), agent_args_.begin(), agent_args_.end());
-  launch_srun(direct_ ? direct : sh_command_);
+  launch_srun(direct_ ? direct : sh_command());
   acceptor_ = signal_free_thread([this] { accept_agents(); });
 }
 
@@ -366,7 +376,7 @@ void SlurmAgentLauncher::start_again_through_sh() {
   }
   if (watcher_.joinable()) watcher_.join();  // it has reaped the first srun
   try {
-    launch_srun(sh_command_);
+    launch_srun(sh_command());
   } catch (...) {
     std::lock_guard lock(mutex_);
     step_ended_ = true;  // no step runs: nothing for anyone to wait for or to signal
@@ -375,39 +385,68 @@ void SlurmAgentLauncher::start_again_through_sh() {
   }
 }
 
+// The agents' start through sh, made when first needed: with shipping allowed, it names the
+// bundle's SHA-256, and the bundle is made only for a step that may need it.
+std::vector<std::string> SlurmAgentLauncher::sh_command() {
+  if (sh_command_.empty()) {
+    sh_command_ = {"/bin/sh", "-c", node_script(), "sh", program_};
+    sh_command_.insert(sh_command_.end(), self_.argv.begin() + 1, self_.argv.end());
+    sh_command_.insert(sh_command_.end(), agent_args_.begin(), agent_args_.end());
+  }
+  return sh_command_;
+}
+
 // The agent's start on a node, run by sh with this muster's command line as "$@":
+// 0. this user's own directory on the node ($c, node_dir_) is made where missing, on every
+//    node of the step, since sbcast writes to all of them;
 // 1. muster-node beside the head's muster, when the head has this build's there and the
 //    node has it too (it loads a third fewer libraries: a node's start is on every job's
 //    path); else muster at the head's path, when the node has it;
-// 2. else a bundle of this build the node already holds, in ${TMPDIR:-/tmp}/muster-UID (used
-//    only when that directory is this user's own and no link: /tmp is everyone's);
-// 3. else (shipping allowed) it says so and waits up to 120 s for the head to sbcast the
-//    bundle, unpacks it, runs it once to prove it works on this node, checks its build id
-//    and keeps it for the next session; without shipping it fails, naming the node.
-std::string SlurmAgentLauncher::node_script(Shipping shipping) const {
+// 2. else, once $c proved to be this user's own directory (no link, made mode 0700), a
+//    bundle of this build the node already holds in it;
+// 3. else (shipping allowed) it says so, naming its step, and waits up to 120 s for the head
+//    to sbcast the bundle into $c. Before unpacking it checks that the file is this user's
+//    own and no link, and that its SHA-256 is the one on this command line (the command
+//    line is public, a digest may be; the file's content is what counts); it unpacks it,
+//    removes the shipped file, runs the bundle once to prove it works on this node, checks
+//    its build id and keeps it for the next session. Without shipping it fails, naming the
+//    node. Nothing in a shared directory is ever run.
+std::string SlurmAgentLauncher::node_script() {
   // fail: its words, then a second for slurmstepd to forward them before the step is killed
   // (--kill-on-bad-exit), which would otherwise drop them.
   const std::string fail = "fail() { echo \"muster: $*\" >&2; sleep 1; exit 3; }; ";
   const std::string missing = "$1 " + std::string(kNotOnNode) + " $(hostname)";
+  // Made on every node of the step, since sbcast writes to all of them; checked where used.
+  const std::string make_own_dir =
+      "c=" + shell_quote(node_dir_) + "; [ -e \"$c\" ] || [ -L \"$c\" ] || mkdir -m 700 \"$c\" 2>/dev/null; ";
+  const std::string check_own_dir =
+      "if [ -L \"$c\" ] || [ ! -d \"$c\" ] || [ ! -O \"$c\" ]; then "
+      "fail \"$c on $(hostname) is not this user's own directory; remove it, or set TMPDIR elsewhere\"; fi; "
+      "chmod 700 \"$c\" || fail \"cannot make $c on $(hostname) this user's alone\"; ";
   const std::string installed =
       node_program_ ? "n=" + shell_quote(*node_program_) + "; if [ -x \"$n\" ]; then exec \"$n\" " +
                           shell_command(agent_args_) + "; fi; "
                     : "";
-  if (shipping == Shipping::Forbidden)
+  if (shipping_ == Shipping::Forbidden)
     return fail + installed + "[ -x \"$1\" ] || fail \"" + missing +
            ", and --no-ship forbids shipping this build's bundle there\"; exec \"$@\"";
-  const std::string f = shell_quote(shipped_path_);
-  return fail + installed + "if [ -x \"$1\" ]; then exec \"$@\"; fi; "
-         "bid=" + shell_quote(muster_build_id()) + "; c=\"${TMPDIR:-/tmp}/muster-$(id -u)\"; b=\"$c/$bid\"; "
-         "[ -e \"$c\" ] || mkdir -m 700 \"$c\" 2>/dev/null || true; "
-         "if [ -L \"$c\" ] || [ ! -O \"$c\" ]; then "
-         "fail \"$c on $(hostname) is not this user's own directory; remove it, or set TMPDIR elsewhere\"; fi; "
+  const std::string digest = sha256_hex(bundle_.get());
+  return fail + make_own_dir + installed + "if [ -x \"$1\" ]; then exec \"$@\"; fi; " + check_own_dir +
+         "bid=" + shell_quote(muster_build_id()) + "; b=\"$c/$bid\"; s=" + shell_quote(shipped_path_) + "; "
          "if [ ! -f \"$b/complete\" ]; then "
-         "echo \"muster: " + missing + ": waiting for this build's bundle through Slurm\" >&2; "
-         "n=0; until [ -f " + f + ".ready ]; do n=$((n+1)); "
+         "echo \"muster: " + missing + ": " + kWaitingInStep + "$SLURM_JOB_ID.$SLURM_STEP_ID\" >&2; "
+         "n=0; until [ -f \"$s.ready\" ]; do n=$((n+1)); "
          "[ $n -le 1200 ] || fail \"no bundle reached $(hostname) within 120 s\"; sleep 0.1; done; "
-         "t=\"$c/.$bid.$$\"; rm -rf \"$t\"; mkdir \"$t\"; "
-         "if ! tar -xzf " + f + " -C \"$t\" || ! v=$(\"$t/ld.so\" --library-path \"$t/lib\" \"$t/muster\" --version 2>&1); then "
+         "if [ -L \"$s\" ] || [ ! -f \"$s\" ] || [ ! -O \"$s\" ]; then rm -f \"$s\" \"$s.ready\"; "
+         "fail \"$s on $(hostname) is a link or not this user's own file: refused, nothing of it run\"; fi; "
+         "sum=$(sha256sum < \"$s\") || sum=; sum=${sum%% *}; "
+         "if [ \"$sum\" != " + digest + " ]; then rm -f \"$s\" \"$s.ready\"; "
+         "fail \"$s on $(hostname) is not the bundle the head shipped (SHA-256 $sum, expected " + digest +
+         "): refused, nothing of it run\"; fi; "
+         "t=\"$c/.$bid.$$\"; rm -rf \"$t\"; mkdir -m 700 \"$t\" || fail \"cannot make $t on $(hostname)\"; "
+         "if ! tar -xzf \"$s\" -C \"$t\"; then rm -rf \"$t\" \"$s\" \"$s.ready\"; "
+         "fail \"the bundle Slurm shipped does not unpack on $(hostname)\"; fi; rm -f \"$s\" \"$s.ready\"; "
+         "if ! v=$(\"$t/ld.so\" --library-path \"$t/lib\" \"$t/muster\" --version 2>&1); then "
          "rm -rf \"$t\"; fail \"the bundle Slurm shipped does not run on $(hostname): $v\"; fi; "
          "read -r got < \"$t/build-id\" || got=; if [ \"$got\" != \"$bid\" ]; then "
          "rm -rf \"$t\"; fail \"the bundle Slurm shipped to $(hostname) is another build: $got\"; fi; "
@@ -443,13 +482,13 @@ void SlurmAgentLauncher::launch_srun(const std::vector<std::string>& command) {
 
 // A node said it waits for the bundle, and no one has shipped it yet.
 bool SlurmAgentLauncher::bundle_wanted_locked() const {
-  return !ship_started_ && output_.find(kNotOnNode) != std::string::npos;
+  return !ship_started_ && shipping_ == Shipping::Allowed && output_.find(kWaitingInStep) != std::string::npos;
 }
 
-// Ships this build's bundle to every node of the allocation with sbcast into node-local
-// /tmp, under a name made for this session, then a second, empty file beside it: sbcast
-// returns once every node holds the first, so the second tells the waiting nodes the bundle
-// is whole.
+// Ships this build's bundle with sbcast to every node of the agents' step (which each made
+// node_dir_ its own), under a name made for this session, then a second, empty file beside
+// it: sbcast returns once every node holds the first, so the second tells the waiting nodes
+// the bundle is whole. The nodes check the bundle's SHA-256 before they unpack it.
 void SlurmAgentLauncher::ship_bundle() {
   {
     std::lock_guard lock(mutex_);
@@ -468,9 +507,23 @@ void SlurmAgentLauncher::ship_bundle() {
   std::error_code size_error;
   if (std::filesystem::file_size(staged, size_error) != archive.size())
     throw Error(ErrorKind::Runtime, fmt::format("cannot write the bundle to {} for sbcast", staged));
-  // Every node of the allocation, each copy within 120 s.
+  // The step's nodes (a node of the allocation outside it has no node_dir_ to write to), as
+  // the waiting nodes name it; each copy within 120 s.
+  std::vector<std::string> step;
+  {
+    std::lock_guard lock(mutex_);
+    if (const size_t at = output_.find(kWaitingInStep); at != std::string::npos) {
+      const size_t from = at + std::strlen(kWaitingInStep);
+      const size_t end = output_.find_first_not_of("0123456789.", from);
+      const std::string id = output_.substr(from, end == std::string::npos ? std::string::npos : end - from);
+      if (id.find('.') != std::string::npos && id.front() != '.' && id.back() != '.') step = {"--jobid=" + id};
+    }
+  }
   auto sbcast = [&](const std::string& from, const std::string& to) {
-    run_checked_within({"sbcast", "--force", from, to}, std::chrono::seconds(120),
+    std::vector<std::string> argv = {"sbcast", "--force"};
+    argv.insert(argv.end(), step.begin(), step.end());
+    argv.insert(argv.end(), {from, to});
+    run_checked_within(argv, std::chrono::seconds(120),
                        fmt::format("muster is not at {} on every node, and shipping this build's bundle "
                                    "there failed", program_));
   };

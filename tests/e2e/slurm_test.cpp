@@ -1,7 +1,9 @@
 // muster inside Slurm allocations: a real slurmctld and one slurmd per test host (needs root
 // and Debian's slurm-wlm and munge). No cluster file anywhere: the allocation is the cluster.
 #include <signal.h>
+#include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -184,6 +186,52 @@ TEST_F(Slurm, ANodeLostMidJobEndsItNamingTheNodeAndNothingIsLeft) {
   slurm_ = new SlurmCluster(4);
 }
 
+// A fake agent that calls the head back without the session's secret (the address and port
+// are on srun's command line, which every local user reads) gets the head's challenge and
+// nothing more: no proof, no spec. The job it tried to join runs on unharmed.
+TEST_F(Slurm, AFakeAgentWithoutTheSecretGetsNothingFromTheHeadBeyondItsChallenge) {
+  const std::string mark = "MUSTER_TEST_MARK=fake-agent-" + std::to_string(getpid());
+  RunningCommand job(slurm_->salloc_muster(2, {"run", "-x", mark, "--", "sleep", "6"}));
+  std::string heads;
+  ASSERT_TRUE(wait_until([&] {
+    for (pid_t pid : processes_running({"srun"})) {
+      std::string cmdline = process_file(pid, "cmdline");
+      std::replace(cmdline.begin(), cmdline.end(), '\0', ' ');
+      const size_t at = cmdline.find("--call-back ");
+      if (at == std::string::npos) continue;  // the cluster suites run one at a time: this is ours
+      heads = cmdline.substr(at + 12, cmdline.find(' ', at + 12) - at - 12);
+      return true;
+    }
+    return false;
+  }, std::chrono::seconds(30))) << "no srun step of muster's agents";
+  const std::string head = heads.substr(0, heads.find(','));
+  const std::string fake_agent =
+      "import os, socket\n"
+      "host, port = '" + head + "'.rsplit(':', 1)\n"
+      "s = socket.create_connection((host, int(port)), 5)\n"
+      "s.settimeout(15)\n"
+      "challenge = b''\n"
+      "while len(challenge) < 16:\n"
+      "    more = s.recv(16 - len(challenge))\n"
+      "    if not more: break\n"
+      "    challenge += more\n"
+      "s.sendall(os.urandom(48) + b'" + slurm_->hosts().host(0) + "\\n')\n"
+      "rest = b''\n"
+      "while True:\n"
+      "    try:\n"
+      "        more = s.recv(65536)\n"
+      "    except ConnectionResetError:\n"
+      "        break  # closed with our name unread: refused all the same\n"
+      "    if not more: break\n"
+      "    rest += more\n"
+      "print(len(challenge), len(rest))\n";
+  const auto fake = run_command(slurm_->head_command({"/usr/bin/python3", "-c", fake_agent}), {},
+                                std::chrono::seconds(60));
+  EXPECT_EQ(fake.out, "16 0\n") << fake.err;
+  const auto r = job.wait(std::chrono::seconds(120));
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+}
+
 // A node the allocation lists but srun cannot reach (its route to the controller and the
 // head is cut): the start fails naming it in srun's words, and no rank starts anywhere.
 TEST_F(Slurm, ANodeSrunCannotReachIsNamedAndNothingStarts) {
@@ -316,23 +364,44 @@ TEST_F(Slurm, AgentsStartAsThisBuildsMusterNodeWithoutDisplayPlugins) {
 }
 
 // Nodes that cannot see the head's muster (each slurmd's mount namespace hides the build
-// directory): the bundle of this build goes to them through sbcast and starts from node-local
-// storage, where the next session finds it; with --no-ship nothing is shipped and the missing
-// muster is named.
+// directory): the bundle of this build goes to them through sbcast, into this user's own
+// directory on the node, never a shared one; each node checks it is this user's own file, no
+// link, with the SHA-256 the head named, before anything of it runs; it starts from
+// node-local storage, where the next session finds it, and the shipped file is removed. With
+// --no-ship nothing is shipped and the missing muster is named.
 TEST_F(Slurm, NodesWithoutMusterGetTheBundleThroughSlurm) {
   const std::string build_dir = std::filesystem::path(MUSTER_BINARY).parent_path().string();
   delete slurm_;
   slurm_ = nullptr;
   ASSERT_NO_THROW(slurm_ = new SlurmCluster(4, build_dir));  // the first node still sees it
   TempDir node_tmp;  // the nodes' TMPDIR (srun passes it on): this test's cache, no other's
-  std::filesystem::permissions(node_tmp.path(), std::filesystem::perms(0755));
-  auto muster = [&](const std::vector<std::string>& args) {
-    std::vector<std::string> argv = {"env", "TMPDIR=" + node_tmp.path(),
+  std::filesystem::permissions(node_tmp.path(), std::filesystem::perms(01777));  // shared, as /tmp is
+  const std::string own_dir = node_tmp.file(fmt::format("muster-{}", getuid()));
+  // sbcast on the head's PATH: Slurm's own, each call logged; with MUSTER_TEST_TAMPER it then
+  // does to the shipped file what another user could have done to one in a shared directory.
+  TempDir shim;
+  shim.write("sbcast", "#!/bin/sh\necho \"$*\" >> " + shim.file("calls") + "\n"
+             "/usr/bin/sbcast \"$@\" || exit $?\nfor f; do :; done\n"
+             "case \"$f\" in *.tar.gz) case \"$MUSTER_TEST_TAMPER\" in\n"
+             "  content) printf 'not the bundle' > \"$f\";;\n"
+             "  owner) chown nobody \"$f\";;\n"
+             "  link) mv \"$f\" \"$f.real\" && ln -s \"$f.real\" \"$f\";;\n"
+             "esac;; esac\n");
+  std::filesystem::permissions(shim.file("sbcast"), std::filesystem::perms(0755));
+  auto muster = [&](const std::vector<std::string>& args, const std::string& tamper = "") {
+    std::vector<std::string> argv = {"env", "TMPDIR=" + node_tmp.path(), "MUSTER_TEST_TAMPER=" + tamper,
+                                     "PATH=" + shim.path() + ":" + std::getenv("PATH"),
                                      // The bundle's loader confuses LeakSanitizer (see GpuCluster.*).
                                      "ASAN_OPTIONS=detect_leaks=0", "salloc", "-N2", "--quiet", "--",
                                      MUSTER_BINARY};
     argv.insert(argv.end(), args.begin(), args.end());
     return run_command(slurm_->head_command(argv), {}, std::chrono::seconds(180));
+  };
+  auto shipped_files = [&] {
+    std::vector<std::string> out;
+    for (const auto& f : std::filesystem::directory_iterator(own_dir))
+      if (f.path().filename().string().rfind("bundle-", 0) == 0) out.push_back(f.path().filename());
+    return out;
   };
   auto seen = run_command(slurm_->head_command({"salloc", "-N2", "--quiet", "srun", "-l", "ls", MUSTER_BINARY}));
   ASSERT_NE(seen.exit_code, 0) << "the second node still sees " << MUSTER_BINARY << ": " << seen.out;
@@ -343,27 +412,54 @@ TEST_F(Slurm, NodesWithoutMusterGetTheBundleThroughSlurm) {
                                          MUSTER_BINARY, slurm_->hosts().host(1))), std::string::npos)
       << refused.err;
 
+  // Another user's directory where this user's would be: refused, nothing shipped into it.
+  std::filesystem::create_directory(own_dir);
+  ASSERT_EQ(chown(own_dir.c_str(), 65534, 65534), 0);
+  auto theirs = muster({"run", "--", "true"});
+  EXPECT_NE(theirs.exit_code, 0);
+  EXPECT_NE(theirs.err.find("is not this user's own directory"), std::string::npos) << theirs.err;
+  std::filesystem::remove_all(own_dir);
+
+  // What sbcast left changed as another user could have changed it: nothing of it runs.
+  for (const auto& [tamper, words] : std::vector<std::pair<std::string, std::string>>{
+           {"content", "is not the bundle the head shipped"},
+           {"owner", "is a link or not this user's own file"},
+           {"link", "is a link or not this user's own file"}}) {
+    auto tampered = muster({"run", "--", "hostname"}, tamper);
+    EXPECT_NE(tampered.exit_code, 0) << tamper;
+    EXPECT_NE(tampered.err.find(words), std::string::npos) << tamper << ": " << tampered.err;
+    EXPECT_NE(tampered.err.find("refused, nothing of it run"), std::string::npos) << tampered.err;
+    size_t unpacked = 0;
+    for (const auto& entry : std::filesystem::directory_iterator(own_dir))
+      unpacked += std::filesystem::exists(entry.path() / "complete");
+    EXPECT_EQ(unpacked, 0u) << tamper << ": a tampered bundle was kept";
+    for (const auto& entry : std::filesystem::directory_iterator(own_dir))
+      if (entry.path().filename().string().rfind("bundle-", 0) == 0) std::filesystem::remove(entry.path());
+  }
+  std::filesystem::remove(shim.file("calls"));
+
   // The first node runs its own muster, the second the bundle: one job.
   auto ran = muster({"run", "--", "hostname"});
   ASSERT_EQ(ran.exit_code, 0) << ran.err;
   EXPECT_NE(ran.out.find(slurm_->hosts().host(0)), std::string::npos) << ran.out;
   EXPECT_NE(ran.out.find(slurm_->hosts().host(1)), std::string::npos) << ran.out;
+  EXPECT_EQ(std::filesystem::status(own_dir).permissions(), std::filesystem::perms::owner_all);
   size_t bundles = 0;
-  for (const auto& user : std::filesystem::directory_iterator(node_tmp.path()))
-    for (const auto& bundle : std::filesystem::directory_iterator(user.path()))
-      bundles += std::filesystem::exists(bundle.path() / "complete");
+  for (const auto& bundle : std::filesystem::directory_iterator(own_dir))
+    bundles += std::filesystem::exists(bundle.path() / "complete");
   EXPECT_EQ(bundles, 1u) << "one bundle, unpacked once for the build";
+  EXPECT_EQ(shipped_files(), std::vector<std::string>{}) << "the shipped files stay after unpacking";
+  const std::string calls = shim.read("calls");
+  EXPECT_NE(calls.find("--jobid="), std::string::npos) << "shipped to the whole allocation: " << calls;
+  EXPECT_NE(calls.find(own_dir + "/bundle-"), std::string::npos) << calls;
 
   // The next sessions start from what the nodes hold: nothing is shipped again.
-  const std::string shipped = "/tmp/muster-bundle-";
-  for (const auto& f : std::filesystem::directory_iterator("/tmp"))
-    if (f.path().string().rfind(shipped, 0) == 0) std::filesystem::remove(f.path());
+  std::filesystem::remove(shim.file("calls"));
   auto smoke = muster({"smoke", "--max-bytes", "4K"});
   EXPECT_EQ(smoke.exit_code, 0) << smoke.err << smoke.out;
   auto doctor = muster({"doctor"});
   EXPECT_EQ(doctor.exit_code, 0) << doctor.err << doctor.out;
-  for (const auto& f : std::filesystem::directory_iterator("/tmp"))
-    EXPECT_NE(f.path().string().rfind(shipped, 0), 0u) << "shipped again: " << f.path();
+  EXPECT_FALSE(std::filesystem::exists(shim.file("calls"))) << "shipped again: " << shim.read("calls");
 
   delete slurm_;
   slurm_ = new SlurmCluster(4);
