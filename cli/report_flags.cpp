@@ -1,5 +1,7 @@
 #include "cli/report_flags.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -7,7 +9,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
-#include <fstream>
+#include <filesystem>
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
@@ -22,20 +24,35 @@ namespace muster::cli {
 namespace {
 
 // Written beside its final name, then renamed over it: a reader (node_exporter's textfile
-// collector, a CI step) sees the old report or the new one, never half of one.
+// collector, a CI step) sees the old report or the new one, never half of one. muster often
+// runs as root, into directories others can write (a shared /tmp, the exporter's directory):
+// the temporary file gets a name no one can guess and is created with O_EXCL (mkstemp), so a
+// link planted at any name is never followed, and rename() replaces a link at the final name
+// rather than writing where it points.
 void write_file(const std::string& path, const std::string& text) {
-  const std::string temporary = fmt::format("{}.{}.tmp", path, getpid());
-  std::ofstream out(temporary);
-  if (!(out << text) || !(out.flush())) {
-    const int error = errno;
-    std::remove(temporary.c_str());
-    throw Error(ErrorKind::Runtime, fmt::format("cannot write {}: {}", path, std::strerror(error)));
+  const std::filesystem::path final_path(path);
+  const std::string directory = final_path.has_parent_path() ? final_path.parent_path().string() : ".";
+  std::string temporary = directory + "/." + final_path.filename().string() + ".XXXXXX";
+  auto failed = [&](int error) {
+    return Error(ErrorKind::Runtime, fmt::format("cannot write {}: {}", path, std::strerror(error)));
+  };
+  const int fd = mkostemp(temporary.data(), O_CLOEXEC);
+  if (fd < 0) throw failed(errno);
+  // mkstemp's file is this user's alone; a report is for its readers too, as umask allows.
+  const mode_t mask = umask(0);
+  umask(mask);
+  bool written = fchmod(fd, 0666 & ~mask) == 0;
+  for (size_t done = 0; written && done < text.size();) {
+    const ssize_t n = write(fd, text.data() + done, text.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    written = n > 0;
+    if (written) done += size_t(n);
   }
-  out.close();
-  if (std::rename(temporary.c_str(), path.c_str()) != 0) {
-    const int error = errno;
-    std::remove(temporary.c_str());
-    throw Error(ErrorKind::Runtime, fmt::format("cannot write {}: {}", path, std::strerror(error)));
+  const int error = errno;
+  if (close(fd) != 0 || !written || std::rename(temporary.c_str(), path.c_str()) != 0) {
+    const int why = written ? errno : error;
+    unlink(temporary.c_str());
+    throw failed(why);
   }
 }
 

@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <pmix.h>
 #include <pmix_server.h>
@@ -10,6 +11,7 @@
 
 #include <charconv>
 #include <cstring>
+#include <ctime>
 #include <filesystem>
 #include <map>
 #include <memory>
@@ -46,6 +48,7 @@ struct PmixService::Library {
   decltype(&PMIx_Error_string) error_string = nullptr;
   std::string why_not;  // empty once the server runs
   std::string tmpdir;   // the server's own, removed at exit
+  int lock_fd = -1;     // holds the flock that tells other servers this directory is alive
 
   Library();
   std::string error(pmix_status_t status) const { return error_string ? error_string(status) : std::to_string(status); }
@@ -149,6 +152,7 @@ PmixService::Library::Library() {
     return;
   }
   tmpdir = pattern;
+  lock_fd = hold_pmix_directory(tmpdir);
   static pmix_server_module_t module = {};
   module.abort = on_abort;
   module.fence_nb = on_fence;
@@ -167,22 +171,35 @@ PmixService::Library::Library() {
   }
 }
 
+int hold_pmix_directory(const std::string& dir) {
+  const int fd = open((dir + "/" + kPmixLockName).c_str(), O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+  if (fd >= 0 && flock(fd, LOCK_EX | LOCK_NB) == 0) return fd;
+  if (fd >= 0) close(fd);
+  return -1;
+}
+
 void remove_pmix_directories_of_dead_servers(const std::string& parent) {
   const std::string prefix = "muster-pmix-";
   std::error_code error;
   for (const auto& entry : std::filesystem::directory_iterator(parent, error)) {
     const std::string name = entry.path().filename().string();
     if (name.rfind(prefix, 0) != 0) continue;
-    pid_t pid = 0;
-    const char* digits = name.c_str() + prefix.size();
-    const auto [end, bad] = std::from_chars(digits, name.c_str() + name.size(), pid);
-    if (bad != std::errc() || *end != '-' || pid <= 0) continue;
-    // A directory of this user's (never a link to one), whose process no longer exists.
+    // A directory of this user's, never a link to one.
     struct stat about {};
     if (lstat(entry.path().c_str(), &about) != 0 || !S_ISDIR(about.st_mode) || about.st_uid != getuid()) continue;
-    if (kill(pid, 0) == 0 || errno != ESRCH) continue;
+    // Alive while its server holds the lock. A pid would not tell: containers that share
+    // /tmp but not a PID namespace see each other's live servers as gone. A directory with
+    // no lock yet is a server starting (or one of before the locks), judged by its age.
+    const int fd = open((entry.path() / kPmixLockName).c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0) {
+      if (errno != ENOENT || std::time(nullptr) - about.st_mtime < kPmixUnlockedGrace.count()) continue;
+    } else if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+      close(fd);
+      continue;
+    }
     std::error_code ignored;
     std::filesystem::remove_all(entry.path(), ignored);
+    if (fd >= 0) close(fd);
   }
 }
 
@@ -198,6 +215,7 @@ PmixService::Library& library() {
       lib.server_finalize();
       std::error_code ignored;
       std::filesystem::remove_all(lib.tmpdir, ignored);
+      if (lib.lock_fd >= 0) close(lib.lock_fd);
     }
   } cleanup;
   return lib;

@@ -4,6 +4,8 @@
 // 4.1 ranks (and mpi4py over them) then start as one world instead of N singletons.
 #pragma once
 
+#include <chrono>
+
 #include <deque>
 #include <tuple>
 #include <memory>
@@ -25,9 +27,19 @@ struct PmixJob {
   std::vector<std::vector<int>> node_ranks;  // each node's ranks, in local-rank order
 };
 
-// The PMIx servers' directories under `parent` ("muster-pmix-PID-XXXXXX", this user's) whose
-// process is gone: an agent killed outright (a lost node, SIGKILL) leaves its own behind.
-// Each server removes those when it starts, so that no node collects them.
+// A PMIx server's directory ("muster-pmix-PID-XXXXXX", this user's) holds a lock file that
+// its server holds an flock on for as long as it runs: the lock, not the pid in the name,
+// says it is alive, since containers that share /tmp need not share a PID namespace.
+inline constexpr const char* kPmixLockName = "muster.lock";
+// How long a directory without its lock file yet is taken for a server that is starting.
+inline constexpr std::chrono::seconds kPmixUnlockedGrace{600};
+
+// Makes `dir`'s lock file and holds its lock; the descriptor (close-on-exec), or -1.
+int hold_pmix_directory(const std::string& dir);
+
+// Removes the PMIx servers' directories under `parent` whose lock no one holds: an agent
+// killed outright (a lost node, SIGKILL) leaves its own behind. Each server removes those
+// when it starts, so that no node collects them.
 void remove_pmix_directories_of_dead_servers(const std::string& parent);
 
 class PmixService : public RankService {

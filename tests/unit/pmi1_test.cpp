@@ -121,6 +121,49 @@ TEST(Pmi1, RequestsThatBreakTheProtocolAreRefusedNamingTheRank) {
 // The service over real sockets, the ranks' ends held here as a rank holds descriptor 3: each
 // rank is answered on its own socket, the barrier answers both once both are in, and a rank
 // that breaks the protocol loses its connection with a note naming it.
+// The key-value space counts every node's puts, not only this node's: a barrier whose puts
+// from elsewhere fill it exactly completes, one byte more fails it with words (the ranks are
+// then told, not left to wait), and a put past a full space is refused.
+TEST(Pmi1Space, OtherNodesPutsCountAndTheLimitHoldsToTheByte) {
+  auto fill = [](size_t bytes) {  // puts that pack to exactly `bytes`
+    std::map<std::string, std::string> puts;
+    for (int k = 0; bytes > 0; ++k) {
+      const std::string key = fmt::format("k{:08}", k);
+      auto size = [&](size_t v) { return packed_pmi1_put_size(key, std::string(v, 'v')); };
+      // The last put takes what is left exactly; before it, each leaves enough for whole puts after it.
+      size_t value = 1000;
+      while (value > 0 && size(value) != bytes && size(value) + 40 > bytes) --value;
+      puts[key] = std::string(value, 'v');
+      bytes -= size(value);
+    }
+    return puts;
+  };
+  auto init = [](Pmi1Node& node) {
+    node.feed(2, "cmd=init pmi_version=1 pmi_subversion=1\n");
+    node.feed(3, "cmd=init pmi_version=1 pmi_subversion=1\n");
+  };
+  const size_t mapping = packed_pmi1_put_size("PMI_process_mapping", pmi1_process_mapping({0, 0, 1, 1}));
+  {
+    Pmi1Node node = two_ranks();
+    init(node);
+    const auto remote = fill(Pmi1Node::kMaxSpaceBytes - mapping);
+    EXPECT_EQ(unpack_pmi1_puts({pack_pmi1_puts(remote)}).size(), remote.size());
+    EXPECT_EQ(node.complete_barrier(remote).size(), 2u);
+    EXPECT_EQ(node.feed(2, "cmd=put kvsname=kvs_7 key=one value=more\n"),
+              "cmd=put_result rc=-1 msg=the_key-value_space_is_full\n");
+  }
+  {
+    Pmi1Node node = two_ranks();
+    init(node);
+    try {
+      node.complete_barrier(fill(Pmi1Node::kMaxSpaceBytes - mapping + 1));
+      ADD_FAILURE() << "other nodes' puts went past the key-value space uncounted";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("more than the 64 MiB muster keeps"), std::string::npos) << e.what();
+    }
+  }
+}
+
 // A node's puts cross the head as its part of the barrier; every node's come back as one map.
 TEST(Pmi1Puts, EveryNodesPartsBecomeOneMapAndMalformedOnesAreRefused) {
   const std::string a = pack_pmi1_puts({{"bc-0", "tcp://10.0.0.1:5 x=y"}, {"k", ""}});
@@ -181,9 +224,11 @@ TEST(Pmi1Service, RanksAreAnsweredOnTheirOwnSocketsAndMeetAtTheBarrier) {
   close(rank_end[1]);
 }
 
-// A PMIx server's directory is named for its process; one whose process is gone (an agent
-// killed outright) goes when the next server starts, and no other does.
-TEST(PmixDirectories, ThoseOfDeadServersGoAndNoOthers) {
+// A PMIx server's directory is alive while its server holds the directory's lock: one whose
+// lock no one holds (an agent killed outright) goes when the next server starts, and no
+// other does, whatever pid its name carries (a live server in another PID namespace that
+// shares /tmp is named for a pid this one cannot see).
+TEST(PmixDirectories, ThoseWhoseLockNoOneHoldsGoAndNoOthers) {
   char parent_pattern[] = "/tmp/muster-pmixdir-test-XXXXXX";
   ASSERT_NE(mkdtemp(parent_pattern), nullptr);
   const std::string parent = parent_pattern;
@@ -191,15 +236,34 @@ TEST(PmixDirectories, ThoseOfDeadServersGoAndNoOthers) {
   if (dead == 0) _exit(0);
   ASSERT_GT(dead, 0);
   waitpid(dead, nullptr, 0);
-  const std::string gone = fmt::format("{}/muster-pmix-{}-aaaaaa", parent, dead);
-  const std::string mine = fmt::format("{}/muster-pmix-{}-bbbbbb", parent, getpid());
+  const std::string gone = fmt::format("{}/muster-pmix-{}-aaaaaa", parent, getpid());
+  const std::string elsewhere = fmt::format("{}/muster-pmix-{}-bbbbbb", parent, dead);
+  const std::string starting = fmt::format("{}/muster-pmix-{}-cccccc", parent, dead);
+  const std::string old = fmt::format("{}/muster-pmix-{}-dddddd", parent, dead);
   const std::string other = parent + "/muster-pmix-notapid";
-  for (const auto& dir : {gone, mine, other}) ASSERT_TRUE(std::filesystem::create_directory(dir)) << dir;
+  for (const auto& dir : {gone, elsewhere, starting, old, other})
+    ASSERT_TRUE(std::filesystem::create_directory(dir)) << dir;
+  // gone: its server ended, its lock file stays with no one holding it.
+  const int released = hold_pmix_directory(gone);
+  ASSERT_GE(released, 0);
+  close(released);
   std::ofstream(gone + "/pmix.node1.tool") << "x";
+  // elsewhere: a live server whose pid this process cannot see.
+  const int held = hold_pmix_directory(elsewhere);
+  ASSERT_GE(held, 0);
+  EXPECT_EQ(hold_pmix_directory(elsewhere), -1) << "a second server took a held directory";
+  // old: no lock file, and older than a server takes to start.
+  const auto long_ago = std::filesystem::file_time_type::clock::now() - kPmixUnlockedGrace - std::chrono::minutes(1);
+  std::filesystem::last_write_time(old, long_ago);
   remove_pmix_directories_of_dead_servers(parent);
   EXPECT_FALSE(std::filesystem::exists(gone));
-  EXPECT_TRUE(std::filesystem::exists(mine));
+  EXPECT_TRUE(std::filesystem::exists(elsewhere));
+  EXPECT_TRUE(std::filesystem::exists(starting));
+  EXPECT_FALSE(std::filesystem::exists(old));
   EXPECT_TRUE(std::filesystem::exists(other));
+  close(held);
+  remove_pmix_directories_of_dead_servers(parent);
+  EXPECT_FALSE(std::filesystem::exists(elsewhere)) << "its server ended";
   std::filesystem::remove_all(parent);
 }
 
