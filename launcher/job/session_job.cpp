@@ -152,8 +152,9 @@ class SessionRun {
                                                   part.number + 1, expected + 1));
     ++expected;
     Fence& fence = fences_[{part.protocol, part.number}];
-    // Bounded as it grows: every node's part goes back to every node in one frame.
-    fence.bytes += part.bytes.size() + 24;
+    // Bounded as it grows: every node's part goes back to every node in one frame, which
+    // kMaxHeadFramePayload leaves room for, length lines included.
+    fence.bytes += part.bytes.size();
     fence.parts[node] = std::move(part.bytes);
     if (fence.bytes > kMaxFenceBytes) {
       fences_.erase({part.protocol, part.number});
@@ -167,9 +168,10 @@ class SessionRun {
     std::vector<std::string> parts;
     for (auto& [n, bytes] : fence.parts) parts.push_back(std::move(bytes));
     fences_.erase({part.protocol, part.number});
-    const std::string payload = encode_fenced(part.protocol, part.number, parts);
+    std::vector<size_t> waiting;
     for (const auto& [n, reported] : reported_)
-      if (!reported && session_.usable(n)) session_.send(n, {FrameKind::Fenced, id_, payload});
+      if (!reported && session_.usable(n)) waiting.push_back(n);
+    session_.send_to_each(waiting, {FrameKind::Fenced, id_, encode_fenced(part.protocol, part.number, parts)});
   }
 
   // A rank on `node` wants another rank's data that no fence carried (PMIx's direct modex):

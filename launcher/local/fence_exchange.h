@@ -2,9 +2,10 @@
 // part of a fence (PMIx's modex blob, PMI-1's puts since the last barrier), and once every
 // node has given its part, each gets all of them. Across nodes the head gathers them over
 // the agents' channels (launcher/job/session_job.cpp), as slurmstepd's pmix plugin and
-// Hydra's proxies do over their own trees; a job on one node completes a fence at once.
+// Hydra's proxies do; a job on one node completes a fence at once.
 #pragma once
 
+#include <cstddef>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -12,6 +13,12 @@
 #include <vector>
 
 namespace muster {
+
+// The most one fence may carry, every node's parts together (their bytes, as the services
+// give them): the head sends them all to every node. Open MPI's modex is a few hundred bytes
+// a rank; MPICH's business cards as much. The frames that carry fences are sized from it
+// (launcher/remote/agent_protocol.h), and so is PMI-1's key-value space (pmi1.h).
+inline constexpr size_t kMaxFenceBytes = size_t(64) << 20;
 
 class FenceExchange {
  public:

@@ -80,6 +80,10 @@ std::string pmi1_process_mapping(const std::vector<int>& node_of_rank) {
   return out + ")";
 }
 
+size_t packed_pmi1_put_size(const std::string& key, const std::string& value) {
+  return fmt::formatted_size("{} {}\n", key.size(), value.size()) + key.size() + value.size();
+}
+
 std::string pack_pmi1_puts(const std::map<std::string, std::string>& puts) {
   std::string out;
   for (const auto& [key, value] : puts) out += fmt::format("{} {}\n{}{}", key.size(), value.size(), key, value);
@@ -118,7 +122,10 @@ Pmi1Node::Pmi1Node(Pmi1Job job, std::vector<int> local_ranks) : job_(std::move(j
   for (int rank : local_ranks) clients_[rank];
   // RFC 13: the process manager provides the mapping under this key; where it was too long,
   // the key is missing (MPICH refuses an empty value).
-  if (!job_.process_mapping.empty()) kvs_["PMI_process_mapping"] = job_.process_mapping;
+  if (!job_.process_mapping.empty()) {
+    kvs_["PMI_process_mapping"] = job_.process_mapping;
+    kvs_bytes_ = packed_pmi1_put_size("PMI_process_mapping", job_.process_mapping);
+  }
 }
 
 Pmi1Node::Client& Pmi1Node::client(int rank) {
@@ -175,9 +182,10 @@ std::string Pmi1Node::answer(int rank, Client& c, const std::map<std::string, st
     if (key.empty() || key.size() >= kMaxKey) return refused("put_result", "key empty or too long");
     if (value.size() >= kMaxValue) return refused("put_result", "value too long");
     if (++c.puts > kMaxPutsPerRank) return refused("put_result", "too many puts before a barrier");
-    if (space_bytes_ + key.size() + value.size() > kMaxSpaceBytes)
+    const size_t size = packed_pmi1_put_size(key, value);
+    if (kvs_bytes_ + puts_bytes_ + size > kMaxSpaceBytes)
       return refused("put_result", "the key-value space is full");
-    space_bytes_ += key.size() + value.size();
+    puts_bytes_ += size;
     puts_[key] = value;
     return "cmd=put_result rc=0\n";
   }
@@ -216,11 +224,22 @@ bool Pmi1Node::barrier_ready() const {
 std::map<std::string, std::string> Pmi1Node::take_puts() {
   std::map<std::string, std::string> out;
   out.swap(puts_);
+  puts_bytes_ = 0;  // they come back with every node's, and count then
   return out;
 }
 
 std::map<int, std::string> Pmi1Node::complete_barrier(const std::map<std::string, std::string>& all_puts) {
+  size_t bytes = kvs_bytes_;
+  for (const auto& [key, value] : all_puts) {
+    if (const auto it = kvs_.find(key); it != kvs_.end()) bytes -= packed_pmi1_put_size(key, it->second);
+    bytes += packed_pmi1_put_size(key, value);
+  }
+  if (bytes > kMaxSpaceBytes)
+    throw Error(ErrorKind::Runtime, fmt::format("every node's PMI puts would take the key-value space to {} "
+                                                "bytes, more than the {} MiB muster keeps",
+                                                bytes, kMaxSpaceBytes >> 20));
   for (const auto& [key, value] : all_puts) kvs_[key] = value;
+  kvs_bytes_ = bytes;
   std::map<int, std::string> replies;
   for (auto& [rank, c] : clients_) {
     c.in_barrier = false;

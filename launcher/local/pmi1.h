@@ -16,6 +16,8 @@
 #include <string_view>
 #include <vector>
 
+#include "launcher/local/fence_exchange.h"
+
 namespace muster {
 
 struct Pmi1Job {
@@ -44,14 +46,20 @@ struct Pmi1Abort {
   std::string message;
 };
 
+// What one put takes of the key-value space: its bytes as pack_pmi1_puts packs them.
+size_t packed_pmi1_put_size(const std::string& key, const std::string& value);
+
 class Pmi1Node {
  public:
   // What the protocol allows, as Hydra's limits: names, keys and values longer are refused.
   static constexpr size_t kMaxName = 256, kMaxKey = 64, kMaxValue = 1024;
   // A rank's requests: one line at most this long; at most this many puts between barriers.
-  // The key-value space, every barrier's puts together: at most this many bytes (MPICH puts
-  // a business card of a few hundred bytes a rank per barrier).
-  static constexpr size_t kMaxLine = 2048, kMaxPutsPerRank = 4096, kMaxSpaceBytes = size_t(64) << 20;
+  static constexpr size_t kMaxLine = 2048, kMaxPutsPerRank = 4096;
+  // The key-value space, every node's puts of every barrier together, each counted as it is
+  // packed to cross the nodes (packed_pmi1_put_size): at most a fence's worth, so that any
+  // barrier's puts fit the fence that carries them (MPICH puts a business card of a few
+  // hundred bytes a rank per barrier).
+  static constexpr size_t kMaxSpaceBytes = kMaxFenceBytes;
 
   Pmi1Node(Pmi1Job job, std::vector<int> local_ranks);
 
@@ -65,7 +73,8 @@ class Pmi1Node {
   // The puts of this node's ranks since the last barrier, for the exchange (once per barrier).
   std::map<std::string, std::string> take_puts();
   // The exchange came back with every node's puts: they join the key-value space, and each
-  // local rank gets its barrier_out (rank -> reply).
+  // local rank gets its barrier_out (rank -> reply). Throws Error(Runtime) when they would
+  // take the space past kMaxSpaceBytes (other nodes' puts count as this node's own do).
   std::map<int, std::string> complete_barrier(const std::map<std::string, std::string>& all_puts);
 
   // Set once a rank asked to abort the job.
@@ -92,7 +101,8 @@ class Pmi1Node {
   std::map<int, Client> clients_;
   std::map<std::string, std::string> kvs_;   // what every barrier so far made visible
   std::map<std::string, std::string> puts_;  // this node's since the last barrier
-  size_t space_bytes_ = 0;                   // of kvs_ and puts_, keys and values
+  size_t kvs_bytes_ = 0;                     // of kvs_, packed
+  size_t puts_bytes_ = 0;                    // of puts_, packed
   std::optional<Pmi1Abort> abort_;
   int barriers_ = 0;
 };

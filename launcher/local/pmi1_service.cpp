@@ -121,16 +121,16 @@ void Pmi1Service::exchange_barrier(std::vector<Event>& events) {
   if (contributed_ != barrier) return;
   auto parts = exchange_.completed("pmi1", barrier);
   if (!parts) return;
-  std::map<std::string, std::string> all;
+  std::map<int, std::string> replies;
   try {
-    all = unpack_pmi1_puts(*parts);
+    replies = node_.complete_barrier(unpack_pmi1_puts(*parts));
   } catch (const Error& e) {
     // Every rank here waits for this barrier: none can go on without the others' puts.
     for (auto& [rank, c] : connections_)
       if (c.ours >= 0) close_connection(rank, events, e.what());
     return;
   }
-  for (const auto& [rank, reply] : node_.complete_barrier(all)) {
+  for (const auto& [rank, reply] : replies) {
     const int fd = connections_.at(rank).ours;
     if (fd >= 0 && !write_exact(fd, reply.data(), reply.size()))
       close_connection(rank, events, "it did not read PMI's replies");

@@ -114,14 +114,7 @@ class HeadExchange : public FenceExchange {
   HeadExchange& operator=(const HeadExchange&) = delete;
 
   void contribute(std::string_view protocol, int number, std::string part) override {
-    if (part.size() > kMaxFenceBytes) {  // the head would take the frame for garbage: say why instead
-      writer_.send({FrameKind::Fail, run_,
-                    fmt::format("this node's data for MPI's {} fence {} came to {} MiB, more than the {} MiB "
-                                "muster carries in one fence",
-                                protocol, number + 1, part.size() >> 20, kMaxFenceBytes >> 20)});
-      return;
-    }
-    writer_.send({FrameKind::Fence, run_, encode_fence({std::string(protocol), number, std::move(part)})});
+    writer_.send(fence_frame(run_, {std::string(protocol), number, std::move(part)}));
   }
   std::optional<std::vector<std::string>> completed(std::string_view protocol, int number) override {
     char drain[64];

@@ -56,6 +56,15 @@ std::string encode_fence(const FencePart& part) {
   return fmt::format("{} {}\n", part.protocol, part.number) + part.bytes;
 }
 
+Frame fence_frame(int run, FencePart part) {
+  if (part.bytes.size() > kMaxFenceBytes)
+    return {FrameKind::Fail, run,
+            fmt::format("this node's data for MPI's {} fence {} came to {} bytes, more than the {} MiB "
+                        "muster carries in one fence", part.protocol, part.number + 1, part.bytes.size(),
+                        kMaxFenceBytes >> 20)};
+  return {FrameKind::Fence, run, encode_fence(part)};
+}
+
 FencePart decode_fence(std::string_view payload) {
   size_t at = 0;
   FencePart part = fence_header(payload, at);

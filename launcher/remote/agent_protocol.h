@@ -10,6 +10,8 @@
 #include <utility>
 #include <vector>
 
+#include "launcher/local/fence_exchange.h"
+
 namespace muster {
 
 // What a frame carries. A session carries any number of jobs (runs), one at a time; the
@@ -39,9 +41,6 @@ enum class FrameKind {
   Fetched,// both ways: "REQUEST STATUS\n" and the data, the answer to a Fetch
 };
 
-// The most one fence may carry, every node's parts together: the head sends it to every
-// node. Open MPI's modex is a few hundred bytes a rank; MPICH's business cards as much.
-inline constexpr size_t kMaxFenceBytes = size_t(64) << 20;
 
 // Fetch and Fetched payloads. The decoders throw Error(Runtime) on a payload that is not one.
 std::string encode_fetch(int request, int rank);
@@ -57,6 +56,7 @@ struct FencePart {
   std::string bytes;
 };
 std::string encode_fence(const FencePart& part);
+
 // Throws Error(Runtime) when the payload is not a fence part.
 FencePart decode_fence(std::string_view payload);
 std::string encode_fenced(const std::string& protocol, int number, const std::vector<std::string>& parts);
@@ -72,12 +72,28 @@ struct Frame {
 // One frame in wire form.
 std::string encode_frame(const Frame& frame);
 
+// What an agent sends of its node's part of a fence in run `run`: the Fence frame, or, for a
+// part over kMaxFenceBytes (which the head would refuse), a Fail frame that says why.
+Frame fence_frame(int run, FencePart part);
+
 // The most a frame may carry, by who sends it; a longer one ends the channel before its
-// bytes are kept. An agent sends a rank's line (at most LineBuffer's 1 MiB) or a report or
-// answer far smaller; the head sends a spec, which holds the node's own ranks (up to
-// kMaxRanks, about 70 bytes each) and the job's command and environment.
-inline constexpr size_t kMaxAgentFramePayload = size_t(16) << 20;
+// bytes are kept. Each is the largest payload its sender makes, so that what one end may
+// send the other takes:
+// - an agent sends a rank's line (at most LineBuffer's 1 MiB), a report, an answer, and its
+//   node's part of a fence or a Fetched answer: at most kMaxFenceBytes after a header line
+//   of at most kMaxFenceHeader bytes ("pmix 12\n", "12 -46\n");
+// - the head sends a spec, which holds the node's own ranks (up to kMaxRanks, about 70 bytes
+//   each) and the job's command and environment, and a completed fence: every node's part
+//   (kMaxFenceBytes together), each after its length line.
+inline constexpr size_t kMaxFenceHeader = 64;
+inline constexpr size_t kMaxAgentFramePayload = kMaxFenceBytes + kMaxFenceHeader;
 inline constexpr size_t kMaxHeadFramePayload = size_t(256) << 20;
+// What the head queues for one node at most, counting a frame shared by every node (a
+// completed fence, held once) once for each: past it the node is taken as not reading.
+inline constexpr size_t kMaxQueuedForNode = 2 * kMaxHeadFramePayload;
+// A completed fence fits the head's frame for any job: each part's length line is at most
+// 21 bytes, and a job has at most kMaxRanks nodes.
+static_assert(kMaxHeadFramePayload >= kMaxFenceBytes + kMaxFenceHeader + size_t(21) * (size_t(1) << 20));
 
 // Accumulates received bytes and returns whole frames. Throws Error(Runtime) on a header
 // that is not a frame header (the other side is not a muster agent of this version) or a

@@ -125,8 +125,12 @@ struct ClusterSession::Link {
   FrameReader reader{kMaxAgentFramePayload};
   std::string agent_stderr;
   std::mutex mutex;             // guards outgoing, closing and driver
-  std::string outgoing;         // frames to send
+  // Frames to send, each encoded once: a frame for every node (a fence's every part) is
+  // queued as one shared copy, however many nodes it goes to.
+  std::deque<std::shared_ptr<const std::string>> outgoing;
+  size_t outgoing_bytes = 0;    // what `outgoing` holds for this node, at most kMaxQueuedForNode
   bool closing = false;
+  std::string closing_why;      // set when the session closed it for a reason of its own
   LinkDriver* driver = nullptr;  // set when the session opens; none for a node not reached
   size_t position = 0;           // in its driver's share
   bool wake_pending = false;     // its driver was told and has not stepped it since
@@ -138,16 +142,25 @@ struct ClusterSession::Link {
   Clock::time_point next_beat{};
   bool waiting_for_room = false;  // the head was behind at the last step: the node waits
 
-  void send(const Frame& frame) {
+  void send(std::shared_ptr<const std::string> bytes) {
     std::lock_guard lock(mutex);
-    outgoing += encode_frame(frame);
+    if (closing) return;
+    // A node that takes nothing while frames pile up for it is not reading: it is lost, and
+    // the head's memory is not.
+    if (outgoing_bytes + bytes->size() > kMaxQueuedForNode) {
+      closing_why = fmt::format("its agent took none of the {} MiB queued for it", outgoing_bytes >> 20);
+      closing = true;
+    } else {
+      outgoing_bytes += bytes->size();
+      outgoing.push_back(std::move(bytes));
+    }
     wake_driver();
   }
   // Stops driving the link; with `say_bye`, the agent is told the session is over first.
   void close_channel(bool say_bye) {
     std::lock_guard lock(mutex);
     if (closing) return;
-    if (say_bye) outgoing += encode_frame({FrameKind::Bye, -1, ""});
+    if (say_bye) outgoing.push_back(std::make_shared<const std::string>(encode_frame({FrameKind::Bye, -1, ""})));
     closing = true;
     wake_driver();
   }
@@ -176,23 +189,27 @@ LinkStep step_link(ClusterSession::Link& link, size_t node, ClusterSession::Even
   std::string why = "the connection closed";
   try {
     // 1. What is queued, and a heartbeat when one is due.
-    std::string outgoing;
+    std::deque<std::shared_ptr<const std::string>> outgoing;
     bool closing;
+    std::string closed_because;
     {
       std::lock_guard lock(link.mutex);
       outgoing.swap(link.outgoing);
+      link.outgoing_bytes = 0;
       closing = link.closing;
+      closed_because = link.closing_why;
       link.wake_pending = false;
     }
+    if (!closed_because.empty()) throw Error(ErrorKind::Runtime, closed_because);
     if (!closing && Clock::now() >= link.next_beat) {
-      outgoing += encode_frame({FrameKind::Beat, -1, ""});
+      outgoing.push_back(std::make_shared<const std::string>(encode_frame({FrameKind::Beat, -1, ""})));
       link.next_beat = Clock::now() + kBeatInterval;
     }
     // The write blocks only while the node's SSH window is full: a frozen node with megabytes
     // queued for it. That holds up this driver's other links too (until the node is lost);
     // writing without blocking is the step after this one.
     const bool wrote = !outgoing.empty();
-    if (wrote) link.agent->write(outgoing);
+    for (const auto& bytes : outgoing) link.agent->write(*bytes);
     if (closing) return LinkStep::Ended;
 
     // 2. What has arrived, unless the head is behind: then the node waits (flow control),
@@ -535,7 +552,7 @@ void ClusterSession::ask_stream(const AskFlow& flow, const std::vector<int>& int
         continue;
       }
       const int id = ++next_id_;
-      links_[r.node]->send({FrameKind::Ask, id, r.payload});
+      send(r.node, {FrameKind::Ask, id, r.payload});
       const auto deadline = Clock::now() + r.limit;
       pending.emplace(id, Pending{std::move(r), std::move(unanswered), deadline});
     }
@@ -568,7 +585,14 @@ std::vector<ClusterSession::NodeEvent> ClusterSession::take_events(Milliseconds 
   return {std::make_move_iterator(events.begin()), std::make_move_iterator(events.end())};
 }
 
-void ClusterSession::send(size_t node, const Frame& frame) { links_.at(node)->send(frame); }
+void ClusterSession::send(size_t node, const Frame& frame) {
+  links_.at(node)->send(std::make_shared<const std::string>(encode_frame(frame)));
+}
+
+void ClusterSession::send_to_each(const std::vector<size_t>& nodes, const Frame& frame) {
+  const auto bytes = std::make_shared<const std::string>(encode_frame(frame));
+  for (size_t node : nodes) links_.at(node)->send(bytes);
+}
 
 const std::string& ClusterSession::host(size_t node) const { return links_.at(node)->host; }
 

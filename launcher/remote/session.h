@@ -126,6 +126,9 @@ class ClusterSession {
   int new_id() { return ++next_id_; }
   // Queues `frame` for node `node`'s agent.
   void send(size_t node, const Frame& frame);
+  // Queues one copy of `frame` for every node of `nodes` (a completed fence): the bytes are
+  // encoded and held once, however many nodes they go to.
+  void send_to_each(const std::vector<size_t>& nodes, const Frame& frame);
   // What one node's link said: a frame (heartbeats left out), or, with none, that the link
   // ended and why.
   struct NodeEvent {

@@ -1,4 +1,5 @@
 // Pure pieces of remote launch: quoting, checksums, and the agent's wire format.
+#include <climits>
 #include <elf.h>
 #include <link.h>
 #include <stdlib.h>
@@ -168,7 +169,7 @@ TEST(AgentProtocol, AFrameOverItsSendersLimitIsRefusedFromItsHeader) {
     from_agent.next();
     ADD_FAILURE() << "a frame over the limit was awaited";
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("over the protocol's limit of 16 MiB"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("over the protocol's limit of 64 MiB"), std::string::npos) << e.what();
   }
   FrameReader exactly(kMaxAgentFramePayload);
   exactly.feed(fmt::format("OUT 0 {}\n", kMaxAgentFramePayload));
@@ -176,6 +177,37 @@ TEST(AgentProtocol, AFrameOverItsSendersLimitIsRefusedFromItsHeader) {
   FrameReader from_head(kMaxHeadFramePayload);
   from_head.feed(fmt::format("SPEC 1 {}\n", kMaxHeadFramePayload + 1));
   EXPECT_THROW(from_head.next(), Error);
+}
+
+// What one end may send of a fence the other takes, at the limit; one byte past it the agent
+// says why in a Fail frame rather than send what the head would refuse as garbage. A fence
+// completed at the limit, from many nodes, fits the head's frame with its length lines.
+TEST(AgentProtocol, FencesAtTheLimitCrossBothWaysAndOneBytePastIsRefusedWithWords) {
+  FencePart part{"pmi1", 999'999'999, std::string(kMaxFenceBytes, 'x')};
+  const Frame fence = fence_frame(7, part);
+  ASSERT_EQ(fence.kind, FrameKind::Fence);
+  FrameReader head_reads(kMaxAgentFramePayload);
+  head_reads.feed(encode_frame(fence));
+  const auto read = head_reads.next();
+  ASSERT_TRUE(read);
+  EXPECT_EQ(decode_fence(read->payload).bytes.size(), kMaxFenceBytes);
+  // A Fetched answer as large: the same limit.
+  FrameReader fetched(kMaxAgentFramePayload);
+  fetched.feed(encode_frame({FrameKind::Fetched, 7, encode_fetched(INT_MAX, -INT_MAX, part.bytes)}));
+  EXPECT_TRUE(fetched.next());
+
+  part.bytes += 'x';
+  const Frame over = fence_frame(7, part);
+  EXPECT_EQ(over.kind, FrameKind::Fail);
+  EXPECT_NE(over.payload.find("more than the 64 MiB muster carries in one fence"), std::string::npos) << over.payload;
+
+  // Every node's parts, kMaxFenceBytes together, back to each node in one frame.
+  std::vector<std::string> parts(4096, std::string(kMaxFenceBytes / 4096, 'y'));
+  FrameReader agent_reads(kMaxHeadFramePayload);
+  agent_reads.feed(encode_frame({FrameKind::Fenced, 7, encode_fenced("pmix", 3, parts)}));
+  const auto fenced = agent_reads.next();
+  ASSERT_TRUE(fenced);
+  EXPECT_EQ(decode_fenced(fenced->payload).second.size(), 4096u);
 }
 
 TEST(AgentProtocol, SomethingElseOnTheChannelIsAClearError) {
