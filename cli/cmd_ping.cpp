@@ -12,7 +12,9 @@
 #include "cli/cluster_input.h"
 #include "cli/commands.h"
 #include "cli/flag_checks.h"
+#include "cli/network_json.h"
 #include "cli/remote_options.h"
+#include "cli/report_flags.h"
 #include "cli/terminal_output.h"
 #include "launcher/cluster/cluster_input.h"
 #include "launcher/job/cluster_context.h"
@@ -29,6 +31,7 @@ struct PingCliOptions {
   bool matrix = false;
   bool search = false;
   bool json = false;
+  std::string html_file;
 };
 
 namespace {
@@ -43,82 +46,6 @@ const PairProbe* shown_probe(const PingReport& r, int src, int dst) {
     if (it != r.choice.interface_of.end() && p.interface == it->second) return &p;
   }
   return first;
-}
-
-// The pair search's rounds, where --search ran (null where it did not).
-nlohmann::json search_json(const PingReport& r, const std::optional<CulpritReport>& search) {
-  if (!search) return nullptr;
-  nlohmann::json pairs = nlohmann::json::array();
-  for (const auto& m : search->measured)
-    pairs.push_back({{"a", r.nodes[size_t(m.a)].host}, {"b", r.nodes[size_t(m.b)].host},
-                     {"bandwidth_gbps", m.gbps}, {"round", m.round}});
-  return {{"rounds", search->rounds}, {"median_gbps", search->typical_gbps},
-          {"threshold_gbps", search->threshold_gbps}, {"pairs", pairs}};
-}
-
-nlohmann::json report_json(const PingReport& r, const std::optional<CulpritReport>& search) {
-  nlohmann::json nodes = nlohmann::json::array();
-  for (const auto& n : r.nodes) {
-    nlohmann::json node = {
-        {"host", n.host}, {"address", n.address}, {"this_machine", n.here}, {"reachable", n.reach.ok},
-        {"error", n.reach.ok ? nlohmann::json(nullptr) : nlohmann::json(n.reach.failure)},
-        {"steps_ms", {{"resolve", n.reach.timings.resolve_ms},
-                      {"tcp_connect", n.reach.timings.tcp_connect_ms},
-                      {"ssh_handshake_auth", n.reach.timings.ssh_ms},
-                      {"command_round_trip", n.reach.command_rtt_ms}}},
-        {"clock_offset_ms", n.clock_offset_ms ? nlohmann::json(*n.clock_offset_ms) : nlohmann::json(nullptr)},
-        {"clock_error_ms", n.clock_offset_ms ? nlohmann::json(n.clock_error_ms) : nlohmann::json(nullptr)}};
-    if (n.facts) {
-      nlohmann::json addresses = nlohmann::json::array();
-      for (const auto& a : n.facts->addresses) {
-        addresses.push_back({{"interface", a.interface}, {"address", a.address},
-                             {"prefix_length", a.prefix_length}});
-        if (a.line_rate_gbps) addresses.back()["line_rate_gbps"] = *a.line_rate_gbps;
-      }
-      node["facts"] = {{"hostname", n.facts->hostname}, {"machine_id", n.facts->machine_id},
-                       {"boot_id", n.facts->boot_id}, {"gpus", n.facts->gpus},
-                       {"gpu_models", n.facts->gpu_models}, {"nics", n.facts->nics},
-                       {"cpus", n.facts->cpus}, {"memory_bytes", n.facts->memory_bytes},
-                       {"kernel", n.facts->kernel}, {"muster_version", n.facts->version},
-                       {"addresses", addresses}};
-    }
-    nodes.push_back(node);
-  }
-  nlohmann::json pairs = nlohmann::json::array();
-  for (const auto& p : r.pairs) {
-    nlohmann::json pair = {{"src", r.nodes[size_t(p.src)].host}, {"dst", r.nodes[size_t(p.dst)].host},
-                           {"address", p.address}, {"interface", p.interface},
-                           {"reachable", p.result.reachable}};
-    if (p.result.reachable)
-      pair["rtt_us"] = {{"min", p.result.rtt.min_us}, {"median", p.result.rtt.median_us},
-                        {"p99", p.result.rtt.p99_us}, {"samples", p.result.rtt.samples}};
-    else
-      pair["error"] = p.result.error;
-    if (!p.result.reachable && !p.result.starved.empty()) pair["starved"] = p.result.starved;
-    pair["attempts"] = p.attempts;
-    if (!p.first_error.empty()) pair["first_error"] = p.first_error;
-    if (p.result.gbps) pair["bandwidth_gbps"] = *p.result.gbps;
-    if (p.gbps_alone) pair["bandwidth_alone_gbps"] = *p.gbps_alone;
-    if (p.control_gbps)
-      pair["control"] = {{"src", r.nodes[size_t(p.control_src)].host}, {"dst", r.nodes[size_t(p.control_dst)].host},
-                         {"bandwidth_alone_gbps", *p.control_gbps}};
-    pairs.push_back(pair);
-  }
-  nlohmann::json problems = nlohmann::json::array();
-  for (const auto& p : r.problems)
-    problems.push_back({{"severity", p.severity == Finding::Severity::Fail ? "fail" : "warn"},
-                        {"check", finding_name(p.kind)},
-                        {"node", p.node ? nlohmann::json(r.nodes[size_t(*p.node)].host) : nlohmann::json(nullptr)},
-                        {"message", p.message}});
-  nlohmann::json ifnames = nlohmann::json::object();
-  for (const auto& [node, name] : r.choice.interface_of) ifnames[r.nodes[size_t(node)].host] = "=" + name;
-  return {{"nodes", nodes}, {"pairs", pairs}, {"problems", problems},
-          {"choices", {{"master_addr", r.choice.master_addr ? nlohmann::json(*r.choice.master_addr)
-                                                            : nlohmann::json(nullptr)},
-                       {"subnet", r.choice.subnet},
-                       {"nccl_socket_ifname", ifnames}, {"gloo_socket_ifname", ifnames}}},
-          {"search", search_json(r, search)},
-          {"passed", !r.failed()}};
 }
 
 // Past this many nodes a matrix no longer fits a screen: its outliers are shown instead.
@@ -273,6 +200,7 @@ CommandAction setup_ping(CLI::App& app) {
   app.add_flag("--matrix", options->matrix,
                fmt::format("print every pair's matrix past {} nodes, not the outliers", kWholeMatrixNodes));
   app.add_flag("--json", options->json, "print the whole report as JSON");
+  add_html_flag(app, options->html_file);
   app.footer("Without -f, -H or --hostfile: this machine, without SSH.\n"
              "Exit status: 0 when every check passed, 1 when one failed, 255 when a node "
              "could not be reached, 2 for usage or configuration errors.");
@@ -291,7 +219,8 @@ CommandAction setup_ping(CLI::App& app) {
                                  context.interrupt_fds());
       for (auto& f : slow_pair_findings(context.cluster(), report, *search)) report.problems.push_back(std::move(f));
     }
-    print_out(options->json ? report_json_text(report_json(report, search), 2) + "\n"
+    if (!options->html_file.empty()) write_html_report(options->html_file, ping_json(report, search), "ping");
+    print_out(options->json ? report_json_text(ping_json(report, search), 2) + "\n"
                             : report_text(report, search, options->matrix));
     const bool unreached = std::any_of(report.nodes.begin(), report.nodes.end(),
                                        [](const NodeStatus& n) { return !n.reach.ok; });

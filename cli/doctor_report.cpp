@@ -7,6 +7,7 @@
 
 #include <fmt/format.h>
 
+#include "cli/network_json.h"
 #include "cli/terminal_output.h"
 #include "launcher/text_bytes.h"
 
@@ -32,10 +33,19 @@ nlohmann::json doctor_json(const DoctorReport& report) {
                                   {"remedy", c.health->remedy}};
     ++counts[status_name(c.status)];
   }
-  return {{"schema", "muster-doctor/1"}, {"muster_version", MUSTER_VERSION},
-          {"cluster", report.cluster}, {"status", status_name(report.overall())},
-          {"duration_s", report.seconds}, {"stages", stages}, {"checks", checks},
-          {"summary", counts}};
+  nlohmann::json out = {{"schema", "muster-doctor/1"}, {"muster_version", MUSTER_VERSION},
+                        {"cluster", report.cluster}, {"status", status_name(report.overall())},
+                        {"duration_s", report.seconds}, {"stages", stages}, {"checks", checks},
+                        {"summary", counts}};
+  if (report.network) out["network"] = ping_json(*report.network, report.pair_search);
+  if (!report.node_types.empty()) {
+    out["topology"] = nlohmann::json::array();
+    for (const auto& type : report.node_types)
+      out["topology"].push_back({{"hosts", type.hosts}, {"gpu_models", type.gpu_models},
+                                 {"devices", type.paths.devices}, {"rows", type.paths.rows},
+                                 {"nearest_nics", type.paths.nearest}});
+  }
+  return out;
 }
 
 namespace {

@@ -81,4 +81,19 @@ std::vector<int> nearest_nics(const Topology& topology, int gpu) {
   return best;
 }
 
+PathMatrix path_matrix(const Topology& topology) {
+  PathMatrix m;
+  const int gpus = int(topology.gpus.size());
+  for (int g = 0; g < gpus; ++g) m.devices.push_back(fmt::format("GPU{}", g));
+  for (const auto& nic : topology.nics) m.devices.push_back(nic.name);
+  for (int g = 0; g < gpus; ++g) {
+    auto& row = m.rows.emplace_back();
+    for (int h = 0; h < gpus; ++h) row.push_back(gpu_to_gpu(topology, g, h).str());
+    for (size_t n = 0; n < topology.nics.size(); ++n) row.push_back(gpu_to_nic(topology, g, int(n)).str());
+    auto& nearest = m.nearest.emplace_back();
+    for (int n : nearest_nics(topology, g)) nearest.push_back(topology.nics[size_t(n)].name);
+  }
+  return m;
+}
+
 }  // namespace muster

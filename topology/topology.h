@@ -101,4 +101,13 @@ PathCell gpu_to_nic(const Topology& topology, int gpu, int nic);
 // The NICs closest to a GPU: the best path type, ties kept when the link speed is equal.
 std::vector<int> nearest_nics(const Topology& topology, int gpu);
 
+// The matrix `nvidia-smi topo -m` prints, as its words: what a report draws for a node.
+struct PathMatrix {
+  std::vector<std::string> devices;            // "GPU0", "GPU1", ..., then the NICs' names
+  std::vector<std::vector<std::string>> rows;  // one per GPU: its cell to every device
+  std::vector<std::vector<std::string>> nearest;  // one per GPU: the names of its nearest NICs
+  bool operator==(const PathMatrix&) const = default;
+};
+PathMatrix path_matrix(const Topology& topology);
+
 }  // namespace muster

@@ -422,11 +422,14 @@ void report_slow_bandwidth(const ClusterSpec& cluster, const PingReport& in, std
     add(report, confirmed ? Severity::Fail : Severity::Warn, FindingKind::Bandwidth, std::nullopt,
         fmt::format("the link {} <-> {} is slow: {}, {}; both nodes are fast with their other peers{}",
                     host(l.a), host(l.b), link_directions(l, host), bar, why_not));
+    report.back().link = {l.a, l.b};
   }
-  for (const SlowLink& l : slow.unresolved)
+  for (const SlowLink& l : slow.unresolved) {
     add(report, Severity::Fail, FindingKind::Bandwidth, std::nullopt,
         fmt::format("{} <-> {}: {}, {}; with no fast pair at one end to compare, the node cannot be "
                     "told from the link", host(l.a), host(l.b), link_directions(l, host), bar));
+    report.back().link = {l.a, l.b};
+  }
 }
 
 // The line rate of the interface each node's peers reach it on (the chosen one), where its
@@ -770,11 +773,14 @@ std::vector<Finding> slow_pair_findings(const ClusterSpec& cluster, const PingRe
     add(out, Severity::Fail, FindingKind::Bandwidth, std::nullopt,
         fmt::format("the link {} <-> {} is slow: {:.2f} Gbit/s, {}; both nodes are fast with other "
                     "partners; found by pairs in {} rounds", host(a), host(b), gbps, bar, found.rounds));
+    out.back().link = {a, b};
   }
-  for (auto [a, b] : found.unknown_links)
+  for (auto [a, b] : found.unknown_links) {
     add(out, Severity::Warn, FindingKind::Bandwidth, std::nullopt,
         fmt::format("the link {} <-> {} was slow once, beside the other pairs' streams, and not measured "
                     "again: unknown; muster ping --bandwidth measures every pair", host(a), host(b)));
+    out.back().link = {a, b};
+  }
   for (int node : found.unknown)
     add(out, Severity::Warn, FindingKind::Bandwidth, node,
         found.measured.end() == std::find_if(found.measured.begin(), found.measured.end(),

@@ -175,6 +175,7 @@ class Doctor {
       Topology t = HwlocTopologySource().load();
       NodeGpus n{host(0), int(t.gpus.size()), {}};
       for (const auto& g : t.gpus) n.models.push_back(g.model);
+      if (!t.gpus.empty()) add_node_type(n.host, n.models, path_matrix(t));
       add("topology", "machine", n.host, CheckStatus::Pass,
           fmt::format("{}, {}, {} cores, {}; NVLink {}", plural(t.numa_nodes.size(), "NUMA node"),
                       describe_gpus(n.gpus, n.models), t.cores, plural(t.nics.size(), "NIC"),
@@ -187,6 +188,7 @@ class Doctor {
         const NodeHello& h = session.hellos()[i];
         nodes.push_back({host(i), h.gpus, h.gpu_models});
         hellos.push_back(h);
+        if (!h.paths.devices.empty()) add_node_type(host(i), h.gpu_models, h.paths);
       }
     }
     auto differences = differences_from_majority(hellos);
@@ -213,6 +215,16 @@ class Doctor {
           odd.empty() ? describe_node(hellos[k])
                       : fmt::format("differs from most nodes: {}", fmt::join(odd, "; ")));
     }
+  }
+
+  // Nodes with the same models and paths are one type, drawn once.
+  void add_node_type(const std::string& host, const std::vector<std::string>& models, const PathMatrix& paths) {
+    for (auto& type : report_.node_types)
+      if (type.gpu_models == models && type.paths == paths) {
+        type.hosts.push_back(host);
+        return;
+      }
+    report_.node_types.push_back({{host}, models, paths});
   }
 
   void check_health() {
@@ -277,6 +289,7 @@ class Doctor {
       bandwidth_measured = fmt::format("{} pairs in {} rounds of the pair search, median {:.2f} Gbit/s",
                                        found.measured.size(), found.rounds, found.typical_gbps);
       threshold = found.threshold_gbps;
+      report_.pair_search = found;
     }
     // Nothing judged is no pass: two nodes without checks.min_bandwidth_gbps, or no stream measured.
     if (std::none_of(r.problems.begin(), r.problems.end(),
@@ -340,6 +353,7 @@ class Doctor {
         if (const std::string named = p.node ? host(size_t(*p.node)) : "a slow link";
             !contains(slow_by_network_, named))
           slow_by_network_.push_back(named);
+    report_.network = r;                       // for reports that draw the pairs
     context_->remember_network(std::move(r));  // the launch uses these choices
   }
 

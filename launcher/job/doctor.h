@@ -13,6 +13,8 @@
 
 #include "launcher/cluster/cluster_input.h"
 #include "launcher/job/cluster_context.h"
+#include "launcher/job/cluster_ping.h"
+#include "probes/culprit_search.h"
 #include "topology/health/health.h"
 
 namespace muster {
@@ -42,10 +44,22 @@ struct StageResult {
   double seconds = 0;
 };
 
+// A kind of node as its GPU paths show it: the hosts that share one model and path matrix.
+struct NodeType {
+  std::vector<std::string> hosts;
+  std::vector<std::string> gpu_models;
+  PathMatrix paths;
+};
+
 struct DoctorReport {
   std::string cluster;       // the cluster's name or source
   std::vector<StageResult> stages;
   std::vector<Check> checks;
+  // What the stages measured, for reports that draw it: the network stage's pairs (and the
+  // pair search's, past 16 nodes), and the nodes grouped by their GPU paths.
+  std::optional<PingReport> network;
+  std::optional<CulpritReport> pair_search;
+  std::vector<NodeType> node_types;
   double seconds = 0;
   bool config_error = false; // the cluster description was invalid (exit 2)
   // Fail if any check failed; Warn if any warned; else Pass.

@@ -4,6 +4,7 @@
 
 #include <optional>
 #include <string>
+#include <utility>
 
 namespace muster {
 
@@ -36,6 +37,8 @@ struct Finding {
   Severity severity = Severity::Fail;
   std::optional<int> node;  // node rank it is about; unset: the cluster as a whole
   std::string message;      // one line, plain words, naming hosts, ranks and addresses
+  // The link it is about, by its ends' node ranks, where it names a link rather than a node.
+  std::optional<std::pair<int, int>> link;
 };
 
 }  // namespace muster

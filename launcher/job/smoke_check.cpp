@@ -361,6 +361,7 @@ SmokeOutcome run_smoke(ClusterContext& context, const SmokeRequest& request) {
   for (const auto& [rank, list] : c.hellos)
     for (const auto& h : list) outcome.hellos.push_back(h);
   outcome.problems = smoke_findings(c, job, outcome.rows, context.cluster().checks);
+  outcome.min_busbw_gbps = context.cluster().checks.min_busbw_gbps;
   return outcome;
 }
 

@@ -52,6 +52,7 @@ struct SmokeOutcome {
   std::vector<Finding> problems;       // empty: every check passed
   std::optional<CulpritReport> pair_search;  // with settings.pairs: what it found
   std::vector<std::string> warnings;   // what the launch found that did not stop it
+  std::optional<double> min_busbw_gbps;  // the bar its bus bandwidth was held to (checks.)
 };
 
 // What the probe ranks said, read line by line: the head's side of the smoke protocol. A

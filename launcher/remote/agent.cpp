@@ -207,6 +207,8 @@ NodeHello describe_this_node(const Topology& topology, int probe_port, const std
   hello.addresses = local_addresses();
   for (auto& a : hello.addresses) a.line_rate_gbps = interface_line_rate_gbps(a.interface);
   hello.nics = int(topology.nics.size());
+  if (!topology.gpus.empty() && topology.gpus.size() + topology.nics.size() <= kMostPathDevices)
+    hello.paths = path_matrix(topology);
   for (const auto& nic : topology.nics)
     if (std::find(nic.interfaces.begin(), nic.interfaces.end(), nic.name) == nic.interfaces.end()) hello.rdma = true;
   for (const auto& n : topology.numa_nodes) hello.memory_bytes += n.memory_bytes;

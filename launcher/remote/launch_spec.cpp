@@ -144,6 +144,8 @@ std::string to_json(const NodeHello& h) {
               {"name_resolves", h.name_resolves ? json(*h.name_resolves) : json(nullptr)},
               {"neighbour_limit", h.neighbour_limit ? json(*h.neighbour_limit) : json(nullptr)},
               {"pmix_unavailable", h.pmix_unavailable}, {"rdma", h.rdma}};
+  if (!h.paths.devices.empty())
+    hello["paths"] = {{"devices", h.paths.devices}, {"rows", h.paths.rows}, {"nearest", h.paths.nearest}};
   return bytes_kept(std::move(hello)).dump();
 }
 
@@ -169,6 +171,35 @@ const json& list_within(const json& j, const char* key, size_t max) {
 
 constexpr int kMostGpus = 1024, kMostCpus = 1 << 20, kMostNics = 4096;
 constexpr size_t kMostAddresses = 4096;
+
+// A hello's path matrix: at most kMostPathDevices devices, a row per GPU of one short word
+// per device, and each GPU's nearest NICs among them.
+PathMatrix path_matrix_within(const json& j) {
+  auto words = [](const json& list, size_t max, size_t longest) {
+    if (!list.is_array() || list.size() > max)
+      throw Error(ErrorKind::Runtime, "malformed hello from agent: a path matrix out of bounds");
+    std::vector<std::string> out;
+    for (const auto& w : list) {
+      out.push_back(w.get<std::string>());
+      if (out.back().size() > longest)
+        throw Error(ErrorKind::Runtime, "malformed hello from agent: a path matrix word too long");
+    }
+    return out;
+  };
+  PathMatrix m;
+  m.devices = words(j.at("devices"), kMostPathDevices, 64);
+  const json& rows = j.at("rows");
+  const json& nearest = j.at("nearest");
+  if (!rows.is_array() || !nearest.is_array() || rows.size() > m.devices.size() || nearest.size() != rows.size())
+    throw Error(ErrorKind::Runtime, "malformed hello from agent: a path matrix out of bounds");
+  for (const auto& row : rows) {
+    m.rows.push_back(words(row, m.devices.size(), 8));
+    if (m.rows.back().size() != m.devices.size())
+      throw Error(ErrorKind::Runtime, "malformed hello from agent: a path matrix row of another width");
+  }
+  for (const auto& n : nearest) m.nearest.push_back(words(n, m.devices.size(), 64));
+  return m;
+}
 }  // namespace
 
 NodeHello node_hello_from_json(const std::string& text) {
@@ -210,6 +241,7 @@ NodeHello node_hello_from_json(const std::string& text) {
       h.name_resolves = j.at("name_resolves").get<bool>();
     if (j.contains("neighbour_limit") && !j.at("neighbour_limit").is_null())
       h.neighbour_limit = j.at("neighbour_limit").get<std::uint64_t>();
+    if (j.contains("paths")) h.paths = path_matrix_within(j.at("paths"));
     return h;
   });
 }

@@ -10,6 +10,7 @@
 #include "launcher/local/node_launch.h"
 #include "launcher/cluster/rank_plan.h"
 #include "probes/interfaces.h"
+#include "topology/topology.h"
 
 namespace muster {
 
@@ -48,7 +49,13 @@ struct NodeHello {
   // The node has an OpenFabrics device (InfiniBand, RoCE): UCX is then not confined to the
   // interface muster measured, or it would lose its RDMA transports.
   bool rdma = false;
+  // The node's GPU paths as `nvidia-smi topo -m` words them, for reports to draw (empty
+  // without GPUs, or past kMostPathDevices devices).
+  PathMatrix paths;
 };
+
+// The most devices a hello's path matrix names: far more than any node's GPUs and NICs.
+inline constexpr size_t kMostPathDevices = 128;
 
 std::string to_json(const NodeLaunchSpec& spec);
 // Throws Error(Runtime) when the text is not a spec of this version.
