@@ -19,7 +19,7 @@ namespace muster::cli {
 struct DoctorOptions {
   DoctorRequest request;
   RemoteFlags remote;
-  ReportFlags reports;
+  ReportFlags reports{"doctor"};
 };
 
 CommandAction setup_doctor(CLI::App& app) {

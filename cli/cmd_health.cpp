@@ -24,7 +24,7 @@ struct HealthOptions {
   std::string fsroot;  // empty: this node
   double timeout_s = 60;
   bool drain = false;
-  ReportFlags reports;
+  ReportFlags reports{"health"};
 };
 
 namespace {

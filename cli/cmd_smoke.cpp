@@ -14,6 +14,7 @@
 #include "cli/doctor_progress.h"
 #include "cli/flag_checks.h"
 #include "cli/remote_options.h"
+#include "cli/report_flags.h"
 #include "cli/terminal_output.h"
 #include "launcher/error.h"
 #include "launcher/job/smoke_check.h"
@@ -28,6 +29,7 @@ struct SmokeOptions {
   std::string min_bytes = "8", max_bytes = "4M";
   std::string split;  // "node" or none
   bool json = false;
+  std::string html_file;
 };
 
 namespace {
@@ -175,6 +177,7 @@ nlohmann::json report_json(const SmokeOutcome& o) {
                         {"results", results}, {"problems", problems}, {"warnings", o.warnings},
                         {"passed", o.problems.empty()}};
   if (o.pair_search) out["pair_search"] = pair_search_json(*o.pair_search, o.plan);
+  if (o.min_busbw_gbps) out["min_busbw_gbps"] = *o.min_busbw_gbps;
   return out;
 }
 
@@ -208,6 +211,7 @@ int run_smoke_command(SmokeOptions& options) {
   tables.end_progress();
   progress.reset();
   for (const auto& w : outcome.warnings) print_warning(w);
+  if (!options.html_file.empty()) write_html_report(options.html_file, report_json(outcome), "smoke");
   if (options.json) {
     print_out(report_json_text(report_json(outcome), 2) + "\n");
   } else {
@@ -272,6 +276,7 @@ CommandAction setup_smoke(CLI::App& app) {
       ->check(at_most(kLongestWaitSeconds))
       ->capture_default_str();
   app.add_flag("--json", options->json, "print the hellos and per-size results as JSON");
+  add_html_flag(app, options->html_file);
   app.footer("Exit status: 0 when every check passed, 1 when one failed (a node lost during "
              "the test among them), 255 when a node could not be reached, 2 for usage or "
              "configuration errors.");

@@ -16,6 +16,7 @@
 
 #include "cli/doctor_report.h"
 #include "cli/flag_checks.h"
+#include "cli/html/html_report.h"
 #include "cli/terminal_output.h"
 #include "launcher/error.h"
 #include "launcher/text_bytes.h"
@@ -88,6 +89,19 @@ void add_report_flags(CLI::App& app, ReportFlags& flags) {
                  "textfile collector (e.g. /var/lib/prometheus/node-exporter/muster.prom)")
       ->type_name("FILE")
       ->check(file_not_option("muster.prom", false));
+  add_html_flag(app, flags.html_file);
+}
+
+void add_html_flag(CLI::App& app, std::string& file) {
+  app.add_option("--html", file,
+                 "write the report as one self-contained HTML page (heatmaps, the verdict first; "
+                 "nothing fetched), e.g. for a CI artifact")
+      ->type_name("FILE")
+      ->check(file_not_option("report.html", false));
+}
+
+void write_html_report(const std::string& file, const nlohmann::json& report, const std::string& command) {
+  write_file(file, html_report(report, command));
 }
 
 void check_report_flags(const ReportFlags& flags) {
@@ -109,6 +123,7 @@ int deliver_report(const DoctorReport& report, const ReportFlags& flags) {
   if (junit_to != ReportTo::Nowhere) deliver(junit_to, flags.junit_file, doctor_junit(report));
   if (!flags.prometheus_file.empty())
     write_file(flags.prometheus_file, doctor_prometheus(report, double(std::time(nullptr))));
+  if (!flags.html_file.empty()) write_html_report(flags.html_file, doctor_json(report), flags.command);
   // A report on standard output is for a program: the table goes to stderr, beside the
   // progress, where a person still sees it.
   const bool table_on_stderr = !printed_report.empty();

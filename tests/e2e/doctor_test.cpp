@@ -9,6 +9,7 @@
 #include <optional>
 #include <sstream>
 
+#include "tests/support/chromium.h"
 #include "tests/support/test_cluster.h"
 
 namespace muster::testing {
@@ -306,6 +307,41 @@ TEST_F(DoctorCluster, AHostCappedBothWaysFailsTheNetworkStageByName) {
   EXPECT_NE((*all_reduce)["reason"].get<std::string>().find("the network stage named node4"), std::string::npos)
       << (*all_reduce)["reason"];
   EXPECT_EQ((*all_reduce)["reason"].get<std::string>().find("slowest rank"), std::string::npos);
+}
+
+// Sixteen hosts, one capped both ways: doctor fails it by name, its JSON (with the pairs and
+// paths it measured) holds to the schema, and its HTML page, opened in a real browser, has a
+// cell per ordered pair in each heatmap and the host's row and column outlined. The
+// screenshot is kept under build/tests/artifacts (the README's picture is one).
+TEST_F(DoctorCluster, SixteenHostsOneCappedThePageOutlinesItInChromium) {
+  if (const std::string why = chromium_unavailable(); !why.empty()) {
+    if (in_ci()) FAIL() << why;
+    GTEST_SKIP() << why;
+  }
+  cluster_.reset();
+  cluster_ = std::make_unique<TestCluster>(16);
+  cluster_->cap_host(5, "30mbit");
+  TempDir dir;
+  auto r = cluster_->muster({"doctor", "-f", cluster_->write_cluster_file(), "--json", dir.file("report.json"),
+                             "--junit", dir.file("report.xml"), "--html", dir.file("doctor.html")}, 300);
+  EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+  check_reports(dir);
+  const auto report = read_json(dir.file("report.json"));
+  EXPECT_EQ(report["network"]["pairs"].size(), 16u * 15) << "every ordered pair, on its one address";
+  const auto dom = chromium_dom(dir.file("doctor.html"));
+  ASSERT_EQ(dom.exit_code, 0) << dom.err;
+  auto count = [&](const std::string& what) {
+    size_t n = 0;
+    for (size_t at = dom.out.find(what); at != std::string::npos; at = dom.out.find(what, at + 1)) ++n;
+    return n;
+  };
+  EXPECT_EQ(count("<rect class=\"cell"), 2u * 16 * 15);
+  EXPECT_EQ(count("class=\"outline failing\" data-node=\"node6\""), 4u);
+  EXPECT_EQ(count("<text class=\"label failing row\""), 2u) << "only node6's row";
+  EXPECT_LT(dom.out.find("node6: bandwidth to its peers"), dom.out.find("id=\"bandwidth\"")) << "the verdict first";
+  std::filesystem::create_directories(MUSTER_ARTIFACT_DIR);
+  const auto shot = chromium_screenshot(dir.file("doctor.html"), MUSTER_ARTIFACT_DIR "/doctor-16-hosts.png", 1200, 1500);
+  EXPECT_EQ(shot.exit_code, 0) << shot.err;
 }
 
 TEST_F(DoctorCluster, AViolatedThresholdFailsItsCheck) {

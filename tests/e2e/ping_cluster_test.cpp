@@ -1,5 +1,7 @@
 // muster ping on the test cluster: unreachable pairs, slow links, duplicate machines,
 // interface choice and stopped hosts, each as a user would meet them.
+#include <filesystem>
+
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -7,6 +9,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "tests/support/chromium.h"
 #include "tests/support/test_cluster.h"
 
 namespace muster::testing {
@@ -123,6 +126,38 @@ TEST_F(PingCluster, AHostCappedBothWaysIsNamedAndNoOtherIs) {
   EXPECT_NE(named[0].find("Gbit/s receiving (median over 3 peers), below 0.5x the cluster median of "),
             std::string::npos) << named[0];
   for (const auto& p : r["pairs"]) EXPECT_TRUE(p.contains("bandwidth_gbps")) << p.dump();
+}
+
+// The page a person looks at, opened in a real browser: a heatmap cell per ordered pair, and
+// the capped host's row and column outlined as failing, in both heatmaps. Its screenshot is
+// kept under build/tests/artifacts.
+TEST_F(PingCluster, TheHtmlPageInChromiumHasACellPerPairAndMarksTheCappedHost) {
+  if (const std::string why = chromium_unavailable(); !why.empty()) {
+    if (in_ci()) FAIL() << why;
+    GTEST_SKIP() << why;
+  }
+  cluster_->cap_host(3, "30mbit");
+  TempDir dir;
+  int status = -1;
+  ping_json({"--bandwidth", "--html", dir.file("ping.html")}, &status);
+  EXPECT_EQ(status, 1);
+  const auto dom = chromium_dom(dir.file("ping.html"));
+  ASSERT_EQ(dom.exit_code, 0) << dom.err;
+  auto count = [&](const std::string& what) {
+    size_t n = 0;
+    for (size_t at = dom.out.find(what); at != std::string::npos; at = dom.out.find(what, at + 1)) ++n;
+    return n;
+  };
+  EXPECT_EQ(count("<rect class=\"cell"), 2u * 4 * 3) << "bandwidth and RTT, 12 ordered pairs each";
+  const std::string capped = cluster_->host(3);
+  EXPECT_EQ(count("class=\"outline failing\" data-node=\"" + capped + "\""), 4u) << dom.out.substr(0, 4000);
+  EXPECT_EQ(count(">" + capped + "</text>"), 4u);
+  EXPECT_EQ(count("<text class=\"label failing row\""), 2u) << "only the capped host's row";
+  std::filesystem::create_directories(MUSTER_ARTIFACT_DIR);
+  const std::string png = MUSTER_ARTIFACT_DIR "/ping-one-capped-host.png";
+  const auto shot = chromium_screenshot(dir.file("ping.html"), png);
+  EXPECT_EQ(shot.exit_code, 0) << shot.err;
+  EXPECT_GT(std::filesystem::file_size(png), 10000u);
 }
 
 TEST_F(PingCluster, AHostCappedSendingOnlyIsNamedForThatWay) {
