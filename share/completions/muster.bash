@@ -44,10 +44,10 @@ _muster() {
         plan) flags="$cluster -n --np --map-by --json --mpi" ;;
         topo) flags="--xml --json" ;;
         exec) flags="$cluster --fanout --fold -N --no-prefix --tag" ;;
-        ping) flags="$cluster $remote --count --bandwidth --search --matrix --json" ;;
-        smoke) flags="$cluster -n --np --map-by $remote -x --export --bind --backend --min-bytes --max-bytes --step-factor --iters --warmup --split --pairs --timeout --json" ;;
-        doctor) flags="$cluster -n --np --map-by $remote --only --skip --strict --json --junit --prometheus" ;;
-        health) flags="-f --file --fsroot --timeout --drain --strict --json --junit --prometheus" ;;
+        ping) flags="$cluster $remote --count --bandwidth --search --matrix --json --html" ;;
+        smoke) flags="$cluster -n --np --map-by $remote -x --export --bind --backend --min-bytes --max-bytes --step-factor --iters --warmup --split --pairs --timeout --json --html" ;;
+        doctor) flags="$cluster -n --np --map-by $remote --only --skip --strict --json --junit --prometheus --html" ;;
+        health) flags="-f --file --fsroot --timeout --drain --strict --json --junit --prometheus --html" ;;
         hostlist) flags="-e --expand -f --fold -c --count" ;;
         bundle) flags="" ;;
         *) return ;;
@@ -58,7 +58,7 @@ _muster() {
         hostlist:-f) ;;  # hostlist's -f is --fold and takes no value
         *:-f | *:--cluster) _filedir '@(yaml|yml)'; return ;;
         *:--hostfile | topo:--xml | doctor:--json | doctor:--junit | doctor:--prometheus | \
-            health:--json | health:--junit | health:--prometheus) _filedir; return ;;
+            health:--json | health:--junit | health:--prometheus | *:--html) _filedir; return ;;
         health:--fsroot) _filedir -d; return ;;
         *:--map-by) COMPREPLY=($(compgen -W "slot node" -- "$cur")); return ;;
         *:--launcher) COMPREPLY=($(compgen -W "auto ssh slurm" -- "$cur")); return ;;
