@@ -10,11 +10,14 @@ namespace muster::cli {
 
 void add_cluster_input_options(CLI::App& app, ClusterInput& input, RankFlags ranks) {
   auto* file = app.add_option("-f,--cluster", input.cluster_file,
-                              "cluster file (YAML); see share/cluster.example.yaml");
+                              "cluster file (YAML); see share/cluster.example.yaml")
+                   ->check(not_empty("-f cluster.yaml"));
   auto* hostfile = app.add_option("--hostfile", input.hostfile,
-                                  "Open MPI / DeepSpeed hostfile ('HOST slots=N' lines)");
+                                  "Open MPI / DeepSpeed hostfile ('HOST slots=N' lines)")
+                       ->check(not_empty("--hostfile hosts.txt"));
   auto* hosts = app.add_option("-H,--hosts", input.hosts,
-                               "hosts as HOST[:SLOTS],... (host lists allowed: gpu[01-04]:8)");
+                               "hosts as HOST[:SLOTS],... (host lists allowed: gpu[01-04]:8)")
+                    ->check(not_empty("-H node1,node2"));
   file->excludes(hostfile, hosts);
   hostfile->excludes(hosts);
   static const std::map<std::string, LauncherChoice> kLaunchers = {

@@ -82,6 +82,18 @@ inline CLI::Validator file_not_option(const std::string& example, bool dash_is_s
       "");
 }
 
+// The flag says where the cluster is: an empty value is a mistake (a CI variable that was
+// never set: -f "$CLUSTER"), never "this machine", which only leaving every such flag out means.
+inline CLI::Validator not_empty(const std::string& example) {
+  return CLI::Validator(
+      [example](std::string& text) -> std::string {
+        if (!text.empty()) return "";
+        return fmt::format("is empty (a variable that was never set?); name it ({}), or leave the flag out "
+                           "to use this machine", example);
+      },
+      "");
+}
+
 // The longest wait a duration flag takes: a week. Longer is a typo, and past about 292 years
 // (1e300 s) a deadline overflows the clock's time_point.
 inline constexpr double kLongestWaitSeconds = 7 * 24 * 3600;

@@ -1,4 +1,9 @@
 // `muster plan` as users call it.
+#include <filesystem>
+#include <string>
+#include <utility>
+#include <vector>
+
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
@@ -57,6 +62,23 @@ TEST(PlanCli, OnlyOneWayOfNamingTheClusterAtATime) {
   auto r = run_muster({"plan", "-H", "a", "--hostfile", "x"});
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find("--hostfile and --hosts cannot be used together"), std::string::npos) << r.err;
+}
+
+// `muster doctor -f "$CLUSTER"` with the variable never set: a usage error naming the flag,
+// not a PASS for this machine; and nothing is started (run's command would leave its mark).
+TEST(PlanCli, AnEmptyClusterFlagIsAnErrorNotThisMachine) {
+  TempDir dir;
+  for (const auto& command : std::vector<std::string>{"doctor", "ping", "plan", "run", "smoke"})
+    for (const auto& [flag, name] : std::vector<std::pair<std::string, std::string>>{
+             {"-f", "--cluster"}, {"-H", "--hosts"}, {"--hostfile", "--hostfile"}}) {
+      std::vector<std::string> args = {command, flag, ""};
+      if (command == "run") args.insert(args.end(), {"--", "touch", dir.file("started")});
+      const auto r = run_muster(args);
+      EXPECT_EQ(r.exit_code, 2) << command << " " << flag << ": " << r.out << r.err;
+      EXPECT_NE(r.err.find(name + ": is empty"), std::string::npos) << command << " " << flag << ": " << r.err;
+      EXPECT_NE(r.err.find("leave the flag out to use this machine"), std::string::npos) << r.err;
+    }
+  EXPECT_FALSE(std::filesystem::exists(dir.file("started")));
 }
 
 TEST(Cli, VersionAndHelpWork) {
