@@ -36,6 +36,7 @@ int run_job(RunOptions& options) {
   ClusterSpec cluster = load_cluster(options.cluster);
   if (options.mpi_flag->count() == 0 && cluster.launch.mpi) options.job.mpi = mpi_choices().at(*cluster.launch.mpi);
   ClusterContext context(std::move(cluster), options.remote.settings());
+  refuse_this_machine_listed_twice(context);
   LaunchedJob job = launch_job(context, options.job, [&](const RankPlan& plan) {
     std::vector<std::string> hosts;
     for (const auto& r : plan.ranks) hosts.push_back(r.host);

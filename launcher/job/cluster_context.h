@@ -31,6 +31,7 @@ class ClusterContext {
                  std::shared_ptr<SshTransport> transport = nullptr);
 
   ClusterSpec& cluster() { return cluster_; }
+  const ClusterSpec& cluster() const { return cluster_; }
   const RemoteSettings& remote() const { return remote_; }
   // True when every node is this machine: ranks start here, without SSH.
   bool is_local() const { return is_local_; }

@@ -8,6 +8,7 @@
 #include <map>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
 #include "launcher/cluster/hostfile.h"
@@ -225,6 +226,20 @@ RankPlan plan_job(ClusterContext& context, std::optional<int> ranks, MapBy map_b
     else cluster.nodes[i].slots.fixed = 0;  // left out: it was not reached, or was lost
   }
   return make_rank_plan(cluster, ranks, map_by);
+}
+
+void refuse_this_machine_listed_twice(const ClusterContext& context) {
+  // Across nodes the network pass finds two entries of one machine by machine-id
+  // (PingReport::blocking_problems); here, entries that are all this machine.
+  if (const auto& nodes = context.cluster().nodes; context.is_local() && nodes.size() > 1) {
+    std::vector<std::string> names;
+    for (const auto& n : nodes) names.push_back(n.host == n.address ? n.host : n.host + " (" + n.address + ")");
+    throw Error(ErrorKind::Config,
+                fmt::format("{} are all this machine: its ranks would be started as {} nodes, each with local "
+                            "rank 0 and the same GPUs; list it once with its slots (-H localhost:{}), or "
+                            "leave the cluster out to use this machine",
+                            fmt::join(names, " and "), nodes.size(), nodes.size()));
+  }
 }
 
 LaunchedJob launch_job(ClusterContext& context, const JobOptions& options,

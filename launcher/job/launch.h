@@ -40,6 +40,11 @@ struct LaunchedJob {
 
 using OutputFactory = std::function<std::unique_ptr<JobOutput>(const RankPlan&)>;
 
+// Throws Error(Config) naming them when the cluster's entries are all this machine and more
+// than one (localhost and 127.0.0.1): run would start its ranks as that many nodes of one
+// machine. (smoke uses exactly that to test several nodes on one machine, and says so.)
+void refuse_this_machine_listed_twice(const ClusterContext& context);
+
 // Plans and starts the ranks (locally when every node is this machine, else over the
 // context's session, opened now if need be) and supervises them until all ended. Nodes the
 // session could not reach or has lost get no ranks. Throws Error before anything starts

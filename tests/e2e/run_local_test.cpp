@@ -343,6 +343,18 @@ TEST(RunLocal, BadInputStartsNothingAndExits2) {
   EXPECT_FALSE(std::filesystem::exists(dir.file("started")));
 }
 
+// localhost and 127.0.0.1 are one machine: run refuses to start its ranks as two nodes
+// (each local rank 0, on the same GPUs), naming both, and starts nothing; exec runs a command
+// once per entry, as pdsh does, and smoke uses it to test two nodes on one machine.
+TEST(RunLocal, AMachineListedTwiceUnderTwoNamesIsRefusedNamingBoth) {
+  TempDir dir;
+  auto r = run_muster({"run", "-H", "localhost,127.0.0.1", "--", "touch", dir.file("started")});
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("localhost and 127.0.0.1 are all this machine"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("list it once with its slots (-H localhost:2)"), std::string::npos) << r.err;
+  EXPECT_FALSE(std::filesystem::exists(dir.file("started")));
+}
+
 // With no cluster named, exec runs here as run does: a child of muster, not of sshd.
 TEST(ExecLocal, WithNoClusterTheCommandRunsHereWithoutSsh) {
   auto r = run_muster({"exec", "--", "sh", "-c", "cat /proc/$PPID/comm; echo oops >&2; exit 3"});
