@@ -36,6 +36,13 @@ const Check* first_of(const DoctorReport& report, CheckStatus status) {
   return nullptr;
 }
 
+// The first check that could not be made (a health finding of "unknown"), if any.
+const Check* first_unknown(const DoctorReport& report) {
+  for (const auto& c : report.checks)
+    if (c.health && c.health->status == HealthStatus::Unknown) return &c;
+  return nullptr;
+}
+
 // A check as the one line NHC gives: "GPU1 0000:2a:00.0 ...: PCIe link x8 ...".
 std::string one_line(const Check& c) { return c.health ? c.health->summary() : c.reason; }
 
@@ -83,8 +90,10 @@ CommandAction setup_health(CLI::App& app) {
     if (slurm && !report.config_error) {
       // --strict makes a warning sick too, as it makes the exit status 1.
       const Check* sick = failure ? failure : status == 1 ? first_of(report, CheckStatus::Warn) : nullptr;
+      const Check* unknown = first_unknown(report);
       const DrainOutcome outcome = drain_or_resume(*slurm, this_slurm_node(),
-                                                   sick ? std::optional(one_line(*sick)) : std::nullopt);
+                                                   sick ? std::optional(one_line(*sick)) : std::nullopt,
+                                                   unknown ? std::optional(one_line(*unknown)) : std::nullopt);
       if (!outcome.message.empty()) print_note("health: " + outcome.message);
     }
     return status;

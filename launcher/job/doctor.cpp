@@ -232,10 +232,15 @@ class Doctor {
       add("health", "node", std::nullopt, CheckStatus::Skip, "needs the ssh stage, which did not run");
       return;
     }
-    health_ = check_cluster_health(*context_, kHealthLimit);
+    health_ = check_cluster_health(*context_, request_.health_limit);
     for (const auto& n : health_->nodes) {
       if (!n.health) {
-        if (context_->is_local() || context_->session().usable(n.node))  // else a loss: a failure
+        // A check that hung fails, as it does in muster health: a node that cannot answer
+        // for its health within the limit is not one to run on. An answer that could not be
+        // read is unknown; a node lost is the ssh stage's failure.
+        if (n.hung)
+          add("health", "node", host(n.node), CheckStatus::Fail, n.why_not);
+        else if (context_->is_local() || context_->session().usable(n.node))
           add("health", "node", host(n.node), CheckStatus::Warn, "unknown: " + n.why_not);
         continue;
       }
@@ -248,7 +253,7 @@ class Doctor {
   void recheck_link_counters() {
     if (!health_ || !context_) return;
     const size_t first = report_.checks.size();
-    for (auto& [node, f] : counters_grown_since(*context_, *health_, kHealthLimit))
+    for (auto& [node, f] : counters_grown_since(*context_, *health_, request_.health_limit))
       report_.checks.push_back(health_check_of(f, host(node)));
     if (report_.checks.size() == first) return;
     for (auto& stage : report_.stages)
@@ -508,8 +513,6 @@ class Doctor {
   // the failed stage that made it skip): "skipped: the cluster stage failed", not "ssh".
   std::map<std::string, std::string> failed_;
   std::optional<ClusterHealth> health_;  // the health stage's first read, for the counters' second
-  // A node's checks take well under a second; a hung NVML or file system costs this, no more.
-  static constexpr std::chrono::milliseconds kHealthLimit{20000};
   bool ranks_decided_ = false;
   std::string why_this_many_ranks_;
   std::vector<std::string> slow_by_network_;  // nodes (or "a slow link") the network stage failed on bandwidth

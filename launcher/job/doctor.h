@@ -71,6 +71,9 @@ struct DoctorRequest {
   RemoteSettings remote;
   std::vector<std::string> only, skip;  // stage names
   std::shared_ptr<SshTransport> transport;  // how nodes are reached: libssh's unless a test's
+  // How long the nodes have to answer for their health: their checks take well under a
+  // second; a hung NVML or file system costs this, no more.
+  std::chrono::milliseconds health_limit{20000};
 };
 
 // What doctor tells as it goes, for a progress display.

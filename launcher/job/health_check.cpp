@@ -86,8 +86,9 @@ ClusterHealth check_cluster_health(ClusterContext& context, std::chrono::millise
   for (size_t k = 0; k < asks.size(); ++k) {
     NodeHealthResult r{asks[k].first, std::nullopt, ""};
     if (!answers[k].payload) {
+      r.hung = session.usable(r.node);
       r.why_not = session.usable(r.node)
-                      ? fmt::format("no answer within {:.0f} s: a check hung on the node (NVML on a wedged GPU, "
+                      ? fmt::format("no answer within {:g} s: a check hung on the node (NVML on a wedged GPU, "
                                     "or a file system that does not answer)", limit.count() / 1e3)
                       : session.why_unusable(r.node);
     } else {

@@ -19,6 +19,7 @@ struct NodeHealthResult {
   size_t node = 0;                     // node rank
   std::optional<NodeHealth> health;    // unset: no answer
   std::string why_not;                 // why not, then
+  bool hung = false;                   // no answer from a node still reached: a check hung there
 };
 
 struct ClusterHealth {

@@ -78,7 +78,7 @@ std::string this_slurm_node() {
 }
 
 DrainOutcome drain_or_resume(SlurmNodeControl& control, const std::string& node,
-                             const std::optional<std::string>& failure) {
+                             const std::optional<std::string>& failure, const std::optional<std::string>& unknown) {
   const SlurmNodeState now = control.state_of(node);
   if (now.drain && !is_musters(now.reason))
     return {DrainOutcome::Action::LeftAlone,
@@ -93,6 +93,10 @@ DrainOutcome drain_or_resume(SlurmNodeControl& control, const std::string& node,
     return {DrainOutcome::Action::Drained, fmt::format("drained {}: {}", node, reason)};
   }
   if (!now.drain) return {DrainOutcome::Action::None, ""};
+  if (unknown)
+    return {DrainOutcome::Action::None,
+            fmt::format("{} stays drained ({}): a check could not be made ({}); it is resumed once every "
+                        "check passes", node, now.reason, *unknown)};
   control.resume(node);
   return {DrainOutcome::Action::Resumed, fmt::format("resumed {}, healthy again (drained for: {})", node, now.reason)};
 }

@@ -49,9 +49,12 @@ struct DrainOutcome {
 };
 
 // With `failure` (the first failed check, one line): drain `node` with it, or renew the
-// reason of a drain of muster's. Without: resume a drain of muster's. A drain whose reason is
-// not muster's is left as it is, whatever the health.
+// reason of a drain of muster's. Without: resume a drain of muster's, unless a check could
+// not be made (`unknown`, the first such, one line): what was not checked is not healthy, so
+// the node stays drained until every check passes. A drain whose reason is not muster's is
+// left as it is, whatever the health.
 DrainOutcome drain_or_resume(SlurmNodeControl& control, const std::string& node,
-                             const std::optional<std::string>& failure);
+                             const std::optional<std::string>& failure,
+                             const std::optional<std::string>& unknown = std::nullopt);
 
 }  // namespace muster

@@ -59,6 +59,8 @@ struct FakeAgentNode {
   std::function<std::string(const std::string& address, int attempt)> starved = [](const std::string&, int) {
     return std::string();
   };
+  // Asked for its health, it never answers (a check hung in its agent), though alive.
+  bool health_hangs = false;
   // Its agent ends (its channel closes) as it gets this probe request, counted from 1; 0: never.
   int dies_at_probe = 0;
   std::function<bool(const std::string& address, int attempt)> reaches = [](const std::string&, int) {
@@ -201,6 +203,7 @@ class FakeAgentTransport : public SshTransport {
       switch (frame.kind) {
         case FrameKind::Ask: {
           auto ask = nlohmann::json::parse(frame.payload);
+          if (node_.health_hangs && ask["op"] == "health") break;
           if (node_.answer) {
             out_ += encode_frame({FrameKind::Answer, frame.rank, node_.answer(ask["op"])});
             break;

@@ -295,5 +295,28 @@ TEST(DoctorOverFakeAgents, ANodeLostAfterTheSshStageFailsTheStageThatLostIt) {
   EXPECT_EQ(report.overall(), CheckStatus::Fail);
 }
 
+// A node whose health checks hang (its agent alive, heartbeating, but never answering) fails
+// the health stage by name, as muster health fails a hung check: it is not a warning.
+TEST(DoctorOverFakeAgents, ANodeWhoseHealthChecksHangFailsTheHealthStage) {
+  auto transport = std::make_shared<testing::FakeAgentTransport>();
+  for (int i = 1; i <= 2; ++i)
+    transport->nodes[fmt::format("a{}", i)].addresses = {{"eth0", fmt::format("10.0.0.{}", i), 24}};
+  transport->nodes["a2"].health_hangs = true;
+  DoctorRequest request;
+  request.cluster.hosts = "a1,a2";
+  request.only = {"ssh", "health"};
+  request.transport = transport;
+  request.health_limit = std::chrono::milliseconds(500);
+  QuietDoctor quiet;
+  const DoctorReport report = run_doctor(request, quiet);
+  const Check* hung = nullptr;
+  for (const auto& c : report.checks)
+    if (c.stage == "health" && c.node == "a2" && c.name == "node") hung = &c;
+  ASSERT_NE(hung, nullptr);
+  EXPECT_EQ(hung->status, CheckStatus::Fail);
+  EXPECT_NE(hung->reason.find("no answer within 0.5 s: a check hung on the node"), std::string::npos) << hung->reason;
+  EXPECT_EQ(report.overall(), CheckStatus::Fail);
+}
+
 }  // namespace
 }  // namespace muster

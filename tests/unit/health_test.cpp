@@ -262,9 +262,26 @@ TEST(HealthIb, APortDownAtALowerRateFailsWithItsStates) {
   HealthExpectations expect;
   expect.ib_ports = 1;
   EXPECT_EQ(of(check(tree, nullptr, expect), "ib_port").at(0).status, HealthStatus::Warn);
-  // A port an administrator disabled is not in use, not broken.
+  // A port disabled (by an administrator, or after it went down) is never silent: a warning
+  // that names it with its states, beside the pass of the ports that are up.
   tree.ib_port("mlx5_0", "0000:3b:00.0", 2, "1: DOWN", "3: Disabled", "10 Gb/sec (4X SDR)");
-  EXPECT_EQ(of(check(tree, nullptr), "ib_port").at(0).status, HealthStatus::Pass);
+  const auto disabled = of(check(tree, nullptr), "ib_port");
+  ASSERT_EQ(disabled.size(), 1u);
+  EXPECT_EQ(disabled[0].status, HealthStatus::Warn);
+  EXPECT_EQ(disabled[0].device, "mlx5_0 port 2 (0000:3b:00.0)");
+  EXPECT_NE(disabled[0].observed.find("state 1: DOWN, phys_state 3: Disabled"), std::string::npos);
+}
+
+// Two HDR HCAs, mlx5_1 gone DOWN and Disabled: the node is not "1 port ACTIVE" and PASS.
+TEST(HealthIb, ASecondHcaGoneDownAndDisabledIsNamedNotPassed) {
+  NodeTree tree;
+  tree.healthy_gpu_node();  // mlx5_0 port 1: InfiniBand, ACTIVE
+  tree.ib_port("mlx5_1", "0000:3b:00.0", 1, "1: DOWN", "3: Disabled", "200 Gb/sec (4X HDR)");
+  const auto ib = of(check(tree, nullptr), "ib_port");
+  ASSERT_EQ(ib.size(), 1u);
+  EXPECT_EQ(ib[0].status, HealthStatus::Warn);
+  EXPECT_EQ(ib[0].device, "mlx5_1 port 1 (0000:3b:00.0)");
+  EXPECT_NE(ib[0].remedy.find("enable it (ibportstate)"), std::string::npos) << ib[0].remedy;
 }
 
 TEST(HealthIb, AnActivePortBelowItsPeersOrTheExpectedRateFails) {

@@ -71,6 +71,23 @@ TEST(NodeDrain, OnlyMustersOwnDrainIsResumedOrReworded) {
   EXPECT_EQ(slurm.calls, (std::vector<std::string>{"show node1", "show node1"}));
 }
 
+// A node muster drained whose failing check now cannot be made (NVML and the driver out of
+// step): unknown is not healthy, so it stays drained, saying why; an undrained node with an
+// unknown check is left alone (unknown alone is a warning, not a drain).
+TEST(NodeDrain, ANodeWhoseChecksAreUnknownIsNeverResumed) {
+  RecordingSlurm slurm;
+  slurm.state = {"IDLE+DRAIN", true, "muster: GPU0: ECC errors"};
+  const auto outcome = drain_or_resume(slurm, "node1", std::nullopt, "gpu: unknown: NVML driver/library mismatch");
+  EXPECT_EQ(outcome.action, DrainOutcome::Action::None);
+  EXPECT_EQ(outcome.message, "node1 stays drained (muster: GPU0: ECC errors): a check could not be made "
+                             "(gpu: unknown: NVML driver/library mismatch); it is resumed once every check passes");
+  EXPECT_EQ(slurm.calls, std::vector<std::string>{"show node1"});
+  slurm.state = {"IDLE", false, ""};
+  slurm.calls.clear();
+  EXPECT_EQ(drain_or_resume(slurm, "node1", std::nullopt, "gpu: unknown").action, DrainOutcome::Action::None);
+  EXPECT_EQ(slurm.calls, std::vector<std::string>{"show node1"});
+}
+
 TEST(NodeDrain, TheNodesNameIsSlurmdsElseTheShortHostName) {
   setenv("SLURMD_NODENAME", "gpu-a07", 1);
   EXPECT_EQ(this_slurm_node(), "gpu-a07");

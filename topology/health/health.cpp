@@ -537,11 +537,8 @@ std::optional<double> usual_rate(const std::vector<double>& rates) {
 void check_ib(const Root& root, const HealthExpectations& expect, NodeHealth& out) {
   std::vector<IbPort> ports = read_ib_ports(root);
   const size_t first = out.findings.size();
-  int active = 0, in_use = 0;
-  for (const auto& p : ports) {
-    active += p.active() && p.link_up();
-    in_use += !p.disabled();
-  }
+  int active = 0;
+  for (const auto& p : ports) active += p.active() && p.link_up();
   out.software.ib_ports = active;
   if (expect.ib_ports && active < *expect.ib_ports) {
     HealthFinding f = finding("ib_port", Status::Fail, "", fmt::format("{} active InfiniBand/RoCE port{}", active,
@@ -551,11 +548,9 @@ void check_ib(const Root& root, const HealthExpectations& expect, NodeHealth& ou
     f.remedy = "a port is down or an HCA is missing: check the cables, ibstat, and lspci for the HCAs";
     out.findings.push_back(f);
   }
-  if (in_use == 0) {
+  if (ports.empty()) {
     if (out.findings.size() == first)
-      out.findings.push_back(finding("ib_port", Status::Absent, "",
-                                     ports.empty() ? "no InfiniBand or RoCE device in /sys/class/infiniband"
-                                                   : "every InfiniBand/RoCE port is disabled"));
+      out.findings.push_back(finding("ib_port", Status::Absent, "", "no InfiniBand or RoCE device in /sys/class/infiniband"));
     return;
   }
   // A port is compared with the node's other ports of its kind (link layer and HCA type): a
@@ -570,21 +565,25 @@ void check_ib(const Root& root, const HealthExpectations& expect, NodeHealth& ou
   for (const auto& p : ports) {
     for (const char* name : kIbCounters)
       if (auto v = read_count(p.dir / "counters" / name)) out.counters.push_back({p.label, name, *v});
-    if (p.disabled()) continue;
     if (!p.state || !p.phys_state) {
       HealthFinding f = finding("ib_port", Status::Unknown, p.label, "state or phys_state unreadable");
       f.remedy = "check the port with ibstat";
       out.findings.push_back(f);
       continue;
     }
+    // A port down is never silent: the commonest InfiniBand fault. One that is disabled
+    // ("3: Disabled": by an administrator, or after it went down) is a warning, named with its
+    // states; one down while still in use fails, unless the expected ports are active.
     if (!p.active() || !p.link_up()) {
-      HealthFinding f = finding("ib_port", enough_active ? Status::Warn : Status::Fail, p.label,
+      HealthFinding f = finding("ib_port", enough_active || p.disabled() ? Status::Warn : Status::Fail, p.label,
                                 fmt::format("state {}, phys_state {}{}", *p.state, *p.phys_state,
                                             p.rate_text ? ", rate " + *p.rate_text : ""));
       f.expected = "4: ACTIVE, 5: LinkUp";
       f.expected_from = enough_active ? "a port in use (expect.ib_ports are active: this one may not be cabled)"
                                       : "a port in use";
-      f.remedy = !p.link_up() ? "no physical link: check the cable, the transceiver and the switch port (ibstat, mlxlink)"
+      f.remedy = p.disabled() ? "the port is disabled: if it should carry traffic, enable it (ibportstate) and check "
+                                "its cable; if it is unused, expect.ib_ports says how many ports are"
+                 : !p.link_up() ? "no physical link: check the cable, the transceiver and the switch port (ibstat, mlxlink)"
                               : "the link is up but not active: is the subnet manager running and does it see this port?";
       out.findings.push_back(f);
       continue;
