@@ -1,8 +1,10 @@
 // Topology discovery, path classification and binding on real exports of real machines.
 // Every expectation below is derived by reading the XML; the derivation is in the comments.
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include "launcher/error.h"
+#include "launcher/remote/launch_spec.h"
 #include "topology/binding.h"
 #include "topology/cpu_list.h"
 #include "topology/nvml.h"
@@ -73,6 +75,31 @@ TEST(TopologyTwoSocket, PathMatrixFollowsTheBridges) {
   EXPECT_EQ(gpu_to_nic(t, 0, 0).str(), "SYS");
   EXPECT_EQ(nearest_nics(t, 2), std::vector<int>{0});
   EXPECT_EQ(nearest_nics(t, 0).size(), 3u);  // all equally far (SYS) and equally fast
+}
+
+// What an agent's hello carries for reports to draw: the same cells, in nvidia-smi's words,
+// each GPU's row to every GPU then every NIC, and its nearest NICs by name; it survives the
+// trip to the head.
+TEST(TopologyTwoSocket, ThePathMatrixAHelloCarriesIsTheSameCellsByName) {
+  Topology t = load_fixture("2socket-gpus-ib-eth.xml");
+  const PathMatrix m = path_matrix(t);
+  ASSERT_EQ(m.devices, (std::vector<std::string>{"GPU0", "GPU1", "GPU2", "GPU3", "mlx5_0", "eth0", "eth1"}));
+  ASSERT_EQ(m.rows.size(), 4u);
+  EXPECT_EQ(m.rows[0][0], "X");
+  EXPECT_EQ(m.rows[0][1], "SYS");
+  EXPECT_EQ(m.rows[2][3], "PIX");
+  EXPECT_EQ(m.rows[2][4], "PIX");  // GPU2 to mlx5_0
+  EXPECT_EQ(m.nearest[2], std::vector<std::string>{"mlx5_0"});
+  NodeHello hello;
+  hello.paths = m;
+  EXPECT_EQ(node_hello_from_json(to_json(hello)).paths, m);
+  // A row of another width, or a word too long, is a malformed hello.
+  auto j = nlohmann::json::parse(to_json(hello));
+  j["paths"]["rows"][1].push_back("SYS");
+  EXPECT_THROW(node_hello_from_json(j.dump()), Error);
+  j = nlohmann::json::parse(to_json(hello));
+  j["paths"]["rows"][1][0] = std::string(100, 'X');
+  EXPECT_THROW(node_hello_from_json(j.dump()), Error);
 }
 
 TEST(TopologyTwoSocket, CoreBindingSplitsEachGpusCoresAmongItsRanks) {
