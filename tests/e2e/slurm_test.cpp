@@ -543,7 +543,17 @@ TEST_F(Slurm, HealthDrainsASickNodeWithItsReasonAndResumesItOnceWell) {
   EXPECT_NE(r.err.find("muster: health: drained " + node), std::string::npos) << r.err;
   EXPECT_EQ(drain_reason(*slurm_, slurm_->hosts().host(2)), "");  // no other node is touched
 
+  // Well on paper, but its GPUs' health cannot be read (no driver to ask): unknown is not
+  // healthy, so the drain stays, saying why.
   r = health_check(*slurm_, node, well);
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(drain_reason(*slurm_, node), "") << r.err;
+  EXPECT_NE(r.err.find("muster: health: " + node + " stays drained"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("a check could not be made"), std::string::npos) << r.err;
+  // Every check passing, its GPUs asked through NVML: resumed.
+  r = health_check(*slurm_, node, well, {},
+                   {std::string("LD_LIBRARY_PATH=") + MUSTER_FAKE_GPU_DIR,
+                    std::string("MUSTER_FAKE_GPU_MACHINE=") + MUSTER_SOURCE_DIR "/tests/fakes/gpu/machines/two-gpus-healthy.txt"});
   EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
   EXPECT_EQ(drain_reason(*slurm_, node), "") << r.err;
   EXPECT_NE(r.err.find("muster: health: resumed " + node), std::string::npos) << r.err;
