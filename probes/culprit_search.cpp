@@ -12,25 +12,27 @@ struct NodeEvidence {
   std::set<int> partners;       // measured with
   std::set<int> slow_partners;  // slow with
   bool fast = false;            // fast with someone: not a slow node
-  bool confirmed = false;       // slow with a partner chosen because it was known good
-  int unanswered = 0;           // measurements with it that came back with nothing
-  bool gave_up = false;         // a confirmation came back with nothing: not asked again
+  bool confirmed = false;       // slow with a partner chosen because it was known fast, and still is
 };
 
 class Search {
  public:
   Search(int nodes, const MeasurePairs& measure, const CulpritSearchOptions& options)
-      : n_(nodes), measure_(measure), options_(options), evidence_(size_t(std::max(nodes, 0))) {}
+      : n_(nodes), measure_(measure), options_(options), evidence_(size_t(std::max(nodes, 0))),
+        unanswered_(size_t(std::max(nodes, 0))), gave_up_(size_t(std::max(nodes, 0))) {}
 
   CulpritReport run() {
     if (n_ < 2) return report_;
     measure_round(ring_pairs(0));
     if (n_ > 2) measure_round(ring_pairs(1));
-    set_threshold();
-    while (report_.rounds < options_.max_rounds) {
-      auto pairs = confirmation_pairs();
+    judge();
+    for (bool first = true; report_.rounds < options_.max_rounds; first = false) {
+      std::vector<bool> busy(static_cast<size_t>(n_));
+      auto pairs = confirmation_pairs(busy);
+      if (first) add_two_apart(pairs, busy);
       if (pairs.empty()) break;
-      measure_round(pairs, /*confirming=*/true);
+      measure_round(pairs);
+      judge();
     }
     conclude();
     return report_;
@@ -45,78 +47,91 @@ class Search {
     return out;
   }
 
-  void measure_round(const std::vector<std::pair<int, int>>& pairs, bool confirming = false) {
+  void measure_round(const std::vector<std::pair<int, int>>& pairs) {
     ++report_.rounds;
     const auto results = measure_(pairs);
     for (size_t k = 0; k < pairs.size(); ++k) {
       const auto [a, b] = pairs[k];
+      const bool confirmation = confirmations_.count({a, b}) > 0;
       if (k >= results.size() || !results[k]) {
         // Nothing to judge by: a node that fails its confirmation too is left unknown, not
         // asked round after round (each round waits out the stream's limit).
         for (int node : {a, b}) {
-          NodeEvidence& e = evidence_[size_t(node)];
-          ++e.unanswered;
-          if (confirming && !e.fast) e.gave_up = true;
+          ++unanswered_[size_t(node)];
+          if (confirmation) gave_up_[size_t(node)] = true;
         }
         continue;
       }
       report_.measured.push_back({a, b, *results[k], report_.rounds});
-      confirming_.push_back(confirming);
-      if (report_.threshold_gbps > 0) record(report_.measured.back(), confirming);
+      confirming_.push_back(confirmation);
     }
   }
 
-  // The bar, from the ring's pairs: most of them are healthy while fewer than a quarter of
-  // the nodes are slow (a slow node spoils its two ring pairs).
-  void set_threshold() {
-    std::vector<double> all;
-    for (const auto& m : report_.measured) all.push_back(m.gbps);
-    if (all.empty()) return;
-    std::sort(all.begin(), all.end());
-    report_.typical_gbps = all[all.size() / 2];
-    report_.threshold_gbps = options_.min_gbps ? *options_.min_gbps
-                             : n_ >= 3        ? options_.min_ratio * report_.typical_gbps
-                                              : 0;
+  // The bar and the fast nodes from everything measured so far (judge_bandwidth), and each
+  // node's evidence afresh: a round can show the first guess of "fast" wrong (every other node
+  // slow on the ring looks like a healthy cluster until nodes two apart are measured).
+  void judge() {
+    std::vector<PairFigure> figures;
+    for (const auto& m : report_.measured) figures.push_back({m.a, m.b, m.gbps});
+    judged_ = judge_bandwidth(n_, figures, options_.bar);
+    report_.typical_gbps = judged_.typical_gbps;
+    report_.threshold_gbps = judged_.threshold_gbps;
+    evidence_.assign(size_t(n_), NodeEvidence{});
     if (report_.threshold_gbps <= 0) return;
-    for (size_t k = 0; k < report_.measured.size(); ++k) record(report_.measured[k], confirming_[k]);
-  }
-
-  void record(const MeasuredPair& m, bool confirming) {
-    const bool slow = m.gbps < report_.threshold_gbps;
-    for (auto [self, other] : {std::pair(m.a, m.b), std::pair(m.b, m.a)}) {
-      NodeEvidence& e = evidence_[size_t(self)];
-      e.partners.insert(other);
-      if (!slow) e.fast = true;
-      if (slow) e.slow_partners.insert(other);
-      if (slow && confirming) e.confirmed = true;
+    for (size_t k = 0; k < report_.measured.size(); ++k) {
+      const MeasuredPair& m = report_.measured[k];
+      const bool slow = m.gbps < report_.threshold_gbps;
+      for (auto [self, other] : {std::pair(m.a, m.b), std::pair(m.b, m.a)}) {
+        NodeEvidence& e = evidence_[size_t(self)];
+        e.partners.insert(other);
+        if (!slow) e.fast = true;
+        if (slow) e.slow_partners.insert(other);
+        if (slow && confirming_[k] && judged_.fast[size_t(other)]) e.confirmed = true;
+      }
     }
   }
 
-  // Slow with two partners or more, fast with none, and one of the slow partners known good
-  // (or three of them): two slow links that meet at a node look like a slow node on two pairs.
-  bool slow_node(int node) const {
+  // Slow with two partners or more, fast with none, and slow with a partner chosen because it
+  // was known fast: two slow links that meet at a node look like a slow node on two pairs, and
+  // a healthy node among slow ones is slow with all of them. Named only where the bar is
+  // trusted (no split).
+  bool slow_node(int node) const { return !judged_.split && slow_by_evidence(node); }
+
+  bool slow_by_evidence(int node) const {
     const NodeEvidence& e = evidence_[size_t(node)];
-    return !e.fast && e.slow_partners.size() >= 2 && (e.confirmed || e.slow_partners.size() >= 3);
+    // Every node below the cluster file's figure: the figure judges each, none is a partner
+    // to compare with.
+    if (judged_.fast_nodes == 0) return e.slow_partners.size() >= 2;
+    // Slow with every other node (three nodes) is what the mesh names too: there is no third
+    // partner to ask.
+    return !e.fast && e.slow_partners.size() >= 2 && (e.confirmed || int(e.slow_partners.size()) == n_ - 1);
   }
 
   // A node that is neither known fast nor named slow, each with a partner known good that it
   // was not measured with yet; each node in at most one pair.
-  std::vector<std::pair<int, int>> confirmation_pairs() const {
+  std::vector<std::pair<int, int>> confirmation_pairs(std::vector<bool>& busy) {
     if (report_.threshold_gbps <= 0) return {};
     std::vector<int> good;
     for (int i = 0; i < n_; ++i)
       if (evidence_[size_t(i)].fast) good.push_back(i);
-    std::vector<bool> busy(static_cast<size_t>(n_));
     std::vector<std::pair<int, int>> out;
     size_t next_good = 0;
+    // Nodes with no evidence against them first (a healthy node whose ring partners were both
+    // slow), so that they are not starved of fast partners by the slow nodes beside them.
+    std::vector<int> waiting;
     for (int i = 0; i < n_; ++i) {
       const NodeEvidence& e = evidence_[size_t(i)];
-      if (e.fast || slow_node(i) || busy[size_t(i)] || e.gave_up) continue;
+      if (!e.fast && !slow_by_evidence(i) && !busy[size_t(i)] && !gave_up_[size_t(i)]) waiting.push_back(i);
+    }
+    std::stable_partition(waiting.begin(), waiting.end(), [&](int i) { return !evidence_[size_t(i)].confirmed; });
+    for (int i : waiting) {
+      const NodeEvidence& e = evidence_[size_t(i)];
       // Good partners taken in turn, so that the slow nodes of a round spread over them.
       for (size_t tried = 0; tried < good.size(); ++tried) {
         const int g = good[(next_good + tried) % good.size()];
         if (busy[size_t(g)] || e.partners.count(g)) continue;
         out.emplace_back(i, g);
+        confirmations_.insert({i, g});
         busy[size_t(g)] = busy[size_t(i)] = true;
         next_good = (next_good + tried + 1) % good.size();
         break;
@@ -135,9 +150,22 @@ class Search {
     const int last = n_ - 1;
     const NodeEvidence& closing = evidence_[size_t(last)];
     if (n_ % 2 == 1 && n_ > 2 && closing.fast && evidence_[0].fast && !closing.partners.count(0) &&
-        !busy[0] && !busy[size_t(last)])
+        !busy[0] && !busy[size_t(last)]) {
       out.emplace_back(last, 0);
+      busy[0] = busy[size_t(last)] = true;
+    }
     return out;
+  }
+
+  // Nodes two apart on the ring, (0,2) (1,3) (4,6) (5,7) ..., among those idle this round and
+  // not measured together yet.
+  void add_two_apart(std::vector<std::pair<int, int>>& out, std::vector<bool>& busy) const {
+    for (int a = 0; a + 2 < n_; ++a) {
+      const int b = a + 2;
+      if (a % 4 >= 2 || busy[size_t(a)] || busy[size_t(b)] || evidence_[size_t(a)].partners.count(b)) continue;
+      out.emplace_back(a, b);
+      busy[size_t(a)] = busy[size_t(b)] = true;
+    }
   }
 
   // Every measurement of each pair of nodes fast with others where one was slow: what a
@@ -162,11 +190,15 @@ class Search {
 
   void conclude() {
     if (report_.threshold_gbps <= 0) return;
+    report_.split = judged_.split;
     for (int i = 0; i < n_; ++i) {
       const NodeEvidence& e = evidence_[size_t(i)];
-      if (slow_node(i)) report_.slow_nodes.push_back(i);
-      else if (!e.fast && (!e.slow_partners.empty() || e.unanswered > 0)) report_.unknown.push_back(i);
+      if (e.fast) ++report_.cleared;
+      else if (judged_.split && !e.partners.empty()) report_.below_the_fast.push_back(i);
+      else if (slow_node(i)) report_.slow_nodes.push_back(i);
+      else if (!e.slow_partners.empty() || unanswered_[size_t(i)] > 0) report_.unknown.push_back(i);
     }
+    if (judged_.split) return;
     // A pair slow every time it was measured, twice or more, between two nodes that are fast
     // with others, is the link between them; slow once and not measured again, unknown.
     for (const auto& [ends, gbps] : link_candidates()) {
@@ -179,8 +211,12 @@ class Search {
   const int n_;
   const MeasurePairs& measure_;
   const CulpritSearchOptions options_;
-  std::vector<NodeEvidence> evidence_;
-  std::vector<bool> confirming_;  // per measured pair: was it a confirmation
+  std::vector<NodeEvidence> evidence_;          // rebuilt by judge()
+  std::vector<int> unanswered_;                 // per node: measurements that came back empty
+  std::vector<bool> gave_up_;                   // per node: a confirmation came back empty
+  std::set<std::pair<int, int>> confirmations_;  // pairs chosen because the partner was fast
+  std::vector<bool> confirming_;                // per measured pair: was it a confirmation
+  TypicalBandwidth judged_;
   CulpritReport report_;
 };
 

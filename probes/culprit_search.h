@@ -10,6 +10,8 @@
 #include <utility>
 #include <vector>
 
+#include "probes/bandwidth_judge.h"
+
 namespace muster {
 
 // One round: disjoint pairs of nodes measured at once; the bandwidth of each (the slower of
@@ -19,9 +21,8 @@ using MeasurePairs =
     std::function<std::vector<std::optional<double>>(const std::vector<std::pair<int, int>>& pairs)>;
 
 struct CulpritSearchOptions {
-  double min_ratio = 0.5;          // a pair below this fraction of the median is slow
-  std::optional<double> min_gbps;  // the cluster file's expectation, which wins
-  int max_rounds = 6;              // rounds after which what is unresolved stays unknown
+  BandwidthBar bar;    // judged as judge_bandwidth does, after every round
+  int max_rounds = 6;  // rounds after which what is unresolved stays unknown
 };
 
 struct MeasuredPair {
@@ -35,18 +36,30 @@ struct CulpritReport {
   std::vector<std::pair<int, int>> slow_links;  // slow only between these two (a < b), twice
   std::vector<std::pair<int, int>> unknown_links;  // slow once, not measured again within max_rounds
   std::vector<int> unknown;  // seen slow or never measured, not resolved within max_rounds
-  double typical_gbps = 0;                      // the median of the ring pairs
+  double typical_gbps = 0;                      // judge_bandwidth's, over every pair measured
   double threshold_gbps = 0;                    // a pair below it is slow
+  // Every node not named or unknown streamed at or above the bar with a partner: a pair is
+  // never faster than its slower end, so that partner was fast too.
+  int cleared = 0;
+  // More than half the nodes below the bar (judge_bandwidth's `split`): nothing is named;
+  // these are the nodes below it.
+  bool split = false;
+  std::vector<int> below_the_fast;
   int rounds = 0;                               // rounds measured
   std::vector<MeasuredPair> measured;           // every pair, in order
 };
 
 // Searches `nodes` nodes (at least 2). Rounds 1 and 2 measure the ring's pairs (0,1) (2,3) ...
-// then (1,2) (3,4) ...; with an odd count, the ring's last pair (n-1, 0) in a later round. A node is named slow when it is slow with two partners or more
-// and one of them is known good (fast with someone else); a pair slow twice (measured again
-// with fewer streams beside it) between two nodes fast with others is the link. Node faults
-// need three rounds, links one or two more; links are found on the ring's pairs, which are
-// the ones a ring collective crosses (the network stage measures the whole mesh).
+// then (1,2) (3,4) ...; round 3 measures each node not yet fast with a partner known fast, and
+// the idle nodes two apart on the ring, (0,2) (1,3) (4,6) ..., so that slow nodes side by side
+// with healthy ones (every other node slow) cannot make every pair look alike; later rounds
+// confirm what is left. With an odd count the ring's last pair (n-1, 0) comes once both its
+// nodes are known fast. A node is named slow when it is slow with two partners or more and one
+// of them was chosen because it was known fast (or three of them): two slow links that meet at
+// a node look like a slow node on two pairs. A pair slow twice (measured again with fewer
+// streams beside it) between two nodes fast with others is the link. Node faults need three
+// rounds, links one or two more; links are found on the pairs measured (the network stage
+// measures the whole mesh).
 CulpritReport find_culprits(int nodes, const MeasurePairs& measure, const CulpritSearchOptions& options = {});
 
 }  // namespace muster

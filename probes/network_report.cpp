@@ -138,28 +138,37 @@ SlowBandwidth find_slow_bandwidth(int nodes, const std::vector<PairBandwidth>& p
                                   const BandwidthBar& bar) {
   SlowBandwidth out;
   const size_t n = size_t(std::max(nodes, 0));
-  std::vector<std::vector<double>> sending(n), receiving(n), either(n);
-  for (const auto& p : pairs) {
-    if (p.src < 0 || p.dst < 0 || size_t(p.src) >= n || size_t(p.dst) >= n) continue;
-    sending[size_t(p.src)].push_back(p.gbps);
-    receiving[size_t(p.dst)].push_back(p.gbps);
-    either[size_t(p.src)].push_back(p.gbps);
-    either[size_t(p.dst)].push_back(p.gbps);
-  }
-  std::vector<double> typical_of_node;
-  for (auto v : either)
-    if (!v.empty()) {
-      std::sort(v.begin(), v.end());
-      typical_of_node.push_back(v[v.size() / 2]);
+  std::vector<PairBandwidth> valid;
+  std::vector<PairFigure> figures;
+  for (const auto& p : pairs)
+    if (p.src >= 0 && p.dst >= 0 && size_t(p.src) < n && size_t(p.dst) < n && p.src != p.dst) {
+      valid.push_back(p);
+      figures.push_back({p.src, p.dst, p.gbps});
     }
-  if (!typical_of_node.empty()) {
-    std::sort(typical_of_node.begin(), typical_of_node.end());
-    out.typical_gbps = typical_of_node[typical_of_node.size() / 2];
-  }
-  if (bar.min_gbps) out.threshold_gbps = *bar.min_gbps;
-  else if (typical_of_node.size() >= 3) out.threshold_gbps = bar.min_ratio * out.typical_gbps;
+  const TypicalBandwidth judged = judge_bandwidth(nodes, figures, bar);
+  out.typical_gbps = judged.typical_gbps;
+  out.threshold_gbps = judged.threshold_gbps;
+  out.measured_nodes = judged.measured_nodes;
   if (out.threshold_gbps <= 0) return out;
+  const std::vector<bool>& fast_somewhere = judged.fast;
+  if (judged.split) {
+    out.split = true;
+    out.fastest_of_the_rest_gbps = judged.fastest_of_the_rest_gbps;
+    std::set<int> measured;
+    for (const auto& p : valid) measured.insert({p.src, p.dst});
+    for (int node : measured)
+      if (!fast_somewhere[size_t(node)]) out.below_the_fast.push_back(node);
+    return out;
+  }
   const auto slow = [&](double gbps) { return gbps < out.threshold_gbps; };
+  // A node is judged by its pairs with fast peers. Only the cluster file's figure can leave
+  // no node fast (all below it): then every pair counts.
+  const auto counts = [&](int peer) { return judged.fast_nodes == 0 || fast_somewhere[size_t(peer)]; };
+  std::vector<std::vector<double>> sending(n), receiving(n);
+  for (const auto& p : valid) {
+    if (counts(p.dst)) sending[size_t(p.src)].push_back(p.gbps);
+    if (counts(p.src)) receiving[size_t(p.dst)].push_back(p.gbps);
+  }
   const auto mostly_slow = [&](const std::vector<double>& v) {
     return v.size() >= 2 && 2 * std::count_if(v.begin(), v.end(), slow) > std::ptrdiff_t(v.size());
   };
@@ -173,13 +182,9 @@ SlowBandwidth find_slow_bandwidth(int nodes, const std::vector<PairBandwidth>& p
   }
   // A link is named only between nodes each fast with some peer: otherwise nothing tells the
   // link from its ends (two nodes, or a node half of whose pairs are slow).
-  std::vector<bool> fast_somewhere(n);
-  for (const auto& p : pairs)
-    if (p.src >= 0 && p.dst >= 0 && size_t(p.src) < n && size_t(p.dst) < n && !slow(p.gbps))
-      fast_somewhere[size_t(p.src)] = fast_somewhere[size_t(p.dst)] = true;
   std::map<std::pair<int, int>, SlowLink> links, unresolved;
-  for (const auto& p : pairs) {
-    if (p.src < 0 || p.dst < 0 || size_t(p.src) >= n || size_t(p.dst) >= n || !slow(p.gbps)) continue;
+  for (const auto& p : valid) {
+    if (!slow(p.gbps)) continue;
     if (slow_sender[size_t(p.src)] || slow_receiver[size_t(p.dst)]) continue;  // a slow node's pair
     const int a = std::min(p.src, p.dst), b = std::max(p.src, p.dst);
     const bool told_apart = fast_somewhere[size_t(a)] && fast_somewhere[size_t(b)];

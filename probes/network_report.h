@@ -9,6 +9,7 @@
 #include <utility>
 #include <vector>
 
+#include "probes/bandwidth_judge.h"
 #include "probes/interfaces.h"
 #include "probes/tcp_probe.h"
 
@@ -83,13 +84,6 @@ struct PairBandwidth {
   double gbps = 0;
 };
 
-// What a pair's bandwidth must reach: a fraction of the cluster's typical bandwidth, or the
-// cluster file's expectation, which wins where it is given.
-struct BandwidthBar {
-  double min_ratio = 0.5;          // checks.min_bandwidth_ratio
-  std::optional<double> min_gbps;  // checks.min_bandwidth_gbps
-};
-
 // A node whose own links are slow: most of its pairs in a direction are below the bar.
 struct SlowNode {
   int node = 0;
@@ -106,22 +100,26 @@ struct SlowLink {
 };
 
 struct SlowBandwidth {
-  double typical_gbps = 0;    // the cluster median (see find_slow_bandwidth); 0 when unknown
+  double typical_gbps = 0;    // see judge_bandwidth; 0 when unknown
   double threshold_gbps = 0;  // a pair below it is slow; 0 when nothing can be judged
   std::vector<SlowNode> nodes;
   std::vector<SlowLink> links;
   // Slow pairs that no slow node explains, between nodes not both fast with another peer: the
   // node cannot be told from the link (two nodes, or half a node's pairs slow).
   std::vector<SlowLink> unresolved;
+  // More than half the nodes below the bar (judge_bandwidth's `split`): nothing is named
+  // slow; these are the nodes below it, for a warning.
+  bool split = false;
+  std::vector<int> below_the_fast;
+  double fastest_of_the_rest_gbps = 0;
+  int measured_nodes = 0;
 };
 
-// Names what makes pairs slow. A pair is slow below the bar. A node is slow in a direction
-// when it has two peers or more and more than half of its pairs that way are slow; a slow
-// pair that no slow node explains, between nodes each fast with another peer, is a slow link. The cluster median is the median over
-// nodes of each node's upper-median pair (both directions): it stays the healthy figure
-// while fewer than half the nodes are slow, whatever share of the pairs they spoil. Without
-// checks.min_bandwidth_gbps, fewer than three nodes cannot say which one is slow: nothing is
-// named.
+// Names what makes pairs slow, by judge_bandwidth's bar and fast nodes. A node is slow in a
+// direction when it was measured that way with two fast peers or more and more than half of
+// those pairs are slow: a healthy node's pairs with slow peers do not count against it, so
+// this holds with up to half the nodes slow. A slow pair that no slow node explains, between
+// nodes each fast with another peer, is a slow link.
 SlowBandwidth find_slow_bandwidth(int nodes, const std::vector<PairBandwidth>& pairs,
                                   const BandwidthBar& bar);
 

@@ -352,12 +352,30 @@ void add(std::vector<Finding>& found, Severity severity, FindingKind kind, std::
   found.push_back({kind, severity, node, std::move(message)});
 }
 
+BandwidthBar bandwidth_bar(const CheckThresholds& checks) {
+  return {checks.min_bandwidth_ratio.value_or(kDefaultBandwidthRatio), checks.min_bandwidth_gbps};
+}
+
 // What the bar is, in the words of the cluster file.
 std::string bandwidth_bar_words(const CheckThresholds& checks, double typical_gbps) {
   if (checks.min_bandwidth_gbps)
     return fmt::format("below checks.min_bandwidth_gbps {:g}", *checks.min_bandwidth_gbps);
-  return fmt::format("below {:g}x the cluster median of {:.2f} Gbit/s (checks.min_bandwidth_ratio)",
+  return fmt::format("below {:g}x the typical {:.2f} Gbit/s between fast nodes (checks.min_bandwidth_ratio)",
                      checks.min_bandwidth_ratio.value_or(kDefaultBandwidthRatio), typical_gbps);
+}
+
+// More than half the nodes below half the others: a warning naming them, never a pass and
+// never a failure of either group, since nothing measured says which one is typical.
+void report_split(const ClusterSpec& cluster, const std::vector<int>& below, int measured, double typical_gbps,
+                  double rest_gbps, const std::function<std::string(int)>& host, std::vector<Finding>& report) {
+  std::vector<std::string> names;
+  for (int node : below) names.push_back(host(node));
+  add(report, Severity::Warn, FindingKind::Bandwidth, std::nullopt,
+      fmt::format("bandwidth is split: {} of {} nodes reach {:.2f} Gbit/s and the other {} at most {:.2f} "
+                  "Gbit/s ({}); with more than half the nodes below {:g}x the fastest, nothing measured says "
+                  "which is typical: set checks.min_bandwidth_gbps to judge them",
+                  measured - int(below.size()), measured, typical_gbps, below.size(), rest_gbps,
+                  fmt::join(names, ", "), cluster.checks.min_bandwidth_ratio.value_or(kDefaultBandwidthRatio)));
 }
 
 // A slow link's measured directions: "0.50 Gbit/s node3 -> node4 and 0.50 Gbit/s node4 -> node3".
@@ -375,6 +393,9 @@ void report_slow_bandwidth(const ClusterSpec& cluster, const PingReport& in, std
   const std::function<std::string(int)> host = [&](int i) { return in.nodes[size_t(i)].host; };
   const SlowBandwidth slow = slow_bandwidth_of(cluster, in);
   const std::string bar = bandwidth_bar_words(cluster.checks, slow.typical_gbps);
+  if (slow.split)
+    report_split(cluster, slow.below_the_fast, slow.measured_nodes, slow.typical_gbps,
+                 slow.fastest_of_the_rest_gbps, host, report);
   for (const SlowNode& s : slow.nodes) {
     std::vector<std::string> slow_ways, other_ways;
     (s.sending ? slow_ways : other_ways).push_back(fmt::format("{:.2f} Gbit/s sending", s.sending_gbps));
@@ -739,8 +760,7 @@ CulpritReport search_slow_pairs(ClusterSession& session, const ClusterSpec& clus
     return out;
   };
   CulpritSearchOptions search;
-  search.min_ratio = cluster.checks.min_bandwidth_ratio.value_or(kDefaultBandwidthRatio);
-  search.min_gbps = cluster.checks.min_bandwidth_gbps;
+  search.bar = bandwidth_bar(cluster.checks);
   CulpritReport found = find_culprits(int(searched.size()), measure, search);
   // Back to the report's node ranks.
   for (int& node : found.slow_nodes) node = searched[size_t(node)];
@@ -762,6 +782,15 @@ std::vector<Finding> slow_pair_findings(const ClusterSpec& cluster, const PingRe
       if (m.a == node || m.b == node) with.push_back(fmt::format("{:.2f} Gbit/s with {}", m.gbps, host(m.a == node ? m.b : m.a)));
     return fmt::format("{}", fmt::join(with, ", "));
   };
+  if (found.split) {
+    int measured = int(found.below_the_fast.size()) + found.cleared;
+    double rest = 0;
+    for (const auto& m : found.measured)
+      for (int node : found.below_the_fast)
+        if (m.a == node || m.b == node) rest = std::max(rest, m.gbps);
+    report_split(cluster, found.below_the_fast, measured, found.typical_gbps, rest,
+                 [&](int i) { return host(i); }, out);
+  }
   for (int node : found.slow_nodes)
     add(out, Severity::Fail, FindingKind::Bandwidth, node,
         fmt::format("{}: bandwidth is slow with every partner ({}), {}; found by pairs in {} rounds",
@@ -792,9 +821,7 @@ std::vector<Finding> slow_pair_findings(const ClusterSpec& cluster, const PingRe
 }
 
 SlowBandwidth slow_bandwidth_of(const ClusterSpec& cluster, const PingReport& report) {
-  return find_slow_bandwidth(int(report.nodes.size()), pair_bandwidths(report),
-                             {cluster.checks.min_bandwidth_ratio.value_or(kDefaultBandwidthRatio),
-                              cluster.checks.min_bandwidth_gbps});
+  return find_slow_bandwidth(int(report.nodes.size()), pair_bandwidths(report), bandwidth_bar(cluster.checks));
 }
 
 void analyze_probes(const ClusterSpec& cluster, PingReport& report) {

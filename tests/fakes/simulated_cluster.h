@@ -20,8 +20,9 @@ class SimulatedCluster {
   std::set<std::pair<int, int>> slow_links;  // (a < b): slow between these two only
   std::set<int> lost_nodes;                  // never answer: their pairs are unmeasured
   double healthy_gbps = 15, slow_gbps = 0.5;
+  double noise = 0.2;  // each measurement within +-noise of its figure
 
-  // One round, as the search's measuring seam: each pair the slower end, with +-20% noise.
+  // One round, as the search's measuring seam: each pair the slower end, with noise.
   std::vector<std::optional<double>> measure(const std::vector<std::pair<int, int>>& pairs) {
     ++rounds;
     std::set<int> seen;
@@ -35,7 +36,7 @@ class SimulatedCluster {
       }
       const bool slow = slow_nodes.count(a) || slow_nodes.count(b) ||
                         slow_links.count({std::min(a, b), std::max(a, b)});
-      out.push_back((slow ? slow_gbps : healthy_gbps) * std::uniform_real_distribution<double>(0.8, 1.2)(random_));
+      out.push_back((slow ? slow_gbps : healthy_gbps) * std::uniform_real_distribution<double>(1 - noise, 1 + noise)(random_));
     }
     return out;
   }
@@ -51,12 +52,18 @@ class SimulatedCluster {
     }
   }
 
+  // `count` slow nodes side by side from `first`, around the ring.
+  void slow_run(int first, int count) {
+    for (int k = 0; k < count; ++k) slow_nodes.insert((first + k) % nodes_);
+  }
+
   // Whether the link is between ring neighbours.
   bool on_ring(std::pair<int, int> link) const {
     return link.second - link.first == 1 || (link.first == 0 && link.second == nodes_ - 1);
   }
 
   int rounds = 0;
+  int size() const { return nodes_; }
 
  private:
   int pick() { return std::uniform_int_distribution<int>(0, nodes_ - 1)(random_); }

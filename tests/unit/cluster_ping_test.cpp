@@ -164,7 +164,7 @@ TEST_F(ClusterPingTest, ANodeSlowBothWaysFailsByNameAndItsPeersDoNot) {
   PingReport r = ping_bandwidth(c);
   EXPECT_EQ(messages(r, Finding::Severity::Fail),
             std::vector<std::string>{"n4: bandwidth to its peers is 0.03 Gbit/s sending and 0.03 Gbit/s receiving "
-                                     "(median over 3 peers), below 0.5x the cluster median of 15.00 Gbit/s "
+                                     "(median over 3 peers), below 0.5x the typical 15.00 Gbit/s between fast nodes "
                                      "(checks.min_bandwidth_ratio)"});
   EXPECT_TRUE(messages(r, Finding::Severity::Warn).empty()) << fmt::format("{}", fmt::join(messages(r, Finding::Severity::Warn), "\n"));
 }
@@ -179,7 +179,7 @@ TEST_F(ClusterPingTest, ASlowPairIsMeasuredAgainAloneBeforeItsLinkFails) {
   PingReport r = ping_bandwidth(c);
   EXPECT_EQ(messages(r, Finding::Severity::Fail),
             std::vector<std::string>{"the link n3 <-> n4 is slow: 0.50 Gbit/s n3 -> n4 and 0.50 Gbit/s n4 -> n3, "
-                                     "below 0.5x the cluster median of 12.00 Gbit/s (checks.min_bandwidth_ratio); "
+                                     "below 0.5x the typical 12.00 Gbit/s between fast nodes (checks.min_bandwidth_ratio); "
                                      "both nodes are fast with their other peers"});
   EXPECT_TRUE(messages(r, Finding::Severity::Warn).empty()) << fmt::format("{}", fmt::join(messages(r, Finding::Severity::Warn), "\n"));
   for (const auto& p : r.pairs) {

@@ -5,7 +5,11 @@
 
 #include <gtest/gtest.h>
 
+#include <fmt/format.h>
+
 #include <set>
+#include <string>
+#include <tuple>
 
 #include "tests/fakes/simulated_cluster.h"
 
@@ -21,14 +25,15 @@ CulpritReport search(SimulatedCluster& cluster, int nodes) {
 std::set<int> as_set(const std::vector<int>& v) { return {v.begin(), v.end()}; }
 std::set<std::pair<int, int>> as_set(const std::vector<std::pair<int, int>>& v) { return {v.begin(), v.end()}; }
 
-TEST(CulpritSearch, AHealthyClusterNamesNothingInTwoRounds) {
+TEST(CulpritSearch, AHealthyClusterNamesNothingInThreeRounds) {
   for (int n : {2, 3, 8, 9}) {
     SimulatedCluster cluster(n, 1);
     CulpritReport r = search(cluster, n);
     EXPECT_TRUE(r.slow_nodes.empty()) << n;
     EXPECT_TRUE(r.slow_links.empty()) << n;
     EXPECT_TRUE(r.unknown.empty()) << n;
-    EXPECT_LE(r.rounds, n % 2 ? 3 : 2) << n;  // an odd ring's last pair needs a round of its own
+    // The ring's two rounds, then nodes two apart (and an odd ring's last pair) in a third.
+    EXPECT_LE(r.rounds, n > 2 ? 3 : 1) << n;
   }
 }
 
@@ -102,12 +107,12 @@ TEST(CulpritSearch, ANodeThatNeverAnswersIsUnknownNotSlowAndItsPartnersAreNotBla
 TEST(CulpritSearch, TheClusterFilesExpectationIsTheBar) {
   SimulatedCluster cluster(6, 2);  // 12 to 18 Gbit/s everywhere
   CulpritSearchOptions options;
-  options.min_gbps = 100;
+  options.bar.min_gbps = 100;
   CulpritReport r = find_culprits(6, [&](const auto& pairs) { return cluster.measure(pairs); }, options);
   EXPECT_DOUBLE_EQ(r.threshold_gbps, 100);
-  // Every node is slow with everyone: nobody is known good, so nothing can be told apart.
-  EXPECT_TRUE(r.slow_nodes.empty());
-  EXPECT_EQ(r.unknown.size(), 6u);
+  // Every node is slow with everyone: each is below the figure, as the mesh judges it too.
+  EXPECT_EQ(r.slow_nodes.size(), 6u);
+  EXPECT_TRUE(r.unknown.empty());
 }
 
 // At 64 and 512 nodes, 1 to 3 slow nodes and 0 to 2 slow ring links at random: every one is
@@ -127,6 +132,116 @@ TEST(CulpritSearch, RandomFaultsAtScaleAreFoundWithoutFalsePositives) {
           EXPECT_LE(m.round, 3) << n << " nodes, seed " << seed;
         }
       EXPECT_LE(r.rounds, 5) << n << " nodes, seed " << seed;
+    }
+}
+
+CulpritReport search(SimulatedCluster& cluster, int nodes, const BandwidthBar& bar) {
+  CulpritSearchOptions options;
+  options.bar = bar;
+  return find_culprits(nodes, [&](const auto& pairs) { return cluster.measure(pairs); }, options);
+}
+
+// Exactly the slow nodes named, no link, nothing unknown, no split.
+void expect_exactly(const CulpritReport& r, const SimulatedCluster& cluster, const std::string& what) {
+  EXPECT_EQ(as_set(r.slow_nodes), cluster.slow_nodes) << what;
+  EXPECT_TRUE(r.slow_links.empty()) << what;
+  EXPECT_TRUE(r.unknown_links.empty()) << what;
+  EXPECT_TRUE(r.unknown.empty()) << what;
+  EXPECT_FALSE(r.split) << what;
+  EXPECT_EQ(r.cleared + int(cluster.slow_nodes.size()), cluster.size()) << what;
+}
+
+// The bar is a fraction of what is typical, so a node at any fraction below it is found:
+// a tenth to three tenths under the default half, four to six tenths under 0.75.
+TEST(CulpritSearch, ASlowFactorFromATenthToSixTenthsIsFound) {
+  for (auto [factors, ratio, noise] : {std::tuple(std::vector<double>{0.1, 0.2, 0.3}, 0.5, 0.2),
+                                       std::tuple(std::vector<double>{0.4, 0.5, 0.6}, 0.75, 0.05)})
+    for (double factor : factors)
+      for (int n : {3, 4, 6, 9, 16, 64}) {
+        SimulatedCluster cluster(n, unsigned(n * 10 + factor * 10));
+        cluster.noise = noise;
+        cluster.slow_gbps = factor * cluster.healthy_gbps;
+        cluster.slow_nodes = {n / 3};
+        expect_exactly(search(cluster, n, {ratio, std::nullopt}), cluster,
+                       fmt::format("{} nodes, slow at {}x, bar {}x", n, factor, ratio));
+      }
+}
+
+// A quarter, a third and half of the nodes slow, side by side or scattered, at 3 to 4096 nodes.
+// The old bar, half the median of the ring's pairs, was the slow figure once a third of the
+// nodes were slow (they spoil two ring pairs each), and nothing was found.
+TEST(CulpritSearch, UpToHalfTheNodesSlowAreFoundSideBySideOrScattered) {
+  for (int n : {3, 4, 6, 8, 9, 16, 17, 64, 512, 4096})
+    for (int share : {4, 3, 2})
+      for (bool side_by_side : {true, false}) {
+        const int slow = n / share;
+        if (slow == 0) continue;
+        SimulatedCluster cluster(n, unsigned(n + share));
+        if (side_by_side) cluster.slow_run(n / 2, slow);
+        else cluster.break_at_random(slow, 0, true);
+        const CulpritReport r = search(cluster, n);
+        expect_exactly(r, cluster, fmt::format("{} nodes, {} slow {}", n, slow, side_by_side ? "side by side" : "scattered"));
+        EXPECT_LE(r.rounds, 6) << n;
+      }
+}
+
+// Every other node slow: every ring pair is a slow node's, and the ring alone looks like a
+// healthy, slower cluster. Nodes two apart tell them apart.
+TEST(CulpritSearch, EveryOtherNodeSlowIsFoundNotTakenForAHealthyCluster) {
+  for (int n : {4, 6, 8, 16, 64}) {
+    SimulatedCluster cluster(n, unsigned(n));
+    for (int i = 1; i < n; i += 2) cluster.slow_nodes.insert(i);
+    expect_exactly(search(cluster, n), cluster, fmt::format("{} nodes", n));
+  }
+}
+
+// More than half the nodes slow: nothing measured says which group is typical. The search
+// says so, names the slower ones as below the others, and fails nobody. (A lone healthy node
+// has no healthy partner to show it: two at least.)
+TEST(CulpritSearch, MoreThanHalfSlowIsSaidAsSplitNotPassedOrFailed) {
+  for (int n : {6, 7, 16, 64}) {
+    SimulatedCluster cluster(n, unsigned(n));
+    cluster.slow_run(0, n / 2 + 1);
+    const CulpritReport r = search(cluster, n);
+    EXPECT_TRUE(r.split) << n;
+    EXPECT_TRUE(r.slow_nodes.empty()) << n;
+    EXPECT_EQ(as_set(r.below_the_fast), cluster.slow_nodes) << n;
+    // With the cluster file's figure the bar is absolute: the same nodes fail by name.
+    SimulatedCluster again(n, unsigned(n));
+    again.slow_run(0, n / 2 + 1);
+    const CulpritReport judged = search(again, n, {0.5, 10.0});
+    EXPECT_FALSE(judged.split) << n;
+    EXPECT_EQ(as_set(judged.slow_nodes), again.slow_nodes) << n;
+  }
+}
+
+// Healthy clusters whose streams vary by +-30%: nothing named, nothing unknown, at any size.
+TEST(CulpritSearch, HealthyClustersWithThirtyPercentNoiseNameNothing) {
+  for (int n : {3, 4, 5, 16, 64, 512, 4096})
+    for (unsigned seed = 0; seed < 5; ++seed) {
+      SimulatedCluster cluster(n, seed);
+      cluster.noise = 0.3;
+      expect_exactly(search(cluster, n), cluster, fmt::format("{} nodes, seed {}", n, seed));
+    }
+}
+
+// Slow links anywhere, not only on the ring: never a slow node; a link measured twice is the
+// link, and one the search never measured costs nothing.
+TEST(CulpritSearch, SlowLinksOffTheRingNeverBlameANode) {
+  for (int n : {8, 16, 64})
+    for (unsigned seed = 0; seed < 10; ++seed) {
+      SimulatedCluster cluster(n, seed);
+      cluster.break_at_random(0, 3, /*on_ring=*/false);
+      const CulpritReport r = search(cluster, n);
+      EXPECT_TRUE(r.slow_nodes.empty()) << n << " nodes, seed " << seed;
+      EXPECT_TRUE(r.unknown.empty()) << n << " nodes, seed " << seed;
+      for (auto link : r.slow_links) EXPECT_TRUE(cluster.slow_links.count(link)) << n << " nodes, seed " << seed;
+      std::set<std::pair<int, int>> measured;
+      for (const auto& m : r.measured) measured.insert({std::min(m.a, m.b), std::max(m.a, m.b)});
+      for (auto link : cluster.slow_links)
+        if (measured.count(link)) {
+          EXPECT_TRUE(as_set(r.slow_links).count(link)) << n << " nodes, seed " << seed;
+        }
     }
 }
 
