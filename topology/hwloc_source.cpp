@@ -85,7 +85,7 @@ PciLocation location_of(hwloc_topology_t topo, hwloc_obj_t pci) {
 
 const char* gpu_vendor(hwloc_obj_t pci) {
   const auto& a = pci->attr->pcidev;
-  return gpu_vendor_of(a.class_id, a.vendor_id, a.bus);
+  return gpu_vendor_of(a.class_id, a.vendor_id, a.device_id, a.bus);
 }
 
 std::string info_of(hwloc_obj_t obj, const char* name) {

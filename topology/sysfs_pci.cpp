@@ -68,16 +68,29 @@ std::string pci_device_of(const fs::path& class_entry) {
   return found;
 }
 
+// ATI numbered its display chips up to the Radeon X850 (Rage, Radeon R100 to R400: to 2005)
+// 0x3000 to 0x5fff, and AMD none of its later GPUs or APUs (0x1xxx, 0x6xxx, 0x7xxx, 0x9xxx). No
+// compute stack ever ran on these chips; where one is still found, it is a server board's
+// console display, wired to its BMC: the ES1000 (0x515e), the RN50 (a Radeon 7000, 0x5159), the
+// Rage XL (0x4752). A second head of such a chip is class 0380 like an Instinct, hence the id.
+bool is_old_ati_display(std::uint16_t device_id) { return device_id >= 0x3000 && device_id < 0x6000; }
+
 }  // namespace
 
-const char* gpu_vendor_of(unsigned class_id, std::uint16_t vendor_id, unsigned bus) {
+// Only NVIDIA, AMD and Intel make display controllers that a compute stack muster sets ranks
+// up for (CUDA, ROCm, oneAPI) drives. Any other vendor's, whatever its class, is a BMC's
+// (ASPEED, Matrox) or a hypervisor's emulated display (Cirrus, QEMU's Bochs VGA, VMware's SVGA,
+// Red Hat's virtio-gpu and QXL, Hyper-V's VGA). Of the three's own, AMD's old ATI chips are BMC
+// displays too.
+const char* gpu_vendor_of(unsigned class_id, std::uint16_t vendor_id, std::uint16_t device_id,
+                          unsigned bus) {
   const bool display = class_id == 0x0300 || class_id == 0x0302 || class_id == 0x0380;
   if (!display) return nullptr;  // NVSwitches (0680) and the like are not GPUs
   if (vendor_id == 0x10de) return "NVIDIA";
-  if (vendor_id == 0x1002) return "AMD";
+  if (vendor_id == 0x1002 && !is_old_ati_display(device_id)) return "AMD";
   // Intel's integrated graphics sit on bus 0; its discrete parts sit behind a bridge.
   if (vendor_id == 0x8086 && bus != 0) return "Intel";
-  return nullptr;  // a BMC's VGA (Matrox, ASPEED) or an emulated display
+  return nullptr;
 }
 
 std::optional<std::vector<SysfsPciDevice>> sysfs_pci_devices(const std::string& sys) {
@@ -109,7 +122,7 @@ std::optional<std::vector<SysfsPciDevice>> sysfs_pci_devices(const std::string& 
 
 bool any_gpu(const std::vector<SysfsPciDevice>& devices) {
   return std::any_of(devices.begin(), devices.end(), [](const SysfsPciDevice& d) {
-    return gpu_vendor_of(d.class_id, d.vendor_id, bus_of(d.bus_id)) != nullptr;
+    return gpu_vendor_of(d.class_id, d.vendor_id, d.device_id, bus_of(d.bus_id)) != nullptr;
   });
 }
 

@@ -16,10 +16,13 @@ namespace muster {
 // /etc/machine-id), without its newline; empty when it cannot be read.
 std::string first_line_of(const std::string& path);
 
-// The vendor name when a PCI device of this class (class and subclass, as 0x0302) and
-// vendor is a GPU muster places ranks on, else nullptr. `bus` tells Intel's integrated
-// graphics (bus 0) from its discrete parts. The one rule, for hwloc's objects and sysfs alike.
-const char* gpu_vendor_of(unsigned class_id, std::uint16_t vendor_id, unsigned bus);
+// The vendor name when a PCI device of this class (class and subclass, as 0x0302), vendor
+// and device id is a GPU muster places ranks on, else nullptr: never a BMC's or an emulated
+// display. The device id tells AMD's GPUs from the old ATI chips on BMCs (the ES1000); `bus`
+// tells Intel's integrated graphics (bus 0) from its discrete parts. The one rule, for hwloc's
+// objects and sysfs alike.
+const char* gpu_vendor_of(unsigned class_id, std::uint16_t vendor_id, std::uint16_t device_id,
+                          unsigned bus);
 
 struct SysfsPciDevice {
   std::string bus_id;  // "0000:03:00.0"

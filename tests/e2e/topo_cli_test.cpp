@@ -148,6 +148,26 @@ TEST(TopoCli, LongCpusetsKeepTheirColumnAndCpuNvlinksTheirOwnLine) {
   EXPECT_EQ(j["nvlink"]["to_cpu"][2], (nlohmann::json{{"gpu", 2}, {"package", 1}, {"links", 2}}));
 }
 
+// An IBM x3950 M2 whose only display controller is its BMC's ATI ES1000: no GPU to list, and
+// `slots: auto` on it is one rank on CPUs, not one on "GPU 0".
+TEST(TopoCli, ABmcsDisplayIsNoGpuToListOrPlanOn) {
+  const std::string x3950 = kFixtures + "96em64t-4n4d3ca2co-pci.xml";
+  auto r = run_muster({"topo", "--xml", x3950, "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto t = nlohmann::json::parse(r.out);
+  EXPECT_TRUE(t["gpus"].empty()) << t["gpus"].dump();
+  EXPECT_EQ(t["nics"].size(), 8u);
+  auto text = run_muster({"topo", "--xml", x3950});
+  ASSERT_EQ(text.exit_code, 0) << text.err;
+  EXPECT_EQ(text.out.find("GPU0"), std::string::npos) << text.out;
+  EXPECT_EQ(text.out.find("ES1000"), std::string::npos) << text.out;
+  auto plan = run_muster({"plan", "--json"}, {"HWLOC_XMLFILE=" + x3950});
+  ASSERT_EQ(plan.exit_code, 0) << plan.err;
+  auto p = nlohmann::json::parse(plan.out);
+  EXPECT_EQ(p["world_size"], 1);
+  EXPECT_TRUE(p["ranks"][0]["gpu"].is_null()) << p["ranks"][0].dump();
+}
+
 TEST(TopoCli, BadFilesAreOneLineAndExit2) {
   for (const std::string& file : {std::string("/nonexistent.xml"), kFixtures + "README.md"}) {
     auto r = run_muster({"topo", "--xml", file});

@@ -59,12 +59,12 @@ class FakeSysfs {
 
 TEST(SysfsPci, TellsGpusByClassVendorAndBusAsForHwlocsObjects) {
   // Display controllers of the GPU vendors; Intel's only off bus 0 (bus 0: integrated).
-  EXPECT_STREQ(gpu_vendor_of(0x0302, 0x10de, 0x17), "NVIDIA");
-  EXPECT_STREQ(gpu_vendor_of(0x0380, 0x1002, 0x83), "AMD");
-  EXPECT_STREQ(gpu_vendor_of(0x0300, 0x8086, 0x03), "Intel");
-  EXPECT_EQ(gpu_vendor_of(0x0300, 0x8086, 0x00), nullptr);
-  EXPECT_EQ(gpu_vendor_of(0x0680, 0x10de, 0x05), nullptr);  // an NVSwitch
-  EXPECT_EQ(gpu_vendor_of(0x0300, 0x1a03, 0x02), nullptr);  // a BMC's ASPEED VGA
+  EXPECT_STREQ(gpu_vendor_of(0x0302, 0x10de, 0x20b0, 0x17), "NVIDIA");  // an A100
+  EXPECT_STREQ(gpu_vendor_of(0x0380, 0x1002, 0x740c, 0x83), "AMD");    // an MI250X
+  EXPECT_STREQ(gpu_vendor_of(0x0300, 0x8086, 0x56c0, 0x03), "Intel");  // a Flex 170
+  EXPECT_EQ(gpu_vendor_of(0x0300, 0x8086, 0x9a49, 0x00), nullptr);
+  EXPECT_EQ(gpu_vendor_of(0x0680, 0x10de, 0x1ac2, 0x05), nullptr);  // an NVSwitch
+  EXPECT_EQ(gpu_vendor_of(0x0300, 0x1a03, 0x2000, 0x02), nullptr);  // a BMC's ASPEED VGA
 
   FakeSysfs sys;
   sys.device("0000:00:00.0", "0x060000", "0x8086");
@@ -81,6 +81,55 @@ TEST(SysfsPci, TellsGpusByClassVendorAndBusAsForHwlocsObjects) {
 
   sys.device("0000:17:00.0", "0x030200", "0x10de");
   devices = sysfs_pci_devices(sys.root());
+  ASSERT_TRUE(devices);
+  EXPECT_TRUE(any_gpu(*devices));
+}
+
+// A board's management display and a hypervisor's emulated one are display controllers too:
+// by class alone the ATI ES1000 on a BMC looks like an AMD GPU. None is a slot.
+TEST(SysfsPci, ABmcsOrAnEmulatedDisplayIsNoGpuWhateverItsVendor) {
+  struct Display { const char *vendor, *device, *what; };
+  const Display displays[] = {
+      {"0x1002", "0x515e", "ATI ES1000, a BMC's"},
+      {"0x1002", "0x5159", "ATI RN50 (Radeon 7000), a BMC's"},
+      {"0x1002", "0x4752", "ATI Rage XL, an old server board's"},
+      {"0x1a03", "0x2000", "ASPEED AST2500, a BMC's"},
+      {"0x102b", "0x0532", "Matrox G200eW, a BMC's"},
+      {"0x1013", "0x00b8", "Cirrus GD 5446, QEMU's default"},
+      {"0x1234", "0x1111", "QEMU's standard VGA (Bochs)"},
+      {"0x15ad", "0x0405", "VMware SVGA II"},
+      {"0x1af4", "0x1050", "virtio-gpu"},
+      {"0x1b36", "0x0100", "QXL"},
+      {"0x1414", "0x5353", "Hyper-V's VGA"},
+  };
+  for (const Display& d : displays) {
+    const auto id = [](const char* hex) { return std::uint16_t(std::stoul(hex, nullptr, 16)); };
+    EXPECT_STREQ(gpu_vendor_of(0x0300, id(d.vendor), id(d.device), 0x01), nullptr) << d.what;
+    EXPECT_STREQ(gpu_vendor_of(0x0380, id(d.vendor), id(d.device), 0x01), nullptr) << d.what;
+    FakeSysfs sys;
+    sys.device("0000:01:00.0", "0x030000", d.vendor);
+    sys.file("devices/pci0000:00/0000:01:00.0/device", d.device);
+    auto devices = sysfs_pci_devices(sys.root());
+    ASSERT_TRUE(devices);
+    EXPECT_FALSE(any_gpu(*devices)) << d.what;
+  }
+
+  // The GPU vendors' compute parts stay GPUs: AMD's Instinct (class 0380, no display at all)
+  // and its VGA-class cards from the Radeon HD 7000 on, NVIDIA's whatever their class.
+  EXPECT_STREQ(gpu_vendor_of(0x0380, 0x1002, 0x740f, 0x83), "AMD");  // an MI210
+  EXPECT_STREQ(gpu_vendor_of(0x0380, 0x1002, 0x738c, 0x83), "AMD");  // an MI100
+  EXPECT_STREQ(gpu_vendor_of(0x0300, 0x1002, 0x6798, 0x84), "AMD");  // a Radeon HD 7970
+  EXPECT_STREQ(gpu_vendor_of(0x0300, 0x1002, 0x7448, 0x84), "AMD");  // a Radeon Pro W7900
+  EXPECT_STREQ(gpu_vendor_of(0x0300, 0x10de, 0x2230, 0x17), "NVIDIA");  // an RTX A6000
+  EXPECT_STREQ(gpu_vendor_of(0x0300, 0x10de, 0x1eb8, 0x17), "NVIDIA");  // a T4
+
+  // Beside the BMC's ES1000, an Instinct MI210 is a GPU.
+  FakeSysfs sys;
+  sys.device("0000:01:00.0", "0x030000", "0x1002");
+  sys.file("devices/pci0000:00/0000:01:00.0/device", "0x515e");
+  sys.device("0000:83:00.0", "0x038000", "0x1002");
+  sys.file("devices/pci0000:00/0000:83:00.0/device", "0x740f");
+  auto devices = sysfs_pci_devices(sys.root());
   ASSERT_TRUE(devices);
   EXPECT_TRUE(any_gpu(*devices));
 }

@@ -3,6 +3,9 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "launcher/cluster/hostfile.h"
+#include "launcher/cluster/local_gpus.h"
+#include "launcher/cluster/rank_plan.h"
 #include "launcher/error.h"
 #include "launcher/remote/launch_spec.h"
 #include "topology/binding.h"
@@ -209,6 +212,37 @@ TEST(TopologyPower8, NvlinkToACpuJoinsNoGpus) {
 
 TEST(TopologyDgx2, NvswitchesAreNotCpus) {
   EXPECT_TRUE(load_fixture("nvidia-dgx2.xml").cpu_nvlinks.empty());
+}
+
+// --- a 96-core server whose only display is its BMC's ---------------------------------------
+// tests/fixtures/hwloc/96em64t-4n4d3ca2co-pci.xml, an IBM x3950 M2: 16 six-core packages in 4
+// NUMA nodes (CPUs 0-23, 24-47, 48-71, 72-95). Each node's I/O holds two Broadcom BCM5709
+// Ethernet ports (eth0 ... eth7) and a SAS controller; node 0's also the ATI ES1000 at 01:00.0
+// (1002:515e, class 0300 VGA; hwloc names it GPU "card0"), the console display the board wires
+// to its management controller. No compute stack runs on it: the machine has no GPU.
+
+TEST(TopologyX3950, TheBmcsEs1000IsNoGpu) {
+  Topology t = load_fixture("96em64t-4n4d3ca2co-pci.xml");
+  EXPECT_EQ(t.packages, 16);
+  EXPECT_EQ(t.cores, 96);
+  EXPECT_EQ(t.pus, 96);
+  ASSERT_EQ(t.numa_nodes.size(), 4u);
+  EXPECT_EQ(format_cpu_list(t.numa_nodes[3].cpus), "72-95");
+  EXPECT_TRUE(t.gpus.empty()) << t.gpus.front().location.bus_id << " " << t.gpus.front().model;
+  ASSERT_EQ(t.nics.size(), 8u);
+  EXPECT_EQ(t.nics[0].name, "eth0");
+  EXPECT_EQ(t.nics[0].location.numa, 0);
+}
+
+TEST(TopologyX3950, SlotsAutoIsOneCpuRankNotARankOnTheBmcsDisplay) {
+  HwlocTopologySource source(
+      std::string(MUSTER_SOURCE_DIR "/tests/fixtures/hwloc/96em64t-4n4d3ca2co-pci.xml"));
+  ClusterSpec cluster = this_machine_cluster();
+  ASSERT_TRUE(learn_local_gpus(cluster, source).has_value());
+  EXPECT_EQ(cluster.nodes[0].gpu_count, 0);
+  RankPlan plan = make_rank_plan(cluster, std::nullopt, MapBy::Slot);
+  ASSERT_EQ(plan.world_size(), 1);
+  EXPECT_FALSE(plan.ranks[0].gpu.has_value()) << "rank 0 on GPU " << *plan.ranks[0].gpu;
 }
 
 // --- bad input ----------------------------------------------------------------------------

@@ -247,7 +247,11 @@ PciView read_pci(const Root& root, const std::map<std::string, std::string>& gpu
     d.bus_id = bus_id;
     unsigned bus = 0, domain = 0;
     std::sscanf(bus_id.c_str(), "%x:%x", &domain, &bus);
-    const bool gpu = gpu_vendor_of(unsigned(*cls >> 8), std::uint16_t(*vendor), bus) != nullptr;
+    // A snapshot may lack the device id: read as 0, which no old ATI chip has, a GPU vendor's
+    // display still counts.
+    const auto device = read_hex(entry / "device").value_or(0);
+    const bool gpu = gpu_vendor_of(unsigned(*cls >> 8), std::uint16_t(*vendor), std::uint16_t(device),
+                                   bus) != nullptr;
     const bool nic = (*cls >> 16) == 0x02 || ib.count(bus_id);
     if (!gpu && !nic) continue;
     d.role = gpu ? Role::Gpu : Role::Nic;
