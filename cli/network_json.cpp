@@ -12,8 +12,20 @@ nlohmann::json search_json(const PingReport& r, const std::optional<CulpritRepor
   for (const auto& m : search->measured)
     pairs.push_back({{"a", r.nodes[size_t(m.a)].host}, {"b", r.nodes[size_t(m.b)].host},
                      {"bandwidth_gbps", m.gbps}, {"round", m.round}});
-  return {{"rounds", search->rounds}, {"median_gbps", search->typical_gbps},
-          {"threshold_gbps", search->threshold_gbps}, {"pairs", pairs}};
+  const auto hosts = [&](const std::vector<int>& nodes) {
+    nlohmann::json out = nlohmann::json::array();
+    for (int node : nodes) out.push_back(r.nodes[size_t(node)].host);
+    return out;
+  };
+  return {{"rounds", search->rounds},
+          {"typical_gbps", search->typical_gbps},
+          {"threshold_gbps", search->threshold_gbps},
+          {"cleared", search->cleared},
+          {"slow_nodes", hosts(search->slow_nodes)},
+          {"unknown", hosts(search->unknown)},
+          {"split", search->split},
+          {"below_the_fast", hosts(search->below_the_fast)},
+          {"pairs", pairs}};
 }
 
 }  // namespace

@@ -237,6 +237,18 @@ std::optional<Network> network_of(const json& report) {
     if (gbps) out.gbps.set(i, j, *gbps);
     if (rtt) out.rtt_us.set(i, j, *rtt);
   }
+  // Without the whole mesh (doctor measures bandwidth by the pair search), the pairs the
+  // search measured, both ways at once: a sparse matrix, each cell the slower way.
+  if (out.gbps.measured() == 0)
+    if (const auto search = net->find("search"); search != net->end() && search->is_object())
+      if (const auto measured = search->find("pairs"); measured != search->end() && measured->is_array())
+        for (const auto& m : *measured) {
+          const auto a = out.index.find(text_of(m, "a")), b = out.index.find(text_of(m, "b"));
+          const auto gbps = number_of(m, "bandwidth_gbps");
+          if (a == out.index.end() || b == out.index.end() || a->second == b->second || !gbps) continue;
+          out.gbps.set(a->second, b->second, *gbps);
+          out.gbps.set(b->second, a->second, *gbps);
+        }
   if (const auto problems = net->find("problems"); problems != net->end() && problems->is_array())
     for (const auto& p : *problems) {
       if (text_of(p, "severity") != "fail") continue;

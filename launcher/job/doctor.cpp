@@ -51,9 +51,9 @@ const std::vector<std::string>& doctor_stages() {
 
 namespace {
 
-// Up to this many nodes the network stage streams between every pair; past it, the mesh's
-// n-1 rounds of streams would cost more than the rest of doctor, and the pair search runs.
-constexpr size_t kEveryPairStreamsNodes = 16;
+// Each of the search's streams: long enough past TCP's slow start on a data-centre link to
+// tell a node at half its peers' rate, short enough that three rounds stay under a second.
+constexpr std::chrono::milliseconds kSearchStream{100};
 
 std::string plural(size_t n, const char* word) {
   return fmt::format("{} {}{}", n, word, n == 1 ? "" : "s");
@@ -277,31 +277,28 @@ class Doctor {
     PingOptions ping;
     ping.round_trips = 20;
     // Streams last a fixed time, not a byte count: a slow link costs its budget and no more.
-    // Up to 16 nodes every pair streams (n-1 rounds, every link); past that the pair search
-    // names slow nodes in three rounds, and slow links on the pairs it measures.
-    const bool every_pair_streams = context_->cluster().nodes.size() <= kEveryPairStreamsNodes;
-    ping.bandwidth = every_pair_streams;
-    ping.bulk = std::chrono::milliseconds(150);
+    // Bandwidth is the pair search's (find_culprits): rounds of disjoint pairs, every node
+    // measured with a partner known fast, slow nodes named in three rounds at any size. The
+    // whole mesh (n-1 rounds) is ping --bandwidth's, for when a link must be found.
+    ping.bandwidth = false;
+    ping.bulk = kSearchStream;
     ping.on_pair_done = [this] { observer_.step_done(); };
     PingReport r = ping_cluster(context_->session(), context_->cluster(), ping, context_->interrupt_fds());
-    const SlowBandwidth mesh = slow_bandwidth_of(context_->cluster(), r);
-    double threshold = mesh.threshold_gbps;
-    std::string bandwidth_measured = fmt::format("every pair streamed, median {:.2f} Gbit/s", mesh.typical_gbps);
-    if (!every_pair_streams) {
-      const CulpritReport found = search_slow_pairs(context_->session(), context_->cluster(), r, ping,
-                                                    context_->interrupt_fds());
-      for (auto& f : slow_pair_findings(context_->cluster(), r, found)) r.problems.push_back(std::move(f));
-      bandwidth_measured = fmt::format("{} pairs in {} rounds of the pair search, median {:.2f} Gbit/s",
-                                       found.measured.size(), found.rounds, found.typical_gbps);
-      threshold = found.threshold_gbps;
-      report_.pair_search = found;
-    }
+    const CulpritReport found = search_slow_pairs(context_->session(), context_->cluster(), r, ping,
+                                                  context_->interrupt_fds());
+    for (auto& f : slow_pair_findings(context_->cluster(), r, found)) r.problems.push_back(std::move(f));
+    report_.pair_search = found;
     // Nothing judged is no pass: two nodes without checks.min_bandwidth_gbps, or no stream measured.
+    const std::string measured = fmt::format("{} pairs in {} rounds of the pair search, typical {:.2f} Gbit/s",
+                                             found.measured.size(), found.rounds, found.typical_gbps);
     if (std::none_of(r.problems.begin(), r.problems.end(),
                      [](const Finding& f) { return f.kind == FindingKind::Bandwidth; }))
-      add("network", "bandwidth", std::nullopt, threshold > 0 ? CheckStatus::Pass : CheckStatus::Skip,
-          threshold > 0 ? bandwidth_measured + ": no node or link below the bar"
-                        : bandwidth_measured + ": nothing to compare it with (set checks.min_bandwidth_gbps)");
+      add("network", "bandwidth", std::nullopt, found.threshold_gbps > 0 ? CheckStatus::Pass : CheckStatus::Skip,
+          found.threshold_gbps > 0
+              ? fmt::format("{}: each of the {} nodes streamed at or above the bar ({:.2f} Gbit/s) with a partner "
+                            "(a pair is never faster than its slower end)", measured, found.cleared,
+                            found.threshold_gbps)
+              : measured + ": nothing to compare it with (set checks.min_bandwidth_gbps)");
     // Each node's pairs, gathered in one pass: at 64 nodes there are 4032 of them per address.
     std::vector<std::vector<const ProbeResult*>> probed_by(r.nodes.size());
     for (const auto& p : r.pairs)
