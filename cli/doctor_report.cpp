@@ -3,12 +3,16 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <cstdlib>
 #include <map>
+#include <tuple>
+#include <vector>
 
 #include <fmt/format.h>
 
 #include "cli/network_json.h"
 #include "cli/terminal_output.h"
+#include "launcher/cluster/hostlist.h"
 #include "launcher/text_bytes.h"
 
 namespace muster::cli {
@@ -210,6 +214,154 @@ std::string doctor_prometheus(const DoctorReport& report, double unix_time) {
   return out;
 }
 
+namespace {
+
+// A reason cut at its numbers: the words around them, and the numbers as written. Passes
+// whose words agree fold into one row whatever their numbers: every node measures its own
+// SSH time, RTT and clock offset, and folded only when equal, those alone kept three rows
+// per node of a healthy 64-node cluster.
+struct ReasonShape {
+  std::vector<std::string> words;    // one more than numbers: the text before, between, after
+  std::vector<std::string> numbers;  // "+0.3", "45", "1.2"
+};
+
+// What a number must not touch to be one: a number glued to these is part of a name, a
+// version or an address ("GPU1", "x16", "6.18.44", "10.88.0.11", "gpu-12"), which folds
+// only when equal.
+bool joins_words(char c) {
+  return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.' || c == '-' || c == '+';
+}
+
+bool is_digit(char c) { return std::isdigit(static_cast<unsigned char>(c)) != 0; }
+
+ReasonShape shape_of(const std::string& reason) {
+  ReasonShape shape;
+  std::string words;
+  size_t i = 0;
+  while (i < reason.size()) {
+    if (i > 0 && joins_words(reason[i - 1])) {  // inside a word: not where a number starts
+      words += reason[i++];
+      continue;
+    }
+    size_t end = i;
+    if ((reason[end] == '+' || reason[end] == '-') && end + 1 < reason.size()) ++end;
+    const size_t digits = end;
+    while (end < reason.size() && is_digit(reason[end])) ++end;
+    if (end > digits && end + 1 < reason.size() && reason[end] == '.' && is_digit(reason[end + 1]))
+      for (++end; end < reason.size() && is_digit(reason[end]);) ++end;
+    if (end > digits && (end == reason.size() || !joins_words(reason[end]))) {
+      shape.words.push_back(std::move(words));
+      words.clear();
+      shape.numbers.push_back(reason.substr(i, end - i));
+      i = end;
+    } else {
+      words += reason[i++];
+    }
+  }
+  shape.words.push_back(std::move(words));
+  return shape;
+}
+
+// The rows of one kind folded together: the same stage, check, status and reason but for
+// its numbers.
+struct FoldedRows {
+  const Check* first = nullptr;
+  ReasonShape shape;
+  std::vector<std::string> hosts;
+  std::vector<std::vector<std::string>> numbers;  // each row's, in the shape's order
+};
+
+// The folded reason: each number that differs between the rows as the range they span
+// ("SSH 1.2..3.4 ms"), as written.
+std::string folded_reason(const FoldedRows& rows) {
+  std::string out = rows.shape.words[0];
+  for (size_t k = 0; k < rows.shape.numbers.size(); ++k) {
+    const std::string* low = &rows.numbers[0][k];
+    const std::string* high = low;
+    for (const auto& numbers : rows.numbers) {
+      if (std::strtod(numbers[k].c_str(), nullptr) < std::strtod(low->c_str(), nullptr)) low = &numbers[k];
+      if (std::strtod(numbers[k].c_str(), nullptr) > std::strtod(high->c_str(), nullptr)) high = &numbers[k];
+    }
+    out += *low == *high ? *low : *low + ".." + *high;
+    out += rows.shape.words[k + 1];
+  }
+  return out;
+}
+
+bool is_problem(CheckStatus s) { return s == CheckStatus::Fail || s == CheckStatus::Warn; }
+
+// One row of the table: a check, the node or host list it stands for, and its reason.
+struct TableRow {
+  const Check* check;
+  std::string nodes;
+  std::string reason;
+};
+
+// The table's rows: every failure and warning first, one per node, in the order found; then
+// the rest folded as `dshbak -c` folds identical output, one row per kind with its host list
+// ("10.88.0.[11-74]"), in the order each kind was first found. A check of the whole cluster
+// is a row of its own.
+std::vector<TableRow> table_rows(const DoctorReport& report) {
+  std::vector<TableRow> rows;
+  for (const auto& c : report.checks)
+    if (is_problem(c.status)) rows.push_back({&c, c.node.value_or("-"), c.reason});
+  std::vector<FoldedRows> kinds;
+  std::map<std::tuple<std::string, std::string, CheckStatus, std::vector<std::string>>, size_t> kind_of;
+  for (const auto& c : report.checks) {
+    if (is_problem(c.status)) continue;
+    ReasonShape shape = shape_of(c.reason);
+    if (!c.node) {
+      kinds.push_back({&c, std::move(shape), {}, {}});
+      continue;
+    }
+    auto [at, added] = kind_of.try_emplace({c.stage, c.name, c.status, shape.words}, kinds.size());
+    if (added) kinds.push_back({&c, shape, {}, {}});
+    kinds[at->second].hosts.push_back(*c.node);
+    kinds[at->second].numbers.push_back(std::move(shape.numbers));
+  }
+  for (const auto& kind : kinds)
+    rows.push_back({kind.first, kind.hosts.empty() ? "-" : fold_hostlist(kind.hosts),
+                    kind.hosts.size() > 1 ? folded_reason(kind) : kind.first->reason});
+  return rows;
+}
+
+// A host list in lines of at most `width` columns, broken after its commas; a piece longer
+// than a line stands alone.
+std::vector<std::string> host_list_lines(const std::string& list, size_t width) {
+  std::vector<std::string> lines(1);
+  for (size_t start = 0; start < list.size();) {
+    const size_t comma = list.find(',', start);
+    const size_t end = comma == std::string::npos ? list.size() : comma + 1;
+    const std::string piece = list.substr(start, end - start);
+    if (!lines.back().empty() && lines.back().size() + piece.size() > width) lines.emplace_back();
+    lines.back() += piece;
+    start = end;
+  }
+  return lines;
+}
+
+// The longest piece host_list_lines cannot break.
+size_t longest_piece(const std::string& list) {
+  size_t longest = 0;
+  for (size_t start = 0; start < list.size();) {
+    const size_t comma = list.find(',', start);
+    const size_t end = comma == std::string::npos ? list.size() : comma + 1;
+    longest = std::max(longest, end - start);
+    start = end;
+  }
+  return longest;
+}
+
+std::vector<std::string> lines_of(const std::string& text) {
+  std::vector<std::string> lines(1);
+  for (char c : text)
+    if (c == '\n') lines.emplace_back();
+    else lines.back() += c;
+  return lines;
+}
+
+}  // namespace
+
 std::string doctor_summary(const DoctorReport& report, bool colour) {
   auto paint = [&](CheckStatus s) {
     std::string word = status_name(s);
@@ -219,23 +371,36 @@ std::string doctor_summary(const DoctorReport& report, bool colour) {
                        : s == CheckStatus::Fail ? "31" : "2";
     return fmt::format("\033[{}m{}\033[0m", code, word);
   };
-  size_t stage_w = 8, name_w = 5, node_w = 4;
-  for (const auto& c : report.checks) {
-    stage_w = std::max(stage_w, c.stage.size());
-    name_w = std::max(name_w, c.name.size());
-    node_w = std::max(node_w, c.node.value_or("-").size());
+  const std::vector<TableRow> rows = table_rows(report);
+  size_t stage_w = 8, name_w = 5, node_w = 4, longest_list = 0;
+  for (const auto& row : rows) {
+    stage_w = std::max(stage_w, row.check->stage.size());
+    name_w = std::max(name_w, row.check->name.size());
+    node_w = std::max(node_w, longest_piece(row.nodes));
+    longest_list = std::max(longest_list, row.nodes.size());
   }
+  // REASON is wrapped under itself to fit 80 columns (--json keeps each on one line), with
+  // room for 30 columns of it however wide the node names make the columns before. A host
+  // list wraps in its own column where it would take REASON's room.
+  const size_t before_node = stage_w + name_w + 6 + 4 * 2;
+  if (kColumns > before_node + 30) node_w = std::max(node_w, std::min(longest_list, kColumns - before_node - 30));
+  const size_t reason_at = before_node + node_w;
+  const size_t width = std::max(kColumns, reason_at + 30);
   std::string out = fmt::format("\n{:<{}}  {:<{}}  {:<{}}  {:<6}  {}\n", "STAGE", stage_w, "CHECK",
                                 name_w, "NODE", node_w, "STATUS", "REASON");
-  // REASON is wrapped under itself to fit 80 columns (--json keeps each on one line), with
-  // room for 30 columns of it however wide the node names make the columns before.
-  const size_t reason_at = stage_w + name_w + node_w + 6 + 4 * 2;
-  const size_t width = std::max(kColumns, reason_at + 30);
-  for (const auto& c : report.checks)
-    out += fmt::format("{:<{}}  {:<{}}  {:<{}}  {}{}  {}\n", c.stage, stage_w, c.name, name_w,
-                       c.node.value_or("-"), node_w, paint(c.status),
-                       std::string(6 - std::string(status_name(c.status)).size(), ' '),
-                       wrap_words(c.reason, width, reason_at, reason_at));
+  for (const auto& row : rows) {
+    const Check& c = *row.check;
+    const std::vector<std::string> nodes = host_list_lines(row.nodes, node_w);
+    const std::vector<std::string> reason = lines_of(wrap_words(row.reason, width - reason_at, 0));
+    out += fmt::format("{:<{}}  {:<{}}  {:<{}}  {}{}  {}\n", c.stage, stage_w, c.name, name_w, nodes[0],
+                       node_w, paint(c.status), std::string(6 - std::string(status_name(c.status)).size(), ' '),
+                       reason[0]);
+    for (size_t k = 1; k < std::max(nodes.size(), reason.size()); ++k) {
+      std::string line = std::string(stage_w + name_w + 4, ' ') + (k < nodes.size() ? nodes[k] : "");
+      if (k < reason.size()) line += std::string(reason_at - line.size(), ' ') + reason[k];
+      out += line + "\n";
+    }
+  }
   auto count = [&](CheckStatus s) {
     return std::count_if(report.checks.begin(), report.checks.end(),
                          [&](const Check& c) { return c.status == s; });

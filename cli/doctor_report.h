@@ -16,7 +16,10 @@ std::string doctor_junit(const DoctorReport& report);
 // status, when it ran (`unix_time`), how long each stage took, one gauge per check and node
 // with its status (0 pass, 1 warn, 2 fail, 3 skip), and every value a check measured.
 std::string doctor_prometheus(const DoctorReport& report, double unix_time);
-// The final table; `colour` adds ANSI colours to the status column.
+// The final table, for a person: every failure and warning first, one row per node; then
+// the passes and skips folded as `dshbak -c` folds, one row per stage, check and reason with
+// its hosts' list ("10.88.0.[11-74]"), numbers that differ shown as their range. The other
+// reports keep one entry per node and check. `colour` adds ANSI colours to the status column.
 std::string doctor_summary(const DoctorReport& report, bool colour);
 
 }  // namespace muster::cli
