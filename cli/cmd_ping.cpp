@@ -36,6 +36,17 @@ struct PingCliOptions {
 
 namespace {
 
+// Why MASTER_ADDR is not on the first node, or is on one that failed a check.
+std::string rendezvous_note(const PingReport& r) {
+  const auto host = [&](int i) { return r.nodes[size_t(i)].host; };
+  if (r.rendezvous_passed_over)
+    return fmt::format(" (on {}: {}, the first node, failed a check)", host(r.rendezvous_node),
+                       host(*r.rendezvous_passed_over));
+  if (r.rendezvous_on_failed_node)
+    return fmt::format(" (on {}, which failed a check: every node reached failed one)", host(r.rendezvous_node));
+  return "";
+}
+
 // The probe shown for a pair: on the chosen subnet's address when there is one.
 const PairProbe* shown_probe(const PingReport& r, int src, int dst) {
   const PairProbe* first = nullptr;
@@ -173,7 +184,8 @@ std::string report_text(const PingReport& r, const std::optional<CulpritReport>&
   if (r.problems.empty()) out += "no problems found\n";
   for (const auto& p : r.problems)
     out += fmt::format("{} {}\n", p.severity == Finding::Severity::Fail ? "FAIL" : "warn", p.message);
-  out += fmt::format("\nMASTER_ADDR: {}\n", r.choice.master_addr.value_or("(none every node reached)"));
+  out += fmt::format("\nMASTER_ADDR: {}{}\n", r.choice.master_addr.value_or("(none every node reached)"),
+                     rendezvous_note(r));
   if (!r.choice.interface_of.empty()) {
     out += fmt::format("NCCL_SOCKET_IFNAME / GLOO_SOCKET_IFNAME (subnet {}):", r.choice.subnet);
     for (const auto& [node, name] : r.choice.interface_of)
@@ -218,6 +230,7 @@ CommandAction setup_ping(CLI::App& app) {
       search = search_slow_pairs(context.session(Reach::BestEffort), context.cluster(), report, ping,
                                  context.interrupt_fds());
       for (auto& f : slow_pair_findings(context.cluster(), report, *search)) report.problems.push_back(std::move(f));
+      place_rendezvous(context.cluster(), report);
     }
     if (!options->html_file.empty()) write_html_report(options->html_file, ping_json(report, search), "ping");
     print_out(options->json ? report_json_text(ping_json(report, search), 2) + "\n"

@@ -92,6 +92,12 @@ nlohmann::json ping_json(const PingReport& r, const std::optional<CulpritReport>
   return {{"nodes", nodes}, {"pairs", pairs}, {"problems", problems},
           {"choices", {{"master_addr", r.choice.master_addr ? nlohmann::json(*r.choice.master_addr)
                                                             : nlohmann::json(nullptr)},
+                       {"master_node", r.nodes.empty() ? nlohmann::json(nullptr)
+                                                       : nlohmann::json(r.nodes[size_t(r.rendezvous_node)].host)},
+                       {"master_passed_over", r.rendezvous_passed_over
+                                                  ? nlohmann::json(r.nodes[size_t(*r.rendezvous_passed_over)].host)
+                                                  : nlohmann::json(nullptr)},
+                       {"master_on_failed_node", r.rendezvous_on_failed_node},
                        {"subnet", r.choice.subnet},
                        {"nccl_socket_ifname", ifnames}, {"gloo_socket_ifname", ifnames}}},
           {"search", search_json(r, search)},

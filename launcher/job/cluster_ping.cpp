@@ -317,11 +317,14 @@ std::string stream_address(const PingReport& report, int node) {
 }
 
 // The rendezvous lives on the first node reached (node 0 whenever it answers).
-void choose_rendezvous(const ClusterSpec& cluster, PingReport& report) {
+// MASTER_ADDR on the first node reached that is not in `avoid`, or on the first reached.
+void choose_rendezvous(const ClusterSpec& cluster, PingReport& report, const std::set<int>& avoid = {}) {
   std::vector<int> reachable;
   for (size_t i = 0; i < report.nodes.size(); ++i)
     if (report.nodes[i].facts) reachable.push_back(int(i));
   if (reachable.empty()) return;
+  const auto healthy = std::find_if(reachable.begin(), reachable.end(), [&](int i) { return !avoid.count(i); });
+  if (healthy != reachable.end()) std::rotate(reachable.begin(), healthy, healthy + 1);
   report.rendezvous_node = reachable.front();
   std::map<int, int> index_of;
   std::vector<std::vector<LocalAddress>> addresses;
@@ -329,9 +332,10 @@ void choose_rendezvous(const ClusterSpec& cluster, PingReport& report) {
     index_of[reachable[k]] = int(k);
     addresses.push_back(report.nodes[size_t(reachable[k])].facts->addresses);
   }
-  // Renumbered to the reachable nodes only when some were not: the probes can number n^2.
+  // Renumbered to the reachable nodes only when some were not, or the first moved: the
+  // probes can number n^2.
   std::vector<PairProbe> renumbered;
-  const bool all_reached = reachable.size() == report.nodes.size();
+  const bool all_reached = reachable.size() == report.nodes.size() && reachable.front() == 0;
   if (!all_reached)
     for (auto p : report.pairs) {
       if (!index_of.count(p.src) || !index_of.count(p.dst)) continue;
@@ -827,6 +831,31 @@ SlowBandwidth slow_bandwidth_of(const ClusterSpec& cluster, const PingReport& re
 void analyze_probes(const ClusterSpec& cluster, PingReport& report) {
   choose_rendezvous(cluster, report);
   report.problems = find_problems(cluster, report);
+  place_rendezvous(cluster, report);
+}
+
+void place_rendezvous(const ClusterSpec& cluster, PingReport& report) {
+  std::set<int> failed;
+  for (const auto& f : report.problems)
+    if (f.severity == Severity::Fail && f.node && f.kind != FindingKind::Rendezvous) failed.insert(*f.node);
+  int first = -1;
+  for (size_t i = 0; i < report.nodes.size() && first < 0; ++i)
+    if (report.nodes[i].facts) first = int(i);
+  if (first < 0 || !failed.count(first)) return;
+  choose_rendezvous(cluster, report, failed);
+  report.rendezvous_passed_over.reset();
+  report.rendezvous_on_failed_node = report.rendezvous_node == first;
+  if (report.rendezvous_node != first) report.rendezvous_passed_over = first;
+  // The finding that no address of the rendezvous node was reached by all is about the node
+  // now chosen.
+  auto& problems = report.problems;
+  problems.erase(std::remove_if(problems.begin(), problems.end(),
+                                [](const Finding& f) { return f.kind == FindingKind::Rendezvous; }),
+                 problems.end());
+  if (!report.choice.master_addr)
+    add(problems, Severity::Fail, FindingKind::Rendezvous, report.rendezvous_node,
+        fmt::format("no address of {} was reached by every other node: there is no MASTER_ADDR every rank "
+                    "could use", report.nodes[size_t(report.rendezvous_node)].host));
 }
 
 }  // namespace muster

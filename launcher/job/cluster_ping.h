@@ -53,7 +53,9 @@ struct PingReport {
   std::vector<PairProbe> pairs;                 // node ranks, one entry per address probed
   NetworkChoice choice;                         // node ranks
   PairSchedule schedule = PairSchedule::Every;  // which pairs were probed
-  int rendezvous_node = 0;                      // where MASTER_ADDR is: the first node reached
+  int rendezvous_node = 0;                      // where MASTER_ADDR is: the first node reached that failed no check
+  std::optional<int> rendezvous_passed_over;    // the first node reached, where it failed a check
+  bool rendezvous_on_failed_node = false;       // every node reached failed a check
   std::vector<Finding> problems;
   bool bandwidth_measured = false;
   bool failed() const;
@@ -63,6 +65,13 @@ struct PingReport {
 
 // Runs the whole pass over the nodes of `session` that are usable, comparing with the
 // cluster's checks. Throws Interrupted on a byte from `interrupt_fds`.
+// Where MASTER_ADDR goes: the first node reached unless it failed a check (a capped link, a
+// second entry of one machine), since every rank connects there first and a sick node there
+// stalls or breaks the start of the whole job; then the first node that failed none, or the
+// first, said, when every node failed one. ping_cluster places it; a caller that adds
+// findings (the pair search's) places it again.
+void place_rendezvous(const ClusterSpec& cluster, PingReport& report);
+
 PingReport ping_cluster(ClusterSession& session, const ClusterSpec& cluster,
                         const PingOptions& options, const std::vector<int>& interrupt_fds);
 

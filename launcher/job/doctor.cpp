@@ -13,6 +13,7 @@
 #include <fmt/ranges.h>
 
 #include "launcher/cluster/hostfile.h"
+#include "launcher/cluster/hostlist.h"
 #include "launcher/error.h"
 #include "launcher/job/cluster_ping.h"
 #include "launcher/job/health_check.h"
@@ -287,6 +288,7 @@ class Doctor {
     const CulpritReport found = search_slow_pairs(context_->session(), context_->cluster(), r, ping,
                                                   context_->interrupt_fds());
     for (auto& f : slow_pair_findings(context_->cluster(), r, found)) r.problems.push_back(std::move(f));
+    place_rendezvous(context_->cluster(), r);
     report_.pair_search = found;
     // Nothing judged is no pass: two nodes without checks.min_bandwidth_gbps, or no stream measured.
     const std::string measured = fmt::format("{} pairs in {} rounds of the pair search, typical {:.2f} Gbit/s",
@@ -342,10 +344,20 @@ class Doctor {
           p.severity == Finding::Severity::Fail ? CheckStatus::Fail : CheckStatus::Warn, p.message);
     }
     if (r.choice.master_addr) {
+      // Nodes grouped by interface, as host lists: "eth0 on node[1-64]", one line at any size.
+      std::map<std::string, std::vector<std::string>> nodes_of;
+      for (const auto& [n, name] : r.choice.interface_of) nodes_of[name].push_back(host(size_t(n)));
       std::vector<std::string> names;
-      for (const auto& [n, name] : r.choice.interface_of) names.push_back(host(size_t(n)) + "=" + name);
-      add("network", "rendezvous", std::nullopt, CheckStatus::Pass,
-          fmt::format("MASTER_ADDR {}{}", *r.choice.master_addr,
+      for (const auto& [name, hosts] : nodes_of) names.push_back(name + " on " + fold_hostlist(hosts));
+      std::string where;
+      if (r.rendezvous_passed_over)
+        where = fmt::format(" on {}, not {}, which failed a check", host(size_t(r.rendezvous_node)),
+                            host(size_t(*r.rendezvous_passed_over)));
+      else if (r.rendezvous_on_failed_node)
+        where = fmt::format(" on {}, which failed a check: every node reached failed one",
+                            host(size_t(r.rendezvous_node)));
+      add("network", "rendezvous", std::nullopt, r.rendezvous_on_failed_node ? CheckStatus::Warn : CheckStatus::Pass,
+          fmt::format("MASTER_ADDR {}{}{}", *r.choice.master_addr, where,
                       names.empty() ? "" : fmt::format("; interfaces {}", fmt::join(names, ", "))));
     }
     // In a ring every rank waits on the slowest link: the smoke stage's slowest rank names

@@ -169,6 +169,21 @@ TEST_F(ClusterPingTest, ANodeSlowBothWaysFailsByNameAndItsPeersDoNot) {
   EXPECT_TRUE(messages(r, Finding::Severity::Warn).empty()) << fmt::format("{}", fmt::join(messages(r, Finding::Severity::Warn), "\n"));
 }
 
+// The first node capped: MASTER_ADDR (where every rank connects first) moves to the next
+// node, which failed nothing, and says whom it passed over. Before, it stayed on n1.
+TEST_F(ClusterPingTest, MasterAddrIsNotPutOnTheNodeThatFailed) {
+  ClusterSpec c = cluster(3);
+  node(1).gbps = [](const std::string&, int) { return 0.03; };
+  for (int i = 2; i <= 3; ++i)
+    node(i).gbps = [](const std::string& address, int) { return address == "10.0.0.1" ? 0.03 : 15.0; };
+  PingReport r = ping_bandwidth(c);
+  ASSERT_EQ(messages(r, Finding::Severity::Fail).size(), 1u);
+  EXPECT_EQ(r.rendezvous_node, 1);
+  EXPECT_EQ(r.choice.master_addr, "10.0.0.2");
+  EXPECT_EQ(r.rendezvous_passed_over, 0);
+  EXPECT_FALSE(r.rendezvous_on_failed_node);
+}
+
 // A stream that looked slow beside the others and is fast alone names nothing; one still slow
 // alone fails as the link between its two ends.
 TEST_F(ClusterPingTest, ASlowPairIsMeasuredAgainAloneBeforeItsLinkFails) {
