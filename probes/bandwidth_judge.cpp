@@ -23,11 +23,29 @@ TypicalBandwidth judge_bandwidth(int nodes, const std::vector<PairFigure>& pairs
       top = std::max(top, *b);
     }
   if (out.measured_nodes == 0) return out;
-  // The fast nodes as the best node sees them, then typical from their pairs among themselves.
-  const auto near_top = [&](size_t node) { return best[node] && *best[node] >= bar.min_ratio * top; };
+  // Which nodes are fast is settled on the nodes' best figures: their median (the lower one)
+  // over the nodes taken as fast, and fast is a best at or above min_ratio of it, from a
+  // generous start (min_ratio squared of the best figure). Per node, because a slow node
+  // spoils many pairs but is one node; generous and lower, because the best figure can be a
+  // stream that ran alone while the others shared CPUs or uplinks with a round's other pairs
+  // (twice as fast on a shared machine). Typical is then the median of the pairs among the
+  // fast nodes.
+  std::vector<bool> near(n);
+  for (size_t i = 0; i < n; ++i) near[i] = best[i] && *best[i] >= bar.min_ratio * bar.min_ratio * top;
+  for (int settle = 0; settle < 8; ++settle) {
+    std::vector<double> bests;
+    for (size_t i = 0; i < n; ++i)
+      if (near[i]) bests.push_back(*best[i]);
+    std::sort(bests.begin(), bests.end());
+    const double reference = bests.empty() ? top : bests[(bests.size() - 1) / 2];
+    std::vector<bool> next(n);
+    for (size_t i = 0; i < n; ++i) next[i] = best[i] && *best[i] >= bar.min_ratio * reference;
+    if (next == near) break;
+    near = std::move(next);
+  }
   std::vector<double> among_fast;
   for (const auto& p : pairs)
-    if (inside(p) && near_top(size_t(p.a)) && near_top(size_t(p.b))) among_fast.push_back(p.gbps);
+    if (inside(p) && near[size_t(p.a)] && near[size_t(p.b)]) among_fast.push_back(p.gbps);
   std::sort(among_fast.begin(), among_fast.end());
   out.typical_gbps = among_fast.empty() ? top : among_fast[(among_fast.size() - 1) / 2];
   if (bar.min_gbps) out.threshold_gbps = *bar.min_gbps;

@@ -38,12 +38,12 @@ struct TypicalBandwidth {
 };
 
 // Judges `pairs` among `nodes` nodes. Without the cluster file's figure, the bar is
-// `min_ratio` of the typical figure, and typical is found from the top: a node's best pair is
-// what it can do at least, the best node's figure is healthy (noise on a healthy cluster stays
-// well within a factor 1/min_ratio), the nodes within min_ratio of it are the fast ones, and
-// their pairs among themselves give the typical figure. This holds with up to half the nodes
-// slow, scattered or side by side; past half it says `split`. Fewer than three measured nodes
-// cannot tell a slow node from its partner: no bar.
+// `min_ratio` of the typical figure. A node's best pair is what it can do at least; the fast
+// nodes are those whose best is within min_ratio of the (lower) median best among the fast,
+// settled from the top down; typical is the median of the pairs among them. Found: fewer than
+// half the nodes slow at any factor below min_ratio, and half of them below min_ratio squared
+// (a quarter by default), scattered or side by side; past half it says `split`. Fewer than
+// three measured nodes cannot tell a slow node from its partner: no bar.
 TypicalBandwidth judge_bandwidth(int nodes, const std::vector<PairFigure>& pairs, const BandwidthBar& bar);
 
 }  // namespace muster

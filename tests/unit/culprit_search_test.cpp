@@ -245,5 +245,16 @@ TEST(CulpritSearch, SlowLinksOffTheRingNeverBlameANode) {
     }
 }
 
+// Measured on this 2-core machine: (0,1) streamed while the round's other pair was a capped
+// link, so it ran alone at twice what pairs sharing the cores reached. That one fast pair is
+// no reason to call the nodes that only shared the cores slow; the capped link is still slow.
+TEST(BandwidthJudge, APairThatRanAloneDoesNotMakeTheOthersSlow) {
+  const TypicalBandwidth judged =
+      judge_bandwidth(4, {{0, 1, 10.37}, {2, 3, 0.02}, {1, 2, 4.37}, {3, 0, 4.64}, {2, 3, 0.02}}, {});
+  EXPECT_EQ(judged.fast, (std::vector<bool>{true, true, true, true}));
+  EXPECT_DOUBLE_EQ(judged.typical_gbps, 4.37);
+  EXPECT_FALSE(judged.split);
+}
+
 }  // namespace
 }  // namespace muster
