@@ -131,10 +131,36 @@ std::string starvation_between(const CpuShortage& before, const CpuShortage& aft
       why = fmt::format("some task waited for a CPU {:.0f}% of the {:.1f} s", 100 * std::min(share, 1.0),
                         double(wall.count()) / 1e6);
   }
-  if (before.dropped && after.dropped && *after.dropped > *before.dropped)
-    why += fmt::format("{}the kernel dropped {} packet{} it had no time to process", why.empty() ? "" : "; ",
-                       *after.dropped - *before.dropped, *after.dropped - *before.dropped == 1 ? "" : "s");
   return why;
+}
+
+std::uint64_t dropped_between(const CpuShortage& before, const CpuShortage& after) {
+  if (!before.dropped || !after.dropped || *after.dropped < *before.dropped) return 0;
+  return *after.dropped - *before.dropped;
+}
+
+std::optional<double> parse_cpu_pressure_avg10(std::string_view text) {
+  while (!text.empty()) {
+    const std::string_view line = next_line(text);
+    if (!line.starts_with("some ")) continue;
+    const size_t at = line.find("avg10=");
+    if (at == std::string_view::npos) return std::nullopt;
+    std::string_view value = line.substr(at + 6);
+    value = value.substr(0, value.find(' '));
+    // "42.00": hundredths, read as integers so that no locale decides the decimal point.
+    const size_t dot = value.find('.');
+    const auto whole = number<std::uint64_t>(value.substr(0, dot));
+    const auto hundredths = dot == std::string_view::npos ? std::optional<std::uint64_t>(0)
+                                                          : number<std::uint64_t>(value.substr(dot + 1));
+    if (!whole || !hundredths || *whole > 100 || value.size() - dot > 3) return std::nullopt;
+    return (double(*whole) + double(*hundredths) / 100) / 100;
+  }
+  return std::nullopt;
+}
+
+std::optional<double> read_cpu_pressure_avg10(const std::string& proc) {
+  const auto text = read_small(proc + "/pressure/cpu");
+  return text ? parse_cpu_pressure_avg10(*text) : std::nullopt;
 }
 
 }  // namespace muster

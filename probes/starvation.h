@@ -28,9 +28,18 @@ CpuShortage read_cpu_shortage(const std::string& proc = "/proc");
 
 // A starved measurement's cause in words ("some task waited for a CPU 71% of the 2.0 s"),
 // or "" when over `wall` from `before` to `after` tasks waited for a CPU less than half of
-// the time and the kernel dropped nothing.
+// the time. Dropped packets are no excuse: they are a symptom of the node, said of it as a
+// finding (dropped_between), never a reason to call its failures unknown.
 std::string starvation_between(const CpuShortage& before, const CpuShortage& after,
                                std::chrono::microseconds wall);
+
+// Packets the kernel dropped from its backlogs between the two readings (0 when unknown).
+std::uint64_t dropped_between(const CpuShortage& before, const CpuShortage& after);
+
+// The "some" line's avg10 of /proc/pressure/cpu, as a fraction (0.42 for "avg10=42.00"): the
+// share of the last 10 s some task waited for a CPU. Unset when not there or malformed.
+std::optional<double> parse_cpu_pressure_avg10(std::string_view text);
+std::optional<double> read_cpu_pressure_avg10(const std::string& proc = "/proc");
 
 // The kernel's neighbour (ARP) table, which must hold an entry for every peer a node talks
 // to. Past its limit the kernel cannot resolve a new peer at all: a SYN never leaves, or

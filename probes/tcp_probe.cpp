@@ -168,6 +168,8 @@ ProbeResult probe_peer(const std::string& address, int port, const std::string& 
   const auto start = Clock::now();
   bool answered = false;
   ProbeResult result = probe_once(address, port, secret, round_trips, timeout, bulk, answered);
+  const CpuShortage after = read_cpu_shortage();
+  result.dropped = dropped_between(before, after);
   if (result.reachable) return result;
   // A full neighbour table is this node's own limit, as true for the job's ranks as for the
   // probe: a failure with its cause named, never a starved measurement to be excused.
@@ -176,7 +178,7 @@ ProbeResult probe_peer(const std::string& address, int port, const std::string& 
     return result;
   }
   if (answered) return result;  // refused or unroutable: the network's answer, not a wait
-  result.starved = starvation_between(before, read_cpu_shortage(),
+  result.starved = starvation_between(before, after,
                                       std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - start));
   return result;
 }

@@ -63,6 +63,11 @@ struct ProbeResult {
   // When not reachable: why the prober's machine could not measure ("" when it could): the
   // failure may be the machine's, not the network's (probes/starvation.h).
   std::string starved;
+  // Packets the prober's kernel dropped from its backlogs while it probed (softnet_stat).
+  std::uint64_t dropped = 0;
+  // The prober's CPU pressure (the last 10 s, a fraction) when it answered; set by the head
+  // from the agent's answer, to weigh a target's own starvation against.
+  std::optional<double> cpu_pressure;
 };
 
 // Connects to address:port and proves `secret` (bounded by `timeout`), then times

@@ -97,6 +97,8 @@ std::vector<ProbeResult> parse_probe_answer(const std::optional<std::string>& pa
                r.at("rtt_us").at("samples")};
       if (r.contains("gbps")) p.gbps = r.at("gbps").get<double>();
       if (r.contains("starved")) p.starved = r.at("starved").get<std::string>();  // not from old agents
+      if (r.contains("dropped")) p.dropped = r.at("dropped").get<std::uint64_t>();
+      if (r.contains("cpu_pressure")) p.cpu_pressure = std::clamp(r.at("cpu_pressure").get<double>(), 0.0, 1.0);
       p.reachable = r.at("reachable");
     } catch (const nlohmann::json::exception& e) {
       p = {};
@@ -194,6 +196,10 @@ void probe_pairs(ClusterSession& session, const PingOptions& options, PingReport
       p.result = results[k];
       all_reached &= p.result.reachable;
       starved |= !p.result.starved.empty();
+      NodeStatus& prober = report.nodes[size_t(src)];
+      prober.dropped_packets += p.result.dropped;
+      if (p.result.cpu_pressure)
+        prober.cpu_pressure_peak = std::max(prober.cpu_pressure_peak.value_or(0), *p.result.cpu_pressure);
       if (p.result.reachable) slowest_rtt_us = std::max(slowest_rtt_us, p.result.rtt.p99_us);
     }
     const PairOutcome outcome = all_reached ? PairOutcome::Reached
@@ -317,6 +323,31 @@ std::string stream_address(const PingReport& report, int node) {
 }
 
 // The rendezvous lives on the first node reached (node 0 whenever it answers).
+// A probe that timed out while its prober was short of CPU is excused (unknown, not a
+// failure) only when its target was short of CPU too: a probe needs both ends to run, and
+// one busy end with an idle other does not explain a silence (pair_schedule.h: "prober or
+// target"). The target's evidence is its own pressure over the last 10 s, the highest it
+// reported while it probed others in this pass. Probes that never ran (an ask's budget spent
+// before their turn) stay unknown: nothing was measured.
+void excuse_only_what_both_ends_explain(PingReport& report) {
+  constexpr double kShortOfCpu = 0.5;  // as starvation_between judges the prober
+  for (PairProbe& p : report.pairs) {
+    if (p.result.reachable || p.result.starved.empty() || p.result.error == "not probed") continue;
+    const NodeStatus& target = report.nodes[size_t(p.dst)];
+    if (target.cpu_pressure_peak && *target.cpu_pressure_peak >= kShortOfCpu) {
+      p.result.starved += fmt::format("; and on {} some task waited for a CPU {:.0f}% of the last 10 s",
+                                      target.host, 100 * *target.cpu_pressure_peak);
+      continue;
+    }
+    p.result.error += fmt::format(
+        "; its prober was short of CPU ({}), but {} was not{}, so that does not explain it", p.result.starved,
+        target.host,
+        target.cpu_pressure_peak ? fmt::format(" ({:.0f}% of the last 10 s)", 100 * *target.cpu_pressure_peak)
+                                 : " (it reported no CPU pressure)");
+    p.result.starved.clear();
+  }
+}
+
 // MASTER_ADDR on the first node reached that is not in `avoid`, or on the first reached.
 void choose_rendezvous(const ClusterSpec& cluster, PingReport& report, const std::set<int>& avoid = {}) {
   std::vector<int> reachable;
@@ -577,6 +608,16 @@ std::vector<Finding> find_problems(const ClusterSpec& cluster, const PingReport&
           fmt::format("{} reached {} at {} ({}) only on attempt {}; the first failed: {}", host(p.src),
                       host(p.dst), p.address, p.interface, p.attempts, p.first_error));
 
+  // Dropped packets are the node's own symptom (a backlog its CPUs could not drain), said as
+  // a warning with its count, and never an excuse for a failure.
+  for (size_t i = 0; i < nodes.size(); ++i)
+    if (nodes[i].facts && nodes[i].dropped_packets > 0)
+      add(report, Severity::Warn, FindingKind::Pair, int(i),
+          fmt::format("{}: its kernel dropped {} packet{} it had no time to process while it probed its peers "
+                      "(/proc/net/softnet_stat, column 2): its CPUs cannot keep up with the network; look at "
+                      "interrupt affinity (irqbalance) and net.core.netdev_max_backlog",
+                      host(int(i)), nodes[i].dropped_packets, nodes[i].dropped_packets == 1 ? "" : "s"));
+
   const int n = int(nodes.size());
   for (const auto& o : rtt_outliers(n, in.pairs, 4.0))
     add(report, Severity::Warn, FindingKind::Rtt, o.node,
@@ -716,6 +757,7 @@ PingReport ping_cluster(ClusterSession& session, const ClusterSpec& cluster,
     s.facts.reset();
     s.clock_offset_ms.reset();
   }
+  excuse_only_what_both_ends_explain(report);
   // 3. The choice those allow, and what is wrong, in plain words.
   analyze_probes(cluster, report);
   return report;

@@ -46,6 +46,10 @@ struct NodeStatus {
   double clock_error_ms = 0;                    // the offset is right within this (half the best round trip)
   std::optional<NodeHello> facts;
   bool here = false;                            // this machine: reached without SSH
+  // From its answers as a prober: the highest CPU pressure it reported (the last 10 s, a
+  // fraction), and the packets its kernel dropped while it probed.
+  std::optional<double> cpu_pressure_peak;
+  std::uint64_t dropped_packets = 0;
 };
 
 struct PingReport {

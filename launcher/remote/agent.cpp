@@ -248,6 +248,9 @@ std::string answer_probe(const nlohmann::json& ask) {
                                       {"p99", r.rtt.p99_us}, {"samples", r.rtt.samples}}}};
     if (r.gbps) one["gbps"] = *r.gbps;
     if (!r.starved.empty()) one["starved"] = r.starved;
+    if (r.dropped) one["dropped"] = r.dropped;
+    // The head weighs another node's starved failure to reach this one against this.
+    if (const auto pressure = read_cpu_pressure_avg10()) one["cpu_pressure"] = *pressure;
     results.push_back(one);
   }
   return json_text(results);

@@ -59,6 +59,10 @@ struct FakeAgentNode {
   std::function<std::string(const std::string& address, int attempt)> starved = [](const std::string&, int) {
     return std::string();
   };
+  // Its CPU pressure over the last 10 s (a fraction), in each probe answer; unset: not said.
+  std::optional<double> cpu_pressure = 0.0;
+  // Packets its kernel dropped during each of its probes.
+  std::uint64_t dropped_per_probe = 0;
   // Asked for its health, it never answers (a check hung in its agent), though alive.
   bool health_hangs = false;
   // Its agent ends (its channel closes) as it gets this probe request, counted from 1; 0: never.
@@ -275,6 +279,8 @@ class FakeAgentTransport : public SshTransport {
         if (const std::string why = node_.starved(address, attempt); !reached && !why.empty())
           results.back()["starved"] = why;
         if (reached && ask.value("bulk_ms", 0) > 0) results.back()["gbps"] = node_.gbps(address, attempt);
+        if (node_.cpu_pressure) results.back()["cpu_pressure"] = *node_.cpu_pressure;
+        if (node_.dropped_per_probe) results.back()["dropped"] = node_.dropped_per_probe;
       }
       return results;
     }

@@ -128,16 +128,44 @@ TEST_F(ClusterPingTest, ANodeLostWhileThePairsAreMeasuredIsNamedAsLostNotThrough
 
 // A failure measured while the prober had no CPU to spare gets a third attempt and is then
 // "unknown": a warning, never "cannot reach", and it takes no subnet away.
+// Both ends short of CPU: the silence is explained, unknown rather than unreachable.
 TEST_F(ClusterPingTest, AStarvedFailureIsUnknownNotUnreachable) {
   ClusterSpec c = cluster(4);
   node(3).reaches = [](const std::string& address, int) { return address != "10.0.0.4"; };
   node(3).starved = [](const std::string&, int) { return "some task waited for a CPU 80% of the 2.0 s"; };
+  node(4).cpu_pressure = 0.7;
   PingReport r = ping(c, PairSchedule::Every);
   EXPECT_TRUE(messages(r, Finding::Severity::Fail).empty()) << fmt::format("{}", fmt::join(messages(r, Finding::Severity::Fail), "\n"));
   EXPECT_EQ(messages(r, Finding::Severity::Warn),
             std::vector<std::string>{"n3 -> n4 at 10.0.0.4 (eth0) is unknown, not measured: no answer within "
-                                     "2000 ms on attempt 3, and on n3 some task waited for a CPU 80% of the 2.0 s"});
+                                     "2000 ms on attempt 3, and on n3 some task waited for a CPU 80% of the 2.0 s; "
+                                     "and on n4 some task waited for a CPU 70% of the last 10 s"});
   EXPECT_EQ(r.choice.subnet, "10.0.0.0/24");
+}
+
+// The prober busy and the target idle: a busy prober does not explain why an idle target never
+// answered. Before, this was "unknown" and exit 0.
+TEST_F(ClusterPingTest, AStarvedProberWithAnIdleTargetIsAFailureSaidWithBoth) {
+  ClusterSpec c = cluster(4);
+  node(3).reaches = [](const std::string& address, int) { return address != "10.0.0.4"; };
+  node(3).starved = [](const std::string&, int) { return "some task waited for a CPU 80% of the 2.0 s"; };
+  node(4).cpu_pressure = 0.05;
+  PingReport r = ping(c, PairSchedule::Every);
+  EXPECT_EQ(messages(r, Finding::Severity::Fail),
+            std::vector<std::string>{"n3 cannot reach n4 at 10.0.0.4 (eth0): no answer within 2000 ms; its prober "
+                                     "was short of CPU (some task waited for a CPU 80% of the 2.0 s), but n4 was not "
+                                     "(5% of the last 10 s), so that does not explain it, on each of 3 attempts"});
+  EXPECT_TRUE(r.failed());
+}
+
+// Packets dropped on a node are a finding about that node, with its count: never an excuse.
+TEST_F(ClusterPingTest, DroppedPacketsAreAWarningAboutTheNode) {
+  ClusterSpec c = cluster(3);
+  node(2).dropped_per_probe = 7;
+  PingReport r = ping(c, PairSchedule::Every);
+  const auto warnings = messages(r, Finding::Severity::Warn);
+  ASSERT_EQ(warnings.size(), 1u) << fmt::format("{}", fmt::join(warnings, "\n"));
+  EXPECT_EQ(warnings[0].find("n2: its kernel dropped 14 packets it had no time to process"), 0u) << warnings[0];
 }
 
 TEST_F(ClusterPingTest, ANodeWhoseNeighbourTableIsSmallerThanTheClusterIsNamed) {

@@ -46,17 +46,32 @@ TEST(Starvation, ReadsBothFromAProcRootAndLacksWhatIsMissing) {
   std::filesystem::remove_all(root);
 }
 
-TEST(Starvation, HalfTheTimeWaitingForACpuOrADroppedPacketIsStarved) {
+// Only waiting for a CPU excuses a probe; dropped packets are counted apart, as the node's
+// own symptom (before, 3 drops alone made a timed-out probe "unknown").
+TEST(Starvation, HalfTheTimeWaitingForACpuIsStarvedAndDroppedPacketsAreNoExcuse) {
   const CpuShortage before{1'000'000, 10};
   EXPECT_EQ(starvation_between(before, {1'400'000, 10}, microseconds(2'000'000)), "");  // 20%
   EXPECT_EQ(starvation_between(before, {2'420'000, 10}, microseconds(2'000'000)),
             "some task waited for a CPU 71% of the 2.0 s");
-  EXPECT_EQ(starvation_between(before, {1'000'000, 13}, microseconds(2'000'000)),
-            "the kernel dropped 3 packets it had no time to process");
+  EXPECT_EQ(starvation_between(before, {1'000'000, 13}, microseconds(2'000'000)), "");
+  EXPECT_EQ(dropped_between(before, {1'000'000, 13}), 3u);
   EXPECT_EQ(starvation_between(before, {3'000'000, 11}, microseconds(2'000'000)),
-            "some task waited for a CPU 100% of the 2.0 s; the kernel dropped 1 packet it had no time to process");
+            "some task waited for a CPU 100% of the 2.0 s");
+  EXPECT_EQ(dropped_between({}, {1'000'000, 13}), 0u);
   // Without the counters (an old kernel, no PSI): never starved, the failure stands.
   EXPECT_EQ(starvation_between({}, {}, microseconds(2'000'000)), "");
+}
+
+TEST(Starvation, ReadsTheLastTenSecondsOfCpuPressureAsAFraction) {
+  EXPECT_DOUBLE_EQ(*parse_cpu_pressure_avg10("some avg10=42.50 avg60=1.00 avg300=0.00 total=12345\n"
+                                             "full avg10=0.00 avg60=0.00 avg300=0.00 total=0\n"),
+                   0.425);
+  EXPECT_DOUBLE_EQ(*parse_cpu_pressure_avg10("some avg10=100.00 avg60=0 total=1\n"), 1.0);
+  EXPECT_EQ(parse_cpu_pressure_avg10("some avg10=1e9 total=1\n"), std::nullopt);
+  EXPECT_EQ(parse_cpu_pressure_avg10("some avg10=101.00 total=1\n"), std::nullopt);
+  EXPECT_EQ(parse_cpu_pressure_avg10("some avg10=-1.00 total=1\n"), std::nullopt);
+  EXPECT_EQ(parse_cpu_pressure_avg10("full avg10=5.00 total=1\n"), std::nullopt);
+  EXPECT_EQ(parse_cpu_pressure_avg10(""), std::nullopt);
 }
 
 // As this machine's kernel (6.18) writes it: a header, then one line per CPU.
