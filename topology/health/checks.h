@@ -1,0 +1,59 @@
+// The interface every family of health checks implements, and the table of them. NHC keeps
+// one script per family (lbnl_hw.nhc, lbnl_net.nhc), DCGM one plugin per test: here each
+// family is a file of its own with one entry point, from what the node reading holds to
+// findings, and adding a check is adding a file and a row in health_checks(). Internal to
+// topology/health/.
+#pragma once
+
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "topology/health/health.h"
+#include "topology/health/pci_devices.h"
+#include "topology/health/sysfs_reading.h"
+
+namespace muster::health {
+
+// What is read once and shared by the checks: the node's files, NVML's answer and the PCI
+// devices.
+struct NodeReading {
+  Root root;
+  const HealthSources& sources;
+  const HealthExpectations& expect;
+  std::optional<NvmlHealthReading> nvml;   // unset: NVML not asked or did not answer
+  std::string why_no_nvml;                 // why not, then
+  PciView pci;
+  std::set<std::string> busy_gpus;         // bus ids of GPUs at work: their links stay at full speed
+};
+
+// One family of checks: its name (the `check` of a finding it makes, and what a hang in it is
+// called) and what it does.
+struct HealthCheck {
+  const char* name;
+  void (*run)(const NodeReading& node, NodeHealth& out);
+};
+
+// The families in the order they run and their findings are listed.
+const std::vector<HealthCheck>& health_checks();
+
+// ---- the families' entry points, one file each ----
+
+void check_pcie(const NodeReading& node, NodeHealth& out);       // pcie_link.cpp (and pcie_aer.cpp)
+void check_ib(const NodeReading& node, NodeHealth& out);         // infiniband.cpp
+void check_gpus(const NodeReading& node, NodeHealth& out);       // gpu_nvml.cpp
+void check_xids(const NodeReading& node, NodeHealth& out);       // xid.cpp
+void read_software(const NodeReading& node, NodeHealth& out);    // software.cpp
+void read_link_counters(const NodeReading& node, NodeHealth& out);  // link_counters.cpp
+
+// ---- what one family lends another ----
+
+// The AER counters of one PCI device as findings (pcie_aer.cpp).
+std::vector<HealthFinding> check_aer(const std::string& label, const fs::path& dir);
+// Every IB/RoCE port's error counters (infiniband.cpp).
+void read_ib_counters(const Root& root, std::vector<HealthCounter>& out);
+// Every physical interface's carrier_changes (link_counters.cpp).
+void read_carriers(const Root& root, std::vector<HealthCounter>& out);
+
+}  // namespace muster::health

@@ -1,0 +1,78 @@
+// The health checks cut at a deadline: the reading runs on a thread of its own, and a check
+// that hangs (NVML on a wedged GPU, a file system that stopped answering) is named.
+#include <condition_variable>
+#include <mutex>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "launcher/thread.h"
+#include "topology/health/sysfs_reading.h"
+
+namespace muster {
+
+using health::Status;
+using health::finding;
+
+NodeHealth check_node_health_within(const std::string& root, std::shared_ptr<GpuLibraries> gpus,
+                                    const HealthExpectations& expect, std::chrono::milliseconds deadline,
+                                    const std::string& why_no_gpu_libraries) {
+  // Shared with the thread, which may outlive this call when a reading hangs.
+  struct Run {
+    std::mutex mutex;
+    std::condition_variable finished;
+    std::optional<NodeHealth> result;
+    std::atomic<const char*> progress{"gpu"};
+    std::shared_ptr<GpuLibraries> gpus;
+  };
+  auto run = std::make_shared<Run>();
+  run->gpus = std::move(gpus);
+  std::thread worker = signal_free_thread([run, root, expect, why_no_gpu_libraries] {
+    NodeHealth health;
+    try {
+      health = check_node_health({root, run->gpus.get(), &run->progress, why_no_gpu_libraries}, expect);
+    } catch (const std::exception& e) {
+      // Nothing a check throws may end the agent: it becomes the node's finding.
+      health.complete = false;
+      health.findings.push_back(finding(run->progress.load(), Status::Unknown, "",
+                                        std::string("the check could not run: ") + e.what()));
+    }
+    std::lock_guard lock(run->mutex);
+    run->result = std::move(health);
+    run->finished.notify_all();
+  });
+  {
+    std::unique_lock lock(run->mutex);
+    if (run->finished.wait_for(lock, deadline, [&] { return run->result.has_value(); })) {
+      NodeHealth health = std::move(*run->result);
+      lock.unlock();
+      // Joined, not left: a thread that ends after muster has exited keeps what it held
+      // (glibc's dlerror buffer, from a library that did not load) from being freed.
+      worker.join();
+      return health;
+    }
+  }
+  worker.detach();  // stuck in a read that may never return: left to end with the process
+  const std::string stuck = run->progress.load();
+  const bool in_nvml = stuck == "gpu";
+  HealthFinding hung = finding(stuck, Status::Fail, "",
+                               fmt::format("the health checks did not finish within {:g} s: stuck in the {} check "
+                                           "({})", deadline.count() / 1e3, stuck,
+                                           in_nvml ? "NVML did not answer" : "a read of the node's files did not return"));
+  hung.expected = "an answer";
+  hung.expected_from = "the health checks' deadline";
+  hung.remedy = in_nvml ? "NVML hangs on a wedged GPU: drain the node; nvidia-smi will hang too; reset the GPU or reboot"
+                        : "a file system or driver stopped answering: drain the node and look at dmesg";
+  // A hang in NVML leaves the node's files to read: what they say (an Xid 79, a link gone)
+  // names the GPU that hung. A hang reading them would hang again, so then only the hang.
+  NodeHealth out;
+  if (in_nvml) {
+    HealthSources files_only{root, nullptr, nullptr, "NVML hung: see the gpu check above"};
+    out = check_node_health(files_only, expect);
+  }
+  out.complete = false;
+  out.findings.insert(out.findings.begin(), std::move(hung));
+  return out;
+}
+
+}  // namespace muster
