@@ -19,6 +19,7 @@
 #include "launcher/cluster/cluster_input.h"
 #include "launcher/job/cluster_context.h"
 #include "launcher/job/cluster_ping.h"
+#include "launcher/job/network_verdicts.h"
 #include "launcher/text_bytes.h"
 
 namespace muster::cli {

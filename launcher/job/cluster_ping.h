@@ -68,14 +68,7 @@ struct PingReport {
 };
 
 // Runs the whole pass over the nodes of `session` that are usable, comparing with the
-// cluster's checks. Throws Interrupted on a byte from `interrupt_fds`.
-// Where MASTER_ADDR goes: the first node reached unless it failed a check (a capped link, a
-// second entry of one machine), since every rank connects there first and a sick node there
-// stalls or breaks the start of the whole job; then the first node that failed none, or the
-// first, said, when every node failed one. ping_cluster places it; a caller that adds
-// findings (the pair search's) places it again.
-void place_rendezvous(const ClusterSpec& cluster, PingReport& report);
-
+// cluster's checks (network_verdicts.h). Throws Interrupted on a byte from `interrupt_fds`.
 PingReport ping_cluster(ClusterSession& session, const ClusterSpec& cluster,
                         const PingOptions& options, const std::vector<int>& interrupt_fds);
 
@@ -84,25 +77,9 @@ PingReport ping_cluster(ClusterSession& session, const ClusterSpec& cluster,
 // entries for this machine are found to be the same machine, as over SSH.
 PingReport ping_here(const ClusterSpec& cluster);
 
-// Each ordered pair's bandwidth: on the chosen interface's address where there is one (what
-// the ranks will use), else the best of its addresses; the better of its measurements.
-std::vector<PairBandwidth> pair_bandwidths(const PingReport& report);
-
-// The slow nodes and links that `report`'s bandwidths show against the cluster's checks.
-SlowBandwidth slow_bandwidth_of(const ClusterSpec& cluster, const PingReport& report);
-
 // The pair search over the agents of `report`'s reachable nodes, each pair streaming both
 // ways at once for `options.bulk` (see find_culprits): slow nodes and links in a few rounds
 // where the whole mesh takes n-1. Node ranks are `report`'s.
 CulpritReport search_slow_pairs(ClusterSession& session, const ClusterSpec& cluster, const PingReport& report,
                                 const PingOptions& options, const std::vector<int>& interrupt_fds);
-// What the search found, in the words ping and doctor print.
-std::vector<Finding> slow_pair_findings(const ClusterSpec& cluster, const PingReport& report,
-                                        const CulpritReport& found);
-
-// What the measurements in `report` (nodes and pairs) allow: the rendezvous address and
-// interfaces, and the problems found. The last step of ping_cluster, on its own for the
-// scale benchmark.
-void analyze_probes(const ClusterSpec& cluster, PingReport& report);
-
 }  // namespace muster

@@ -16,6 +16,7 @@
 #include "launcher/cluster/hostlist.h"
 #include "launcher/error.h"
 #include "launcher/job/cluster_ping.h"
+#include "launcher/job/network_verdicts.h"
 #include "launcher/job/health_check.h"
 #include "launcher/remote/health_report.h"
 #include "launcher/job/launch.h"

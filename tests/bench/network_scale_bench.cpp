@@ -15,6 +15,7 @@
 
 #include "launcher/cluster/rank_plan.h"
 #include "launcher/job/cluster_ping.h"
+#include "launcher/job/network_verdicts.h"
 
 using namespace muster;
 using Clock = std::chrono::steady_clock;
