@@ -62,7 +62,6 @@ bool PairScheduler::done(const PairDispatch& pair, PairOutcome outcome, Clock::t
     queue_.push_back({{pair.src, pair.dst, pair.attempt + 1, starved}, now + limits_.retry_after});
     return false;
   }
-  ++settled_;
   return true;
 }
 

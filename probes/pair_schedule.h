@@ -30,7 +30,8 @@ struct PairDispatch {
 enum class PairOutcome {
   Reached,  // every address answered: the pair is done
   Failed,   // some address did not answer: the network may be at fault
-  Starved,  // some address did not answer, and the prober or target was short of CPU then
+  Starved,  // some address did not answer while its prober was short of CPU (the target is
+            // weighed once the pass is over: excuse_only_what_both_ends_explain)
   Abandoned,  // the prober or the target is gone from the session: no attempt can follow
 };
 
@@ -60,7 +61,6 @@ class PairScheduler {
 
   bool finished() const { return queue_.empty() && in_flight_ == 0; }
   size_t pairs() const { return pairs_; }       // distinct ordered pairs scheduled
-  size_t settled() const { return settled_; }   // pairs with their last attempt done
 
  private:
   bool free_as_prober(int node) const;
@@ -74,7 +74,7 @@ class PairScheduler {
   };
   std::list<Queued> queue_;  // erased from the middle as pairs start
   std::vector<int> probing_, targeted_;   // per node: measurements in flight by role
-  size_t in_flight_ = 0, pairs_ = 0, settled_ = 0;
+  size_t in_flight_ = 0, pairs_ = 0;
 };
 
 // How long an attempt at a pair waits at each stage (connecting, proving the secret, each

@@ -12,6 +12,8 @@
 #include <utility>
 #include <vector>
 
+#include "launcher/local/pmix_status.h"
+
 namespace muster {
 
 // The most one fence may carry, every node's parts together (their bytes, as the services
@@ -67,7 +69,7 @@ class OneNodeExchange : public FenceExchange {
     for (auto it = unanswerable_.begin(); it != unanswerable_.end(); ++it)
       if (*it == id) {
         unanswerable_.erase(it);
-        return Fetched{-46, ""};  // PMIX_ERR_NOT_FOUND
+        return Fetched{kPmixErrNotFound, ""};
       }
     return std::nullopt;
   }

@@ -24,10 +24,14 @@ struct Started {
   PairDispatch pair;
   Clock::time_point at;
 };
+// How many pairs the last drive() settled (done() said their last attempt was in).
+size_t settled_by_drive = 0;
+
 std::vector<Started> drive(PairScheduler& scheduler, int nodes, unsigned seed,
                            const std::function<PairOutcome(const PairDispatch&)>& outcome,
                            int hub_targets = 1) {
   std::mt19937 random(seed);
+  settled_by_drive = 0;
   std::vector<Started> started;
   std::vector<PairDispatch> in_flight;
   Clock::time_point now{};
@@ -54,7 +58,7 @@ std::vector<Started> drive(PairScheduler& scheduler, int nodes, unsigned seed,
     const size_t k = random() % in_flight.size();
     const PairDispatch d = in_flight[k];
     in_flight.erase(in_flight.begin() + long(k));
-    scheduler.done(d, outcome(d), now);
+    settled_by_drive += scheduler.done(d, outcome(d), now);
   }
   EXPECT_TRUE(scheduler.finished());
   return started;
@@ -74,7 +78,7 @@ TEST(PairScheduler, EveryOrderedPairIsMeasuredOnceAndNoNodeIsInTwoAtOnce) {
         EXPECT_TRUE(seen.insert({d.src, d.dst}).second) << d.src << "->" << d.dst << " twice";
       }
       EXPECT_EQ(seen.size(), size_t(nodes * (nodes - 1))) << nodes << " nodes";
-      EXPECT_EQ(scheduler.settled(), scheduler.pairs());
+      EXPECT_EQ(settled_by_drive, scheduler.pairs());
     }
   }
 }
@@ -113,7 +117,7 @@ TEST(PairScheduler, AFailureIsRetriedOnceItIsDueNotAtOnce) {
   EXPECT_EQ(started[attempts[1]].pair.attempt, 2);
   // The retry came no sooner than 500 ms after the first attempt (which ended later still).
   EXPECT_GE(started[attempts[1]].at - started[attempts[0]].at, milliseconds(500));
-  EXPECT_EQ(scheduler.settled(), scheduler.pairs());
+  EXPECT_EQ(settled_by_drive, scheduler.pairs());
 }
 
 TEST(PairScheduler, APairIsAVerdictAfterItsAttemptsAndAStarvedOneGetsOneMore) {
@@ -131,7 +135,6 @@ TEST(PairScheduler, APairIsAVerdictAfterItsAttemptsAndAStarvedOneGetsOneMore) {
     }
   }
   EXPECT_EQ(settled_after, (std::map<Pair, int>{{{0, 1}, 2}, {{1, 0}, 3}}));
-  EXPECT_EQ(scheduler.settled(), 2u);
 }
 
 TEST(PairScheduler, APairWhoseNodeIsGoneIsSettledWithoutARetry) {
