@@ -309,8 +309,8 @@ class Doctor {
         probed_by[size_t(p.src)].push_back(&p.result);
     for (size_t i = 0; i < r.nodes.size(); ++i) {
       if (!r.nodes[i].facts) continue;
-      // A pair left unmeasured (its prober was starved of CPU or packets, or never got to try
-      // the address) is neither reached nor unreachable: unknown, a warning.
+      // A pair left unmeasured (both its ends were short of CPU, or its prober never got to
+      // try the address) is neither reached nor unreachable: unknown, a warning.
       int peers = 0, reached = 0, unknown = 0;
       std::vector<double> medians;
       for (const ProbeResult* result : probed_by[i]) {
@@ -398,8 +398,8 @@ class Doctor {
     smoke.settings.ops = {CollectiveOp::AllReduce};
     // A check that collectives work and carry data at a plausible rate, not a benchmark
     // (`muster smoke` is that): one warm-up and five timed all-reduces of a modest size.
-    // Each costs 2(n-1) messages a rank; on 16 nodes sharing 2 cores each took 60 ms, so
-    // doctor's former 3 + 10 were a quarter of its time.
+    // Each costs 2(n-1) messages a rank (60 ms on 16 nodes sharing 2 cores): six in all keep
+    // the stage a fraction of doctor's time.
     smoke.settings.min_bytes = smoke.settings.max_bytes = 1 << 20;
     smoke.settings.iters = 5;
     smoke.settings.warmup = 1;
