@@ -11,6 +11,7 @@ namespace muster::cli {
 RemoteSettings RemoteFlags::settings() const {
   RemoteSettings s;
   s.fanout = fanout;
+  s.fanout_given = fanout_given;
   s.shipping = no_ship ? Shipping::Forbidden : Shipping::Allowed;
   s.heartbeat_timeout = std::chrono::milliseconds(std::llround(heartbeat_timeout_s * 1000));
   return s;
@@ -20,6 +21,7 @@ void add_remote_flags(CLI::App& app, RemoteFlags& flags, RemoteUse use) {
   app.add_option("--fanout", flags.fanout,
                  "at most this many SSH handshakes at once (below sshd's MaxStartups of 10)")
       ->check(in_range(1, 1024, true))
+      ->each([&flags](const std::string&) { flags.fanout_given = true; })
       ->capture_default_str();
   if (use == RemoteUse::Command) return;
   app.add_flag("--no-ship", flags.no_ship,

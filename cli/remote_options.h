@@ -12,6 +12,7 @@ namespace muster::cli {
 
 struct RemoteFlags {
   int fanout = kDefaultFanout;
+  bool fanout_given = false;
   bool no_ship = false;
   double heartbeat_timeout_s = std::chrono::duration<double>(kDefaultHeartbeatTimeout).count();
   RemoteSettings settings() const;

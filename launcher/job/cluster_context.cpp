@@ -21,7 +21,18 @@ bool one_network_each(ClusterSession& session) {
 ClusterContext::ClusterContext(ClusterSpec cluster, RemoteSettings remote,
                                std::shared_ptr<SshTransport> transport)
     : interrupt_fds_{signals_.fd()}, cluster_(std::move(cluster)), remote_(remote),
-      is_local_(only_this_machine(cluster_)), transport_(std::move(transport)) {}
+      is_local_(only_this_machine(cluster_)), transport_(std::move(transport)) {
+  refuse_fanout_under_slurm(cluster_, remote_);
+}
+
+void refuse_fanout_under_slurm(const ClusterSpec& cluster, const RemoteSettings& remote) {
+  // srun starts every node's step itself: there are no SSH handshakes to pace, and a flag
+  // that silently does nothing misleads whoever tunes it.
+  if (cluster.launcher == Launcher::Slurm && remote.fanout_given)
+    throw Error(ErrorKind::Usage,
+                "--fanout paces SSH handshakes, and under Slurm srun starts every node itself: it would do "
+                "nothing; drop --fanout (or set launcher: ssh in the cluster file to reach the nodes over SSH)");
+}
 
 ClusterSession& ClusterContext::session(Reach reach, std::function<void()> on_node_done) {
   if (session_) return *session_;

@@ -20,9 +20,13 @@ namespace muster {
 // How other machines are reached, as the flags give it.
 struct RemoteSettings {
   int fanout = kDefaultFanout;
+  bool fanout_given = false;  // on the command line: refused under Slurm, where it does nothing
   Shipping shipping = Shipping::Allowed;
   std::chrono::milliseconds heartbeat_timeout = kDefaultHeartbeatTimeout;
 };
+
+// --fanout given for a cluster that srun starts: a usage error naming the flag.
+void refuse_fanout_under_slurm(const ClusterSpec& cluster, const RemoteSettings& remote);
 
 class ClusterContext {
  public:

@@ -69,6 +69,14 @@ TEST_F(Slurm, PlanTakesTheNodesAndSlotsFromTheAllocation) {
   EXPECT_NE(r.out.find("world size 8"), std::string::npos) << r.out;
 }
 
+// srun starts every node itself: --fanout, which paces SSH handshakes, would do nothing there
+// and is refused by name before anything starts (before, it was silently ignored).
+TEST_F(Slurm, FanoutIsRefusedUnderSlurmWhereItWouldDoNothing) {
+  auto r = run_command(slurm_->salloc_muster(4, {"run", "--fanout", "4", "--", "true"}));
+  EXPECT_EQ(r.exit_code, 2) << r.out << r.err;
+  EXPECT_NE(r.err.find("--fanout paces SSH handshakes"), std::string::npos) << r.err;
+}
+
 TEST_F(Slurm, RunStartsOneRankPerSlotWithTheJobsVariablesButNotTheAgentsTaskIds) {
   auto r = run_command(slurm_->salloc_muster(
       4, {"run", "--", "sh", "-c",
