@@ -16,6 +16,8 @@
 #include "launcher/error.h"
 #include "launcher/job/doctor.h"
 #include "launcher/job/node_drain.h"
+#include "launcher/remote/health_report.h"
+#include "topology/health/counter_baseline.h"
 
 namespace muster::cli {
 
@@ -24,6 +26,7 @@ struct HealthOptions {
   std::string fsroot;  // empty: this node
   double timeout_s = 60;
   bool drain = false;
+  bool accept_counters = false;
   ReportFlags reports{"health"};
 };
 
@@ -65,6 +68,9 @@ CommandAction setup_health(CLI::App& app) {
   app.add_flag("--drain", options->drain,
                "as Slurm's health check: drain this node (SLURMD_NODENAME) when sick, with the first "
                "finding as its reason; resume it once healthy if muster drained it");
+  app.add_flag("--accept-counters", options->accept_counters,
+               "after a repair (a GPU reset, a reseated card): take this boot's AER and Xid counts as the "
+               "baseline, so that later runs judge only what is new");
   add_report_flags(app, options->reports);
   app.footer("Checks PCIe links, InfiniBand ports, GPUs (NVML), Xids in the kernel log and software.\n"
              "Exit status: 0 healthy (warnings and unknowns allowed unless --strict), 1 a check failed,\n"
@@ -80,6 +86,14 @@ CommandAction setup_health(CLI::App& app) {
       throw Error(ErrorKind::Usage, fmt::format("--fsroot {}: not a directory; give the root of a node's "
                                                 "snapshot (with sys/, proc/ and dev/kmsg under it)",
                                                 options->fsroot));
+    if (options->accept_counters) {
+      const std::string root = options->fsroot.empty() ? health_root_of_this_node() : options->fsroot;
+      const std::string state_dir = health_state_dir();
+      const AcceptedCounters accepted = accept_counter_baseline(root, state_dir);
+      if (!accepted.saved) throw Error(ErrorKind::Runtime, "--accept-counters: " + accepted.why_not);
+      print_note(fmt::format("health: accepted {} AER and Xid count{} of boot {} as the baseline ({})",
+                             accepted.counts, accepted.counts == 1 ? "" : "s", accepted.boot_id, state_dir));
+    }
     DoctorReport report = run_node_health(
         options->cluster, options->fsroot,
         std::chrono::milliseconds(static_cast<long long>(options->timeout_s * 1000)));

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "launcher/remote/health_report.h"
+#include "topology/health/counter_baseline.h"
 #include "probes/network_report.h"
 
 namespace muster {
@@ -13,8 +14,10 @@ NodeHealth check_this_node(const std::string& root, const HealthExpectations& ex
                            std::chrono::milliseconds deadline, GpuLibrariesAsked gpus) {
   if (gpus == GpuLibrariesAsked::NotForASnapshot)
     return check_node_health_within(root, nullptr, expect, deadline,
-                                    "a snapshot (--fsroot) has no NVML: this machine's answers are not its GPUs'");
-  return check_node_health_within(root, node_gpu_libraries(), expect, deadline);
+                                    "a snapshot (--fsroot) has no NVML: this machine's answers are not its GPUs'",
+                                    health_state_dir());
+  return check_node_health_within(root, node_gpu_libraries(), expect, deadline, "GPU libraries not asked",
+                                  health_state_dir());
 }
 
 namespace {

@@ -34,7 +34,8 @@ inline constexpr std::chrono::milliseconds kHealthDeadline{15000};
 // another (--fsroot).
 enum class GpuLibrariesAsked { Yes, NotForASnapshot };
 
-// This machine's checks, reading under `root`, cut at `deadline`.
+// This machine's checks, reading under `root`, cut at `deadline`; counters that only grow are
+// judged against the baseline in health_state_dir() (a snapshot's by its own boot id).
 NodeHealth check_this_node(const std::string& root, const HealthExpectations& expect,
                            std::chrono::milliseconds deadline = kHealthDeadline,
                            GpuLibrariesAsked gpus = GpuLibrariesAsked::Yes);

@@ -47,7 +47,7 @@ _muster() {
         ping) flags="$cluster $remote --count --bandwidth --search --matrix --json --html" ;;
         smoke) flags="$cluster -n --np --map-by $remote -x --export --bind --backend --min-bytes --max-bytes --step-factor --iters --warmup --split --pairs --timeout --json --html" ;;
         doctor) flags="$cluster -n --np --map-by $remote --only --skip --strict --json --junit --prometheus --html" ;;
-        health) flags="-f --file --fsroot --timeout --drain --strict --json --junit --prometheus --html" ;;
+        health) flags="-f --file --fsroot --timeout --drain --accept-counters --strict --json --junit --prometheus --html" ;;
         hostlist) flags="-e --expand -f --fold -c --count" ;;
         bundle) flags="" ;;
         *) return ;;

@@ -188,6 +188,29 @@ TEST(Health, ACheckThatHangsFailsAtTheDeadlineNamingIt) {
   EXPECT_NE(reasons.find("GPU1 0000:2a:00.0: Xid 79 in the kernel log since boot"), std::string::npos) << r.out;
 }
 
+TEST(Health, AnXidFailsUntilAcceptedAfterTheRepairThenOnlyANewOneFails) {
+  NodeTree tree;
+  tree.healthy_gpu_node();
+  tree.write("proc/sys/kernel/random/boot_id", "0f1e2d3c-boot");
+  const std::string xid = "4,900,1000,-;NVRM: Xid (PCI:0000:2a:00): 79, pid=1, GPU has fallen off the bus.";
+  tree.kernel_log(xid);
+  TempDir dir;
+  const std::vector<std::string> state = {"MUSTER_STATE_DIR=" + dir.file("state")};
+  for (int run = 0; run < 2; ++run) {
+    auto r = run_muster({"health", "--fsroot", tree.root()}, state);
+    EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+    EXPECT_NE(r.err.find("Xid 79 in the kernel log since boot"), std::string::npos) << r.err;
+  }
+  auto r = run_muster({"health", "--fsroot", tree.root(), "--accept-counters"}, state);
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(r.err.find("accepted"), std::string::npos) << r.err;
+  EXPECT_EQ(run_muster({"health", "--fsroot", tree.root()}, state).exit_code, 0);
+  tree.kernel_log(xid + "\n" + xid);
+  r = run_muster({"health", "--fsroot", tree.root()}, state);
+  EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+  EXPECT_NE(r.err.find("1 new Xid 79 (2 since boot)"), std::string::npos) << r.err;
+}
+
 TEST(Health, BadInputIsAUsageErrorAndStartsNothing) {
   auto r = run_muster({"health", "--fsroot", "/nonexistent/snapshot"});
   EXPECT_EQ(r.exit_code, 2);

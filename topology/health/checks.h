@@ -5,16 +5,36 @@
 // topology/health/.
 #pragma once
 
+#include <cstdint>
+#include <map>
 #include <optional>
 #include <set>
 #include <string>
 #include <vector>
 
+#include "topology/health/counter_baseline.h"
 #include "topology/health/health.h"
 #include "topology/health/pci_devices.h"
 #include "topology/health/sysfs_reading.h"
 
 namespace muster::health {
+
+// The counters that only grow (AER, Xids), judged against this boot's baseline where it
+// holds them and since boot where it does not; what was read is kept for the next baseline.
+struct GrowingCounters {
+  std::optional<CounterBaseline> baseline;     // this boot's; unset: everything since boot
+  std::map<std::string, std::uint64_t> seen;   // every count read, by key
+  std::set<std::string> failed;                // keys whose count failed: not taken unaccepted
+
+  // The part of `now` to judge: what is new since the baseline where it holds `key` (all of
+  // it when the counter went back, as a device's does when it is removed and found again),
+  // else all of it. Keeps `now` as seen.
+  std::uint64_t judged(const std::string& key, std::uint64_t now);
+  // Whether `key` is judged against the baseline.
+  bool since_baseline(const std::string& key) const;
+  // "since 2026-11-27 14:40:05 UTC": when the baseline was taken.
+  std::string baseline_time() const;
+};
 
 // What is read once and shared by the checks: the node's files, NVML's answer and the PCI
 // devices.
@@ -26,6 +46,7 @@ struct NodeReading {
   std::string why_no_nvml;                 // why not, then
   PciView pci;
   std::set<std::string> busy_gpus;         // bus ids of GPUs at work: their links stay at full speed
+  GrowingCounters* growing = nullptr;      // never null while the checks run
 };
 
 // One family of checks: its name (the `check` of a finding it makes, and what a hang in it is
@@ -50,7 +71,7 @@ void read_link_counters(const NodeReading& node, NodeHealth& out);  // link_coun
 // ---- what one family lends another ----
 
 // The AER counters of one PCI device as findings (pcie_aer.cpp).
-std::vector<HealthFinding> check_aer(const std::string& label, const fs::path& dir);
+std::vector<HealthFinding> check_aer(const std::string& label, const fs::path& dir, GrowingCounters& growing);
 // Every IB/RoCE port's error counters (infiniband.cpp).
 void read_ib_counters(const Root& root, std::vector<HealthCounter>& out);
 // Every physical interface's carrier_changes (link_counters.cpp).

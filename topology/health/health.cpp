@@ -1,5 +1,6 @@
 #include "topology/health/health.h"
 
+#include <ctime>
 #include <map>
 #include <set>
 
@@ -45,12 +46,32 @@ const std::vector<HealthCheck>& health_checks() {
 
 }  // namespace health
 
-NodeHealth check_node_health(const HealthSources& sources, const HealthExpectations& expect) {
+namespace health {
+
+std::uint64_t GrowingCounters::judged(const std::string& key, std::uint64_t now) {
+  seen[key] = now;
+  if (!baseline) return now;
+  auto it = baseline->counts.find(key);
+  if (it == baseline->counts.end()) return now;
+  return now >= it->second ? now - it->second : now;
+}
+
+bool GrowingCounters::since_baseline(const std::string& key) const {
+  return baseline && baseline->counts.count(key);
+}
+
+std::string GrowingCounters::baseline_time() const {
+  return baseline ? baseline_time_text(baseline->recorded_at) : std::string("boot");
+}
+
+namespace {
+
+// Reads NVML and the PCI bus once, then runs every family of checks over them.
+NodeHealth run_checks(const HealthSources& sources, const HealthExpectations& expect, GrowingCounters& growing) {
   auto starting = [&](const char* check) {
     if (sources.progress) sources.progress->store(check);
   };
-  health::NodeReading node{health::Root{sources.root}, sources, expect, std::nullopt, sources.why_no_gpu_libraries,
-                           {}, {}};
+  NodeReading node{Root{sources.root}, sources, expect, std::nullopt, sources.why_no_gpu_libraries, {}, {}, &growing};
   // NVML first: its names make every finding about a GPU name its model.
   starting("gpu");
   if (sources.gpus) node.nvml = sources.gpus->read_nvml(node.why_no_nvml);
@@ -63,13 +84,63 @@ NodeHealth check_node_health(const HealthSources& sources, const HealthExpectati
       if (g.throttle_reasons && !(*g.throttle_reasons & throttle::kGpuIdle)) node.busy_gpus.insert(g.bus_id);
     }
   starting("pcie_link");
-  node.pci = health::read_pci(node.root, gpu_names);
+  node.pci = read_pci(node.root, gpu_names);
   NodeHealth out;
-  for (const auto& check : health::health_checks()) {
+  for (const auto& check : health_checks()) {
     starting(check.name);
     check.run(node, out);
   }
   return out;
+}
+
+}  // namespace
+}  // namespace health
+
+NodeHealth check_node_health(const HealthSources& sources, const HealthExpectations& expect) {
+  health::GrowingCounters growing;
+  std::optional<std::string> boot_id;
+  std::string why_no_baseline;
+  if (!sources.state_dir.empty()) {
+    // A baseline of another boot says nothing of this one: its counters started again at 0.
+    boot_id = read_boot_id(sources.root);
+    if (boot_id) {
+      auto baseline = load_counter_baseline(sources.state_dir, why_no_baseline);
+      if (baseline && baseline->boot_id == *boot_id) growing.baseline = std::move(baseline);
+    }
+  }
+  NodeHealth out = health::run_checks(sources, expect, growing);
+  // The first run of a boot keeps what it saw as the baseline, less the counts that failed:
+  // those fail again until an operator accepts them (--accept-counters), not only once.
+  if (boot_id && !growing.baseline && why_no_baseline.empty()) {
+    CounterBaseline taken{*boot_id, std::time(nullptr), {}};
+    for (const auto& [key, value] : growing.seen)
+      if (!growing.failed.count(key)) taken.counts[key] = value;
+    save_counter_baseline(sources.state_dir, taken, why_no_baseline);
+  }
+  if (!why_no_baseline.empty()) {
+    HealthFinding f = health::finding("counter_baseline", HealthStatus::Warn, "",
+                                      why_no_baseline + "; AER errors and Xids are judged since boot");
+    f.remedy = "fix the state directory, or point MUSTER_STATE_DIR at one of this user's";
+    out.findings.push_back(std::move(f));
+  }
+  return out;
+}
+
+AcceptedCounters accept_counter_baseline(const std::string& root, const std::string& state_dir) {
+  AcceptedCounters accepted;
+  auto boot_id = read_boot_id(root);
+  if (!boot_id) {
+    accepted.why_not = fmt::format("cannot read the boot id under {} (proc/sys/kernel/random/boot_id)", root);
+    return accepted;
+  }
+  health::GrowingCounters growing;
+  HealthSources files_only{root, nullptr, nullptr, "not asked: accepting counters"};
+  health::run_checks(files_only, HealthExpectations{}, growing);
+  CounterBaseline taken{*boot_id, std::time(nullptr), std::move(growing.seen)};
+  accepted.boot_id = *boot_id;
+  accepted.counts = taken.counts.size();
+  accepted.saved = save_counter_baseline(state_dir, taken, accepted.why_not);
+  return accepted;
 }
 
 }  // namespace muster

@@ -91,6 +91,9 @@ struct HealthSources {
   std::atomic<const char*>* progress = nullptr;
   // Why the GPUs' health cannot be read when `gpus` is null.
   std::string why_no_gpu_libraries = "GPU libraries not asked";
+  // Where the baseline of counters that only grow (AER, Xids) is kept (health_state_dir());
+  // "": none is kept, and they are judged since boot.
+  std::string state_dir;
 };
 
 // Every local check of this node.
@@ -101,9 +104,24 @@ NodeHealth check_node_health(const HealthSources& sources, const HealthExpectati
 // what the node's files say when it was NVML that hung; the result is then not complete.
 // The stuck reading is left on a thread of its own, which keeps `gpus` alive. `gpus` null:
 // NVML is not asked (a snapshot of another machine).
+// `state_dir`: as HealthSources's.
 NodeHealth check_node_health_within(const std::string& root, std::shared_ptr<GpuLibraries> gpus,
                                     const HealthExpectations& expect, std::chrono::milliseconds deadline,
-                                    const std::string& why_no_gpu_libraries = "GPU libraries not asked");
+                                    const std::string& why_no_gpu_libraries = "GPU libraries not asked",
+                                    const std::string& state_dir = "");
+
+// What accept_counter_baseline did.
+struct AcceptedCounters {
+  bool saved = false;
+  std::string why_not;  // when not saved
+  std::string boot_id;
+  size_t counts = 0;    // how many counters (AER files, Xids by GPU) it holds
+};
+
+// Takes the AER and Xid counts read under `root` now as this boot's baseline in
+// `state_dir`, whatever they are: after a repair (a GPU reset, a reseated card) later runs
+// judge only what is new since. Reads the node's files only, not NVML.
+AcceptedCounters accept_counter_baseline(const std::string& root, const std::string& state_dir);
 
 // The error counters only (a cheap second read at the end of a run).
 std::vector<HealthCounter> read_health_counters(const std::string& root);

@@ -16,7 +16,7 @@ using health::finding;
 
 NodeHealth check_node_health_within(const std::string& root, std::shared_ptr<GpuLibraries> gpus,
                                     const HealthExpectations& expect, std::chrono::milliseconds deadline,
-                                    const std::string& why_no_gpu_libraries) {
+                                    const std::string& why_no_gpu_libraries, const std::string& state_dir) {
   // Shared with the thread, which may outlive this call when a reading hangs.
   struct Run {
     std::mutex mutex;
@@ -27,10 +27,10 @@ NodeHealth check_node_health_within(const std::string& root, std::shared_ptr<Gpu
   };
   auto run = std::make_shared<Run>();
   run->gpus = std::move(gpus);
-  std::thread worker = signal_free_thread([run, root, expect, why_no_gpu_libraries] {
+  std::thread worker = signal_free_thread([run, root, expect, why_no_gpu_libraries, state_dir] {
     NodeHealth health;
     try {
-      health = check_node_health({root, run->gpus.get(), &run->progress, why_no_gpu_libraries}, expect);
+      health = check_node_health({root, run->gpus.get(), &run->progress, why_no_gpu_libraries, state_dir}, expect);
     } catch (const std::exception& e) {
       // Nothing a check throws may end the agent: it becomes the node's finding.
       health.complete = false;
@@ -67,7 +67,7 @@ NodeHealth check_node_health_within(const std::string& root, std::shared_ptr<Gpu
   // names the GPU that hung. A hang reading them would hang again, so then only the hang.
   NodeHealth out;
   if (in_nvml) {
-    HealthSources files_only{root, nullptr, nullptr, "NVML hung: see the gpu check above"};
+    HealthSources files_only{root, nullptr, nullptr, "NVML hung: see the gpu check above", state_dir};
     out = check_node_health(files_only, expect);
   }
   out.complete = false;

@@ -1,5 +1,6 @@
 // The AER counters the kernel keeps per PCI device: fatal and non-fatal uncorrectable errors
 // fail the device, correctable ones warn.
+#include <cstdint>
 #include <fstream>
 
 #include <fmt/format.h>
@@ -37,7 +38,7 @@ std::optional<std::uint64_t> aer_total(const fs::path& file) {
 
 }  // namespace
 
-std::vector<HealthFinding> check_aer(const std::string& label, const fs::path& dir) {
+std::vector<HealthFinding> check_aer(const std::string& label, const fs::path& dir, GrowingCounters& growing) {
   std::vector<HealthFinding> out;
   struct Kind {
     const char* file;
@@ -48,11 +49,21 @@ std::vector<HealthFinding> check_aer(const std::string& label, const fs::path& d
                         Kind{"aer_dev_nonfatal", "uncorrectable (non-fatal)", Status::Fail},
                         Kind{"aer_dev_correctable", "correctable", Status::Warn}}) {
     auto total = aer_total(dir / k.file);
-    if (!total || *total == 0) continue;
-    HealthFinding f = finding("pcie_aer", k.status, label, fmt::format("{} {} PCIe errors (AER) since boot", *total, k.what));
+    if (!total) continue;
+    // By the device's own address, not its label: NVML's name for a GPU may come and go.
+    const std::string key = fmt::format("aer/{}/{}", dir.filename().string(), k.file);
+    const std::uint64_t judged = growing.judged(key, *total);
+    if (judged == 0) continue;
+    if (k.status == Status::Fail) growing.failed.insert(key);
+    const bool since_baseline = growing.since_baseline(key);
+    HealthFinding f = finding("pcie_aer", k.status, label,
+                              since_baseline ? fmt::format("{} new {} PCIe errors (AER) since {} ({} since boot)", judged,
+                                                           k.what, growing.baseline_time(), *total)
+                                             : fmt::format("{} {} PCIe errors (AER) since boot", *total, k.what));
     f.expected = "0";
-    f.expected_from = "a healthy link";
-    f.remedy = k.status == Status::Fail ? "the device or its slot is failing: drain the node, reseat or replace the card"
+    f.expected_from = since_baseline ? "the baseline accepted at " + growing.baseline_time() : "a healthy link";
+    f.remedy = k.status == Status::Fail ? "the device or its slot is failing: drain the node, reseat or replace the card; once repaired, "
+                                          "muster health --accept-counters"
                                         : "a few are normal; a growing count points at the slot, riser or card";
     f.values = {{std::string("pcie_aer_") + k.file + "_total", double(*total)}};
     out.push_back(f);

@@ -176,17 +176,20 @@ void check_pcie(const NodeReading& node, NodeHealth& out) {
         if (f->status != Status::Pass) out.findings.push_back(*f);
       }
     }
-    for (auto& f : check_aer(d.label, d.dir)) out.findings.push_back(f);
+    for (auto& f : check_aer(d.label, d.dir, *node.growing)) out.findings.push_back(f);
     for (const auto& port : d.upstream)
       if (aer_done.insert(port).second)
-        for (auto& f : check_aer(fmt::format("bridge {} (above {})", port, d.label), devices / port))
+        for (auto& f : check_aer(fmt::format("bridge {} (above {})", port, d.label), devices / port, *node.growing))
           out.findings.push_back(f);
   }
   if (out.findings.size() == first) {
     HealthFinding f = finding("pcie_link", links ? Status::Pass : Status::Absent, "",
                               links ? fmt::format("{} PCIe link{} of GPUs, NICs and the bridges above them at "
-                                                  "their expected width and speed, no AER errors",
-                                                  links, links == 1 ? "" : "s")
+                                                  "their expected width and speed, {}",
+                                                  links, links == 1 ? "" : "s",
+                                                  node.growing->baseline
+                                                      ? "no new AER errors since " + node.growing->baseline_time()
+                                                      : std::string("no AER errors"))
                                     : "no PCIe link of a GPU or NIC to check (conventional PCI or virtual devices)");
     f.values = {{"pcie_links_checked", double(links)}};
     out.findings.push_back(f);

@@ -102,33 +102,54 @@ void check_xids(const NodeReading& node, NodeHealth& out) {
     return;
   }
   std::map<std::string, std::map<int, int>> by_gpu;  // bus id -> xid -> times
-  std::map<std::string, bool> fatal;
+  std::set<std::pair<std::string, int>> fatal;       // (bus id, xid) of which one event was fatal
   for (const auto& x : find_xids(*log)) {
     ++by_gpu[x.bus_id][x.xid];
-    fatal[x.bus_id] = fatal[x.bus_id] || xid_is_fatal(x.xid, x.text);
+    if (xid_is_fatal(x.xid, x.text)) fatal.insert({x.bus_id, x.xid});
   }
-  if (by_gpu.empty()) {
-    out.findings.push_back(finding("xid", Status::Pass, "", "no NVIDIA Xid in the kernel log since boot"));
-    return;
-  }
+  GrowingCounters& growing = *node.growing;
+  bool any = false;
   for (const auto& [bus, xids] : by_gpu) {
+    // Judged by what is new since the baseline where it holds this GPU's Xid, else since boot.
     std::vector<std::string> parts;
-    for (auto [xid, times] : xids) parts.push_back(times > 1 ? fmt::format("Xid {} ({} times)", xid, times)
-                                                             : fmt::format("Xid {}", xid));
+    bool is_fatal = false, since_baseline = false;
+    int events = 0;
+    for (auto [xid, times] : xids) {
+      const std::string key = fmt::format("xid/{}/{}", bus, xid);
+      const std::uint64_t judged = growing.judged(key, std::uint64_t(times));
+      events += times;
+      if (judged == 0) continue;
+      if (growing.since_baseline(key)) {
+        since_baseline = true;
+        parts.push_back(fmt::format("{} new Xid {} ({} since boot)", judged, xid, times));
+      } else {
+        parts.push_back(times > 1 ? fmt::format("Xid {} ({} times)", xid, times) : fmt::format("Xid {}", xid));
+      }
+      if (fatal.count({bus, xid})) {
+        is_fatal = true;
+        growing.failed.insert(key);
+      }
+    }
+    if (parts.empty()) continue;
+    any = true;
     std::string label = "GPU " + bus;
     for (const auto& d : pci.devices)
       if (d.bus_id == bus) label = d.label;
-    HealthFinding f = finding("xid", fatal[bus] ? Status::Fail : Status::Warn, label,
-                              fmt::format("{} in the kernel log since boot", fmt::join(parts, ", ")));
+    HealthFinding f = finding("xid", is_fatal ? Status::Fail : Status::Warn, label,
+                              fmt::format("{} in the kernel log since {}", fmt::join(parts, ", "),
+                                          since_baseline ? growing.baseline_time() : "boot"));
     f.expected = "no Xid";
-    f.expected_from = "a healthy GPU";
-    f.remedy = fatal[bus] ? "an Xid that leaves the GPU unusable: drain the node, reset or reboot; replace the GPU if it returns"
-                          : "usually the application's error; many of them point at the GPU: watch it";
-    int events = 0;
-    for (auto [xid, times] : xids) events += times;
+    f.expected_from = since_baseline ? "the baseline accepted at " + growing.baseline_time() : "a healthy GPU";
+    f.remedy = is_fatal ? "an Xid that leaves the GPU unusable: drain the node, reset or reboot; replace the GPU if it "
+                          "returns; once repaired, muster health --accept-counters"
+                        : "usually the application's error; many of them point at the GPU: watch it";
     f.values = {{"xid_events", double(events)}};
     out.findings.push_back(f);
   }
+  if (!any)
+    out.findings.push_back(finding("xid", Status::Pass, "",
+                                   growing.baseline ? "no new NVIDIA Xid in the kernel log since " + growing.baseline_time()
+                                                    : std::string("no NVIDIA Xid in the kernel log since boot")));
 }
 
 }  // namespace health

@@ -1,0 +1,213 @@
+// Counters that only grow (AER errors, Xids) judged against a baseline kept per node and per
+// boot: a count fails until an operator accepts it, then only what is new counts, and a new
+// boot starts again from its own counts. Fixture trees in the kernel's formats, a state
+// directory of the test's own.
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include <gtest/gtest.h>
+
+#include "tests/support/node_tree.h"
+#include "topology/health/counter_baseline.h"
+#include "topology/health/health.h"
+
+namespace muster {
+namespace {
+
+using testing::NodeTree;
+
+const char* const kGpuDir = "sys/devices/pci0000:00/0000:29:00.0/0000:2a:00.0/";
+const char* const kXid79 = "4,900,1000,-;NVRM: Xid (PCI:0000:2a:00): 79, pid=1234, GPU has fallen off the bus.";
+
+// A state directory that does not exist yet, under a private temporary one.
+class StateDir {
+ public:
+  StateDir() {
+    char pattern[] = "/tmp/muster-state-XXXXXX";
+    parent_ = mkdtemp(pattern);
+  }
+  ~StateDir() { std::filesystem::remove_all(parent_); }
+  std::string path() const { return parent_ + "/state"; }
+  std::string parent() const { return parent_; }
+
+ private:
+  std::string parent_;
+};
+
+NodeHealth check(const NodeTree& tree, const std::string& state_dir) {
+  return check_node_health({tree.root(), nullptr, nullptr, "not asked", state_dir}, {});
+}
+
+std::vector<HealthFinding> of(const NodeHealth& h, const std::string& check) {
+  std::vector<HealthFinding> out;
+  for (const auto& f : h.findings)
+    if (f.check == check) out.push_back(f);
+  return out;
+}
+
+bool has(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+
+TEST(HealthBaseline, AnXidFailsUntilAcceptedThenOnlyNewOnesFailAndANewBootStartsAgain) {
+  NodeTree tree;
+  tree.healthy_gpu_node();
+  tree.write("proc/sys/kernel/random/boot_id", "boot-one");
+  tree.kernel_log(kXid79);
+  StateDir state;
+  for (int run = 0; run < 2; ++run) {  // not taken as the baseline by the first run: it fails again
+    auto xid = of(check(tree, state.path()), "xid");
+    ASSERT_EQ(xid.size(), 1u) << run;
+    EXPECT_EQ(xid[0].status, HealthStatus::Fail) << run;
+    EXPECT_TRUE(has(xid[0].observed, "Xid 79 in the kernel log since boot")) << xid[0].observed;
+  }
+  const AcceptedCounters accepted = accept_counter_baseline(tree.root(), state.path());
+  ASSERT_TRUE(accepted.saved) << accepted.why_not;
+  EXPECT_EQ(accepted.boot_id, "boot-one");
+  auto xid = of(check(tree, state.path()), "xid");
+  ASSERT_EQ(xid.size(), 1u);
+  EXPECT_EQ(xid[0].status, HealthStatus::Pass) << xid[0].observed;
+  EXPECT_TRUE(has(xid[0].observed, "no new NVIDIA Xid")) << xid[0].observed;
+
+  tree.kernel_log(std::string(kXid79) + "\n" + kXid79);
+  xid = of(check(tree, state.path()), "xid");
+  ASSERT_EQ(xid.size(), 1u);
+  EXPECT_EQ(xid[0].status, HealthStatus::Fail);
+  EXPECT_TRUE(has(xid[0].observed, "1 new Xid 79 (2 since boot)")) << xid[0].observed;
+  EXPECT_TRUE(has(xid[0].observed, "UTC")) << xid[0].observed;
+
+  tree.write("proc/sys/kernel/random/boot_id", "boot-two");
+  xid = of(check(tree, state.path()), "xid");
+  ASSERT_EQ(xid.size(), 1u);
+  EXPECT_EQ(xid[0].status, HealthStatus::Fail);
+  EXPECT_TRUE(has(xid[0].observed, "Xid 79 (2 times) in the kernel log since boot")) << xid[0].observed;
+}
+
+TEST(HealthBaseline, AnUncorrectableAerCountFailsUntilAcceptedThenItsGrowthFails) {
+  NodeTree tree;
+  tree.healthy_gpu_node();
+  tree.write("proc/sys/kernel/random/boot_id", "boot-one");
+  tree.write(std::string(kGpuDir) + "aer_dev_nonfatal", "Undefined 0\nTOTAL_ERR_NONFATAL 3");
+  StateDir state;
+  for (int run = 0; run < 2; ++run) {
+    auto aer = of(check(tree, state.path()), "pcie_aer");
+    ASSERT_EQ(aer.size(), 1u) << run;
+    EXPECT_EQ(aer[0].status, HealthStatus::Fail);
+    EXPECT_TRUE(has(aer[0].observed, "3 uncorrectable (non-fatal) PCIe errors (AER) since boot")) << aer[0].observed;
+  }
+  ASSERT_TRUE(accept_counter_baseline(tree.root(), state.path()).saved);
+  EXPECT_TRUE(of(check(tree, state.path()), "pcie_aer").empty());
+
+  tree.write(std::string(kGpuDir) + "aer_dev_nonfatal", "Undefined 0\nTOTAL_ERR_NONFATAL 5");
+  auto aer = of(check(tree, state.path()), "pcie_aer");
+  ASSERT_EQ(aer.size(), 1u);
+  EXPECT_EQ(aer[0].status, HealthStatus::Fail);
+  EXPECT_TRUE(has(aer[0].observed, "2 new uncorrectable (non-fatal) PCIe errors (AER) since ")) << aer[0].observed;
+  EXPECT_TRUE(has(aer[0].observed, "(5 since boot)")) << aer[0].observed;
+
+  tree.write("proc/sys/kernel/random/boot_id", "boot-two");
+  aer = of(check(tree, state.path()), "pcie_aer");
+  ASSERT_EQ(aer.size(), 1u);
+  EXPECT_TRUE(has(aer[0].observed, "5 uncorrectable (non-fatal) PCIe errors (AER) since boot")) << aer[0].observed;
+}
+
+TEST(HealthBaseline, AWarningCountIsTakenByTheFirstRunOfABootAndWarnsAgainOnlyWhenItGrows) {
+  NodeTree tree;
+  tree.healthy_gpu_node();
+  tree.write("proc/sys/kernel/random/boot_id", "boot-one");
+  tree.write(std::string(kGpuDir) + "aer_dev_correctable", "RxErr 5\nTOTAL_ERR_COR 5");
+  StateDir state;
+  auto aer = of(check(tree, state.path()), "pcie_aer");
+  ASSERT_EQ(aer.size(), 1u);
+  EXPECT_EQ(aer[0].status, HealthStatus::Warn);
+  EXPECT_TRUE(of(check(tree, state.path()), "pcie_aer").empty());
+  tree.write(std::string(kGpuDir) + "aer_dev_correctable", "RxErr 7\nTOTAL_ERR_COR 7");
+  aer = of(check(tree, state.path()), "pcie_aer");
+  ASSERT_EQ(aer.size(), 1u);
+  EXPECT_EQ(aer[0].status, HealthStatus::Warn);
+  EXPECT_TRUE(has(aer[0].observed, "2 new correctable")) << aer[0].observed;
+}
+
+TEST(HealthBaseline, WithoutAStateDirectoryOrABootIdNothingIsKept) {
+  NodeTree tree;
+  tree.healthy_gpu_node();
+  tree.kernel_log(kXid79);
+  StateDir state;
+  EXPECT_EQ(of(check(tree, ""), "xid")[0].status, HealthStatus::Fail);
+  EXPECT_EQ(of(check(tree, state.path()), "xid")[0].status, HealthStatus::Fail);  // no boot id in the tree
+  EXPECT_FALSE(std::filesystem::exists(state.path()));
+  const AcceptedCounters accepted = accept_counter_baseline(tree.root(), state.path());
+  EXPECT_FALSE(accepted.saved);
+  EXPECT_TRUE(has(accepted.why_not, "boot id")) << accepted.why_not;
+}
+
+TEST(HealthBaseline, AStateDirectoryThatIsASymlinkOrWritableByOthersIsRefusedAndSaysSo) {
+  NodeTree tree;
+  tree.healthy_gpu_node();
+  tree.write("proc/sys/kernel/random/boot_id", "boot-one");
+  StateDir state, elsewhere;
+  std::filesystem::create_directories(elsewhere.path());
+  std::filesystem::create_symlink(elsewhere.path(), state.path());
+  auto warned = of(check(tree, state.path()), "counter_baseline");
+  ASSERT_EQ(warned.size(), 1u);
+  EXPECT_EQ(warned[0].status, HealthStatus::Warn);
+  EXPECT_TRUE(has(warned[0].observed, "symlink")) << warned[0].observed;
+  EXPECT_TRUE(std::filesystem::is_empty(elsewhere.path()));
+  EXPECT_FALSE(accept_counter_baseline(tree.root(), state.path()).saved);
+
+  StateDir open;
+  std::filesystem::create_directories(open.path());
+  ::chmod(open.path().c_str(), 0777);
+  warned = of(check(tree, open.path()), "counter_baseline");
+  ASSERT_EQ(warned.size(), 1u);
+  EXPECT_TRUE(has(warned[0].observed, "writable by others")) << warned[0].observed;
+}
+
+TEST(HealthBaseline, AStateDirectoryIsMadePrivateAndItsFileIsWrittenWholeAndReadBounded) {
+  NodeTree tree;
+  tree.healthy_gpu_node();
+  tree.write("proc/sys/kernel/random/boot_id", "boot-one");
+  StateDir state;
+  ASSERT_TRUE(accept_counter_baseline(tree.root(), state.path()).saved);
+  struct stat st{};
+  ASSERT_EQ(::stat(state.path().c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0700u);
+  ASSERT_EQ(::stat((state.path() + "/counters.baseline").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+  std::size_t files = 0;
+  for ([[maybe_unused]] const auto& e : std::filesystem::directory_iterator(state.path())) ++files;
+  EXPECT_EQ(files, 1u);  // no temporary file left behind
+
+  std::string why_not;
+  auto loaded = load_counter_baseline(state.path(), why_not);
+  ASSERT_TRUE(loaded) << why_not;
+  EXPECT_EQ(loaded->boot_id, "boot-one");
+
+  std::ofstream(state.path() + "/counters.baseline") << std::string(5 << 20, 'x');
+  EXPECT_FALSE(load_counter_baseline(state.path(), why_not));
+  EXPECT_TRUE(has(why_not, "larger than")) << why_not;
+  std::ofstream(state.path() + "/counters.baseline") << "not a baseline\n";
+  EXPECT_FALSE(load_counter_baseline(state.path(), why_not));
+  EXPECT_TRUE(has(why_not, "not a muster counter baseline")) << why_not;
+}
+
+TEST(HealthBaseline, TheStateDirectoryIsMustersOwnEnvironmentFirst) {
+  const char* before = std::getenv("MUSTER_STATE_DIR");
+  const std::string saved = before ? before : "";
+  const char* xdg_before = std::getenv("XDG_STATE_HOME");
+  const std::string xdg_saved = xdg_before ? xdg_before : "";
+  ::setenv("MUSTER_STATE_DIR", "/tmp/elsewhere", 1);
+  EXPECT_EQ(health_state_dir(), "/tmp/elsewhere");
+  ::unsetenv("MUSTER_STATE_DIR");
+  if (::geteuid() != 0) {
+    ::setenv("XDG_STATE_HOME", "/tmp/xdg", 1);
+    EXPECT_EQ(health_state_dir(), "/tmp/xdg/muster");
+  }
+  if (before) ::setenv("MUSTER_STATE_DIR", saved.c_str(), 1);
+  if (xdg_before) ::setenv("XDG_STATE_HOME", xdg_saved.c_str(), 1);
+  else ::unsetenv("XDG_STATE_HOME");
+}
+
+}  // namespace
+}  // namespace muster
