@@ -1,6 +1,9 @@
 #include "launcher/job/health_check.h"
 
+#include <algorithm>
+#include <cstdlib>
 #include <functional>
+#include <map>
 
 #include <fmt/format.h>
 
@@ -22,54 +25,141 @@ NodeHealth check_this_node(const std::string& root, const HealthExpectations& ex
 
 namespace {
 
+// How a fact is compared across nodes.
+enum class Compared {
+  PartsWithinModel,  // a count of parts (GPUs, links, ports): a node can lose them, not grow them
+  SameWithinModel,   // a property of the hardware, the same on every node of one model
+  SameEverywhere,    // software: one version across the cluster
+};
+
 struct ComparedFact {
   const char* what;
-  bool hardware;  // a missing part (a failure), not another version (a warning)
+  Compared compared;
   std::function<std::string(const NodeSoftware&)> value;
 };
 
 const std::vector<ComparedFact>& compared_facts() {
   static const std::vector<ComparedFact> facts = {
-      {"NVIDIA GPUs on the PCI bus", true, [](const NodeSoftware& s) { return std::to_string(s.nvidia_gpus); }},
-      {"GPU model", true, [](const NodeSoftware& s) { return s.gpu_model; }},
-      {"active NVLinks", true, [](const NodeSoftware& s) { return std::to_string(s.nvlinks); }},
-      {"active InfiniBand/RoCE ports", true, [](const NodeSoftware& s) { return std::to_string(s.ib_ports); }},
-      {"IB port rates", true, [](const NodeSoftware& s) { return s.ib_rates; }},
-      {"NVIDIA driver", false, [](const NodeSoftware& s) { return s.nvidia_driver; }},
-      {"CUDA driver", false, [](const NodeSoftware& s) { return s.cuda_driver; }},
-      {"NCCL", false, [](const NodeSoftware& s) { return s.nccl; }},
-      {"NCCL net plugin", false, [](const NodeSoftware& s) { return s.nccl_net_plugin; }},
-      {"kernel", false, [](const NodeSoftware& s) { return s.kernel; }},
-      {"RDMA providers", false, [](const NodeSoftware& s) { return s.rdma_providers; }},
+      {"NVIDIA GPUs on the PCI bus", Compared::PartsWithinModel,
+       [](const NodeSoftware& s) { return std::to_string(s.nvidia_gpus); }},
+      {"GPU model", Compared::SameWithinModel, [](const NodeSoftware& s) { return s.gpu_model; }},
+      {"active NVLinks", Compared::PartsWithinModel, [](const NodeSoftware& s) { return std::to_string(s.nvlinks); }},
+      {"active InfiniBand/RoCE ports", Compared::PartsWithinModel,
+       [](const NodeSoftware& s) { return std::to_string(s.ib_ports); }},
+      {"IB port rates", Compared::SameWithinModel, [](const NodeSoftware& s) { return s.ib_rates; }},
+      {"NVIDIA driver", Compared::SameEverywhere, [](const NodeSoftware& s) { return s.nvidia_driver; }},
+      {"CUDA driver", Compared::SameEverywhere, [](const NodeSoftware& s) { return s.cuda_driver; }},
+      {"NCCL", Compared::SameEverywhere, [](const NodeSoftware& s) { return s.nccl; }},
+      {"NCCL net plugin", Compared::SameEverywhere, [](const NodeSoftware& s) { return s.nccl_net_plugin; }},
+      {"kernel", Compared::SameEverywhere, [](const NodeSoftware& s) { return s.kernel; }},
+      {"RDMA providers", Compared::SameEverywhere, [](const NodeSoftware& s) { return s.rdma_providers; }},
   };
   return facts;
 }
 
 std::string shown(const std::string& value) { return value.empty() ? "none" : value; }
 
+// The model a node is compared within: its DMI make and model, which a node keeps when it
+// loses a part; else its GPUs' model (a node that lost one GPU still names the others'); ""
+// when neither was read.
+std::string model_of(const NodeSoftware& s) {
+  return !s.hardware_model.empty() ? s.hardware_model : s.gpu_model;
+}
+
+// The nodes in groups of one model each. A node whose model is unknown joins the one group
+// there is, else is compared with no one (`unplaced`).
+std::map<std::string, std::vector<size_t>> groups_by_model(const std::vector<NodeSoftware>& nodes,
+                                                           std::vector<size_t>& unplaced) {
+  std::map<std::string, std::vector<size_t>> groups;
+  std::vector<size_t> unknown;
+  for (size_t k = 0; k < nodes.size(); ++k) {
+    const std::string model = model_of(nodes[k]);
+    if (model.empty()) unknown.push_back(k);
+    else groups[model].push_back(k);
+  }
+  if (groups.size() <= 1) {
+    auto& only = groups.empty() ? groups[""] : groups.begin()->second;
+    only.insert(only.end(), unknown.begin(), unknown.end());
+    std::sort(only.begin(), only.end());
+  } else {
+    unplaced = unknown;
+  }
+  return groups;
+}
+
+HealthFinding difference(const ComparedFact& fact, HealthStatus status, const std::string& value,
+                         const std::string& expected, std::string expected_from) {
+  const bool hardware = fact.compared != Compared::SameEverywhere;
+  HealthFinding f;
+  f.check = hardware ? "same_hardware" : "same_software";
+  f.status = status;
+  f.observed = fmt::format("{} {}", fact.what, shown(value));
+  f.expected = shown(expected);
+  f.expected_from = std::move(expected_from);
+  f.remedy = hardware ? "this node lacks a part the others have: check it before it slows every job"
+                      : "install the same version as the other nodes; mixed versions hang collectives";
+  return f;
+}
+
+// `members`: the nodes compared (indices into `values`); `peers`: how they are named.
+void compare(const ComparedFact& fact, const std::vector<std::string>& values, const std::vector<size_t>& members,
+             const std::string& peers, std::vector<std::vector<HealthFinding>>& out) {
+  if (fact.compared == Compared::PartsWithinModel) {
+    // The most parts a node of this model has is what each should have: the node that lost
+    // one is the odd one, even when most lost one. Without a strict majority at that count
+    // which node is right is unknown: the others are warned, the one with more never failed.
+    long most = 0;
+    for (size_t k : members) most = std::max(most, std::atol(values[k].c_str()));
+    size_t with_most = 0;
+    for (size_t k : members) with_most += std::atol(values[k].c_str()) == most;
+    const bool majority = with_most * 2 > members.size();
+    for (size_t k : members)
+      if (std::atol(values[k].c_str()) < most)
+        out[k].push_back(difference(fact, majority ? HealthStatus::Fail : HealthStatus::Warn, values[k],
+                                    std::to_string(most),
+                                    majority ? "most nodes" + peers
+                                             : fmt::format("{} of {} nodes{}; no majority to judge by", with_most,
+                                                           members.size(), peers)));
+    return;
+  }
+  std::vector<std::string> group_values;
+  for (size_t k : members) group_values.push_back(values[k]);
+  const std::vector<bool> odd = differs_from_majority(group_values);
+  std::string usual;
+  for (size_t j = 0; j < members.size(); ++j)
+    if (!odd[j]) usual = group_values[j];
+  for (size_t j = 0; j < members.size(); ++j)
+    if (odd[j])
+      out[members[j]].push_back(difference(
+          fact, fact.compared == Compared::SameEverywhere ? HealthStatus::Warn : HealthStatus::Fail,
+          group_values[j], usual, "most nodes" + peers));
+}
+
 }  // namespace
 
 std::vector<std::vector<HealthFinding>> differences_across_nodes(const std::vector<NodeSoftware>& nodes) {
   std::vector<std::vector<HealthFinding>> out(nodes.size());
+  std::vector<size_t> unplaced, everyone(nodes.size());
+  for (size_t k = 0; k < nodes.size(); ++k) everyone[k] = k;
+  const auto groups = groups_by_model(nodes, unplaced);
   for (const auto& fact : compared_facts()) {
     std::vector<std::string> values;
     for (const auto& n : nodes) values.push_back(fact.value(n));
-    const std::vector<bool> odd = differs_from_majority(values);
-    std::string usual;
-    for (size_t k = 0; k < values.size(); ++k)
-      if (!odd[k]) usual = values[k];
-    for (size_t k = 0; k < values.size(); ++k) {
-      if (!odd[k]) continue;
-      HealthFinding f;
-      f.check = fact.hardware ? "same_hardware" : "same_software";
-      f.status = fact.hardware ? HealthStatus::Fail : HealthStatus::Warn;
-      f.observed = fmt::format("{} {}", fact.what, shown(values[k]));
-      f.expected = shown(usual);
-      f.expected_from = "most nodes";
-      f.remedy = fact.hardware ? "this node lacks a part the others have: check it before it slows every job"
-                               : "install the same version as the other nodes; mixed versions hang collectives";
-      out[k].push_back(std::move(f));
+    if (fact.compared == Compared::SameEverywhere) {
+      compare(fact, values, everyone, "", out);
+      continue;
     }
+    // Hardware is compared within one model only: a cluster of two models is not sick.
+    for (const auto& [model, members] : groups)
+      compare(fact, values, members, groups.size() > 1 ? " of its model (" + model + ")" : "", out);
+  }
+  for (size_t k : unplaced) {
+    HealthFinding f;
+    f.check = "same_hardware";
+    f.status = HealthStatus::Unknown;
+    f.observed = "hardware model unknown (no DMI product name, no GPU model): not compared with its peers";
+    f.remedy = "the cluster has several models: read /sys/class/dmi/id/product_name and nvidia-smi on this node";
+    out[k].push_back(std::move(f));
   }
   return out;
 }

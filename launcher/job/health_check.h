@@ -50,9 +50,11 @@ std::vector<std::pair<size_t, HealthFinding>> counters_grown_since(ClusterContex
                                                                    const ClusterHealth& start,
                                                                    std::chrono::milliseconds limit);
 
-// For each node, findings for the software and hardware facts in which it differs from a
-// strict majority of the nodes (a driver, CUDA, NCCL or kernel of its own; fewer GPUs or IB
-// ports, a slower IB rate).
+// For each node, findings for the facts in which it differs from its peers: software (a
+// driver, CUDA, NCCL or kernel of its own) from a strict majority of all nodes, a warning;
+// hardware only within its model (DMI make and model, else GPU model): fewer GPUs, NVLinks or
+// IB ports than the most a node of its model has fails when a strict majority has that many
+// and warns when none has, another GPU model or IB rate than a strict majority fails.
 std::vector<std::vector<HealthFinding>> differences_across_nodes(const std::vector<NodeSoftware>& nodes);
 
 }  // namespace muster

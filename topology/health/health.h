@@ -73,6 +73,10 @@ struct NodeSoftware {
   int nvlinks = 0;              // active NVLinks of all GPUs
   int ib_ports = 0;             // active InfiniBand/RoCE ports
   std::string ib_rates;         // "4 x 400 Gb/sec", "" without
+  // The machine's make and model from DMI ("Supermicro SYS-821GE-TNHR"), "" without: nodes
+  // are compared with peers of their own model. Last: the report's reader fills the others
+  // in order.
+  std::string hardware_model;
 };
 
 struct NodeHealth {

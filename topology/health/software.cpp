@@ -38,6 +38,10 @@ void read_software(const NodeReading& node, NodeHealth& out) {
     }
   }
   s.rdma_providers = rdma_providers(root);
+  // The board a node was bought as: what it still is after it lost a GPU or a port.
+  const std::string vendor = read_line(root.at("/sys/class/dmi/id/sys_vendor")).value_or("");
+  const std::string product = read_line(root.at("/sys/class/dmi/id/product_name")).value_or("");
+  if (!product.empty()) s.hardware_model = vendor.empty() ? product : vendor + " " + product;
   if (expect.driver_version && s.nvidia_driver != *expect.driver_version) {
     HealthFinding f = finding("software", s.nvidia_driver.empty() ? Status::Unknown : Status::Fail, "",
                               s.nvidia_driver.empty() ? "no NVIDIA driver version readable (NVML, /proc/driver/nvidia)"
