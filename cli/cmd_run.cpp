@@ -64,6 +64,11 @@ CommandAction setup_run(CLI::App& app) {
              "(Open MPI, mpi4py), as srun --mpi=pmix; pmi1 (MPICH, Intel MPI), as Hydra; auto: "
              "both where each can be; none. The cluster file's launch.mpi, when this is not given",
              "auto");
+  app.add_option("--chdir", options->job.chdir,
+                 "start every rank in DIR (relative: to this directory), as srun -D; a node "
+                 "without it starts none of its ranks. Default: launch.chdir, else this "
+                 "directory, or $HOME on the nodes that lack it")
+      ->option_text("DIR");
   app.add_flag("--report-bindings", options->report_bindings,
                "print each rank's CPUs, NUMA node and GPU before starting");
   app.add_option("--grace", options->job.grace_s,

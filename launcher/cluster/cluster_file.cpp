@@ -215,14 +215,26 @@ class ClusterFileReader {
   LaunchOptions read_launch(const YAML::Node& node) {
     LaunchOptions launch;
     if (!expect_map(node, "launch")) return launch;
-    for_each_key(node, "'launch'", {"slots", "env", "workdir", "mpi"},
+    // chdir is srun's word (--chdir) and the flag's; workdir, its older name, still reads so
+    // that cluster files written for it keep working.
+    std::optional<YAML::Node> chdir_node, workdir_node;
+    for_each_key(node, "'launch'", {"slots", "env", "chdir", "mpi", "workdir"},
                  [&](const std::string& key, const YAML::Node& value) {
                    if (key == "slots") launch.slots = read_slots(value, "launch.slots");
                    if (key == "mpi") launch.mpi = read_mpi(value);
-                   if (key == "workdir")
-                     read_optional_string(value, "launch.workdir", launch.workdir);
+                   if (key == "chdir") {
+                     chdir_node = value;
+                     read_optional_string(value, "launch.chdir", launch.chdir);
+                   }
+                   if (key == "workdir") {
+                     workdir_node = value;
+                     read_optional_string(value, "launch.workdir", launch.chdir);
+                   }
                    if (key == "env") read_env(value, launch.env);
                  });
+    if (chdir_node && workdir_node)
+      diag_.add(at(*workdir_node), "launch.workdir is launch.chdir's older name, and both are given; "
+                                   "keep launch.chdir");
     return launch;
   }
 

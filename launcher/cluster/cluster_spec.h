@@ -55,7 +55,10 @@ struct NodeSpec {
 struct LaunchOptions {
   SlotCount slots;                          // default for nodes that say nothing
   std::map<std::string, std::string> env;   // added to every rank's environment
-  std::optional<std::string> workdir;       // ranks start here
+  // Where ranks start (launch.chdir, or its older name launch.workdir); a relative path is
+  // taken from the caller's directory. Unset: the caller's directory, or $HOME where a node
+  // lacks it.
+  std::optional<std::string> chdir;
   std::optional<std::string> mpi;           // what --mpi says when not given: auto, pmix, pmi1, none
 };
 

@@ -33,11 +33,36 @@ Milliseconds seconds_to_ms(double s) { return Milliseconds(std::llround(s * 1000
 
 // What every rank runs and sees, checked before anything starts; the rendezvous is
 // filled in by the caller, which knows where rank 0 runs.
+// Where muster was started, or nothing when that directory has gone.
+std::optional<std::string> caller_directory() {
+  std::string dir(4096, '\0');
+  if (!getcwd(dir.data(), dir.size())) return std::nullopt;
+  dir.resize(dir.find('\0'));
+  return dir;
+}
+
+// Where the ranks start: a directory that was asked for, or the caller's where it exists.
+// muster's own probe ranks start where their agent stands: they read no files of the
+// user's, and a caller's directory missing on the nodes is no finding of doctor's.
+void choose_workdir(LaunchRequest& request, const JobOptions& options, const ClusterSpec& cluster) {
+  const std::optional<std::string> here = caller_directory();
+  if (const auto& asked = options.chdir ? options.chdir : cluster.launch.chdir) {
+    if (asked->empty())
+      throw Error(ErrorKind::Usage, "the directory to start the ranks in is empty; name one, as in "
+                                    "--chdir /shared/job");
+    request.workdir = asked->front() == '/' || !here ? *asked : *here + "/" + *asked;
+    request.workdir_rule = WorkdirRule::Required;
+  } else if (options.command.front() != kMusterSelf) {
+    request.workdir = here;
+    request.workdir_rule = WorkdirRule::OrHome;
+  }
+}
+
 LaunchRequest launch_request(const JobOptions& options, const ClusterSpec& cluster,
                              const Environment& muster_env) {
   LaunchRequest request;
   request.argv = options.command;
-  request.workdir = cluster.launch.workdir;
+  choose_workdir(request, options, cluster);
   request.job.exports = resolve_exports(options.exports, muster_env);
   request.job.launch_env = cluster.launch.env;
   request.job.job_id = new_job_id();

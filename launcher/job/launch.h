@@ -31,6 +31,10 @@ struct JobOptions {
   double settle_s = 0;
   double timeout_s = 0;               // 0: none
   MpiServe mpi = MpiServe::Auto;
+  // Where every rank starts (--chdir; relative to the caller's directory), and where a node
+  // that cannot enter it fails. Unset: the cluster file's launch.chdir, else the caller's
+  // directory, with $HOME on the nodes that lack it (as mpirun's remote ranks).
+  std::optional<std::string> chdir;
 };
 
 struct LaunchedJob {

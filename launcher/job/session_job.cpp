@@ -4,11 +4,13 @@
 #include <climits>
 #include <map>
 #include <optional>
+#include <set>
 #include <tuple>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "launcher/cluster/hostlist.h"
 #include "launcher/error.h"
 #include "launcher/remote/agent_protocol.h"
 #include "launcher/remote/launch_spec.h"
@@ -38,6 +40,7 @@ class SessionRun {
       throw;
     }
     record_outcomes();
+    warn_of_nodes_that_went_home(/*every_node_heard=*/true);
     return std::move(result_);
   }
 
@@ -71,6 +74,7 @@ class SessionRun {
     while (!every_node_reported()) {
       for (ClusterSession::NodeEvent& e : session_.take_events(Milliseconds(100))) handle(e);
       output_.flush();
+      warn_of_nodes_that_went_home(/*every_node_heard=*/false);
       read_interrupts();
       check_deadline();
       check_silent_nodes();
@@ -99,10 +103,14 @@ class SessionRun {
     Frame& f = *e.frame;
     try {
       switch (f.kind) {
-        case FrameKind::Bound:
-          for (const auto& [rank, report] : bindings_from_json(f.payload)) output_.rank_bound(rank, report);
+        case FrameKind::Bound: {
+          const NodeBound bound = node_bound_from_json(f.payload);
+          for (const auto& [rank, report] : bound.ranks) output_.rank_bound(rank, report);
+          bound_.insert(e.node);
+          if (bound.went_home) went_home_.push_back(host(e.node));
           break;
         case FrameKind::Out: on_line(e.node, f.rank, OutputStream::Stdout, f.payload); break;
+        }
         case FrameKind::Err: on_line(e.node, f.rank, OutputStream::Stderr, f.payload); break;
         case FrameKind::Exit: on_exit(e.node, f.rank, f.payload); break;
         case FrameKind::Done:
@@ -329,6 +337,21 @@ class SessionRun {
   }
 
   bool every_node_reported() const {
+  // One warning for every node whose ranks start in $HOME, once each node has said where its
+  // ranks start (or has ended without saying): a thousand nodes without the caller's
+  // directory are one line, not a thousand.
+  void warn_of_nodes_that_went_home(bool every_node_heard) {
+    if (warned_home_ || went_home_.empty()) return;
+    if (!every_node_heard && !std::all_of(reported_.begin(), reported_.end(), [&](const auto& r) {
+          return r.second || bound_.count(r.first);
+        }))
+      return;
+    warned_home_ = true;
+    output_.launch_warning(fmt::format("'{}' cannot be entered on {}: the ranks there start in $HOME; "
+                                       "--chdir DIR names a directory every node has",
+                                       request_.workdir.value_or(""), fold_hostlist(went_home_)));
+  }
+
     return std::all_of(reported_.begin(), reported_.end(), [](const auto& r) { return r.second; });
   }
   bool holds_rank(size_t node, int rank) const {
@@ -349,6 +372,9 @@ class SessionRun {
   std::vector<bool> stopped_;           // still running when teardown began
   std::map<size_t, bool> reported_;     // the nodes of this run, and whether each has ended
   bool tearing_down_ = false;
+  std::set<size_t> bound_;              // the nodes that said where their ranks start
+  std::vector<std::string> went_home_;  // hosts whose ranks start in $HOME instead
+  bool warned_home_ = false;
   std::optional<Clock::time_point> deadline_, give_up_at_;
   std::optional<Clock::time_point> settle_until_;  // a rank failed: teardown begins then
   // MPI fences some nodes have entered, by protocol and number: each node's part.

@@ -1,5 +1,8 @@
 #include "launcher/local/node_launch.h"
 
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <fmt/format.h>
 
 #include "launcher/error.h"
@@ -37,6 +40,17 @@ std::optional<Gpu> rank_gpu_from_json(const std::string& text) {
   }
 }
 
+NodeWorkdir node_workdir(const LaunchRequest& request, const Environment& base) {
+  if (!request.workdir || request.workdir_rule == WorkdirRule::Required) return {request.workdir, false};
+  // What a rank needs of it: a directory it can search (chdir's own test is X_OK).
+  struct stat st {};
+  if (stat(request.workdir->c_str(), &st) == 0 && S_ISDIR(st.st_mode) &&
+      access(request.workdir->c_str(), X_OK) == 0)
+    return {request.workdir, false};
+  const std::string home = base.get("HOME");
+  return {home.empty() ? std::string("/") : home, true};
+}
+
 std::vector<RankProcess> rank_processes_for_node(const NodeView& node,
                                                  const LaunchRequest& request,
                                                  const Environment& base,
@@ -68,6 +82,8 @@ std::vector<RankProcess> rank_processes_for_node(const NodeView& node,
       p.spec.env.set(kRankGpuVariable, rank_gpu_json(topology, r.local_rank));
     }
     p.spec.workdir = request.workdir;
+    // As a login shell and srun set it: a program that reads $PWD sees where it stands.
+    if (request.workdir) p.spec.env.set("PWD", *request.workdir);
     p.spec.cpus = bindings[i].cpus;
     p.binding = bindings[i];
     out.push_back(std::move(p));

@@ -33,14 +33,31 @@ nlohmann::json gpu_json(const Gpu& gpu);
 // when the text is not such JSON.
 std::optional<Gpu> rank_gpu_from_json(const std::string& text);
 
+// What a node does when it cannot enter a job's working directory.
+enum class WorkdirRule {
+  Required,  // the ranks fail to start, as mpirun --wdir and srun --chdir asked for
+  OrHome,    // they start in $HOME, as mpirun's remote ranks do when the caller's is missing
+};
+
 // What every rank of a job runs, and where.
 struct LaunchRequest {
   std::vector<std::string> argv;      // the command, passed verbatim
-  std::optional<std::string> workdir;
+  std::optional<std::string> workdir;  // unset: wherever the node's starter stands
+  WorkdirRule workdir_rule = WorkdirRule::Required;
   JobEnvironment job;
   BindPolicy bind = BindPolicy::Core;
   std::optional<MpiWorld> mpi;  // unset: nothing served (muster's own probe ranks)
 };
+
+// Where a node starts its ranks: `request.workdir` when it is a directory this process can
+// enter; under WorkdirRule::OrHome, `base`'s HOME (or "/") instead, with `went_home` set so
+// the head can say which nodes did. Under Required the workdir is kept as it is, and the
+// spawn says why it cannot be entered.
+struct NodeWorkdir {
+  std::optional<std::string> path;
+  bool went_home = false;
+};
+NodeWorkdir node_workdir(const LaunchRequest& request, const Environment& base);
 
 // The processes a node starts for its share of a plan: each rank's command, environment
 // (`base` is the node's own environment, inherited as a local shell would) and CPU binding

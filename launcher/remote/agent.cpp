@@ -494,8 +494,13 @@ class HeadLink {
 // Returns false when the agent itself was told to stop by a signal (not by the head).
 bool run_job(int id, const NodeLaunchSpec& spec, const Topology& topology, HeadLink& head,
              FrameWriter& writer, ProcessSpawner& spawner, const ShutdownSignals& signals) {
-  std::vector<RankProcess> ranks = rank_processes_for_node(
-      spec.node, spec.request, node_environment(), topology);
+  const Environment base = node_environment();
+  // The caller's directory may not exist here (a disk of its own): the node decides, and
+  // says so in its Bound frame, so the head warns once for every node that did.
+  LaunchRequest request = spec.request;
+  const NodeWorkdir workdir = node_workdir(request, base);
+  request.workdir = workdir.path;
+  std::vector<RankProcess> ranks = rank_processes_for_node(spec.node, request, base, topology);
   // What the ranks' MPI library is served, its fences carried through the head.
   HeadExchange exchange(writer, id);
   std::vector<std::string> mpi_warnings;
@@ -508,7 +513,7 @@ bool run_job(int id, const NodeLaunchSpec& spec, const Topology& topology, HeadL
     writer.send({FrameKind::Fail, id, e.what()});
     return true;
   }
-  writer.send({FrameKind::Bound, -1, bindings_to_json(binding_reports(ranks, topology))});
+  writer.send({FrameKind::Bound, -1, to_json(NodeBound{binding_reports(ranks, topology), workdir.went_home})});
   AgentOutput output(writer);
   const int stop_fd = head.begin_run(id, exchange);
   // However the run ends (an exception too), the link forgets it before `exchange` goes.

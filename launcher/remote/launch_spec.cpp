@@ -38,6 +38,7 @@ std::string to_json(const NodeLaunchSpec& spec) {
       {"node", node_view_json(spec.node)},
       {"argv", spec.request.argv},
       {"workdir", spec.request.workdir ? json(*spec.request.workdir) : json(nullptr)},
+      {"workdir_or_home", spec.request.workdir_rule == WorkdirRule::OrHome},
       {"bind", bind_policy_name(spec.request.bind)},
       {"job", {{"job_id", job.job_id}, {"master_addr", job.master_addr},
                {"master_port", job.master_port}, {"jax_coordinator_port", job.jax_coordinator_port},
@@ -72,6 +73,7 @@ NodeLaunchSpec node_launch_spec_from_json(const std::string& text) {
     spec.node = node_view_from_json(j.at("node"));
     spec.request.argv = j.at("argv").get<std::vector<std::string>>();
     if (!j.at("workdir").is_null()) spec.request.workdir = j.at("workdir").get<std::string>();
+    spec.request.workdir_rule = j.at("workdir_or_home").get<bool>() ? WorkdirRule::OrHome : WorkdirRule::Required;
     spec.request.bind = bind_policy_from_name(j.at("bind"));
     const json& job = j.at("job");
     spec.request.job.job_id = job.at("job_id");
@@ -103,26 +105,27 @@ NodeLaunchSpec node_launch_spec_from_json(const std::string& text) {
   });
 }
 
-std::string bindings_to_json(const std::vector<std::pair<int, RankBindingReport>>& reports) {
+std::string to_json(const NodeBound& bound) {
   json out = json::array();
-  for (const auto& [rank, r] : reports)
+  for (const auto& [rank, r] : bound.ranks)
     out.push_back({{"rank", rank}, {"cpus", r.binding.cpus},
                    {"numa", r.binding.numa ? json(*r.binding.numa) : json(nullptr)},
                    {"gpu", r.binding.gpu ? json(*r.binding.gpu) : json(nullptr)},
                    {"gpu_bus_id", r.gpu_bus_id}});
-  return out.dump();
+  return json{{"ranks", out}, {"went_home", bound.went_home}}.dump();
 }
 
-std::vector<std::pair<int, RankBindingReport>> bindings_from_json(const std::string& text) {
-  return read_payload("bindings from agent", text, [](const json& all) {
-    std::vector<std::pair<int, RankBindingReport>> out;
-    for (const auto& j : all) {
+NodeBound node_bound_from_json(const std::string& text) {
+  return read_payload("bindings from agent", text, [](const json& bound) {
+    NodeBound out;
+    out.went_home = bound.at("went_home").get<bool>();
+    for (const auto& j : bound.at("ranks")) {
       RankBindingReport r;
       r.binding.cpus = j.at("cpus").get<std::vector<int>>();
       if (!j.at("numa").is_null()) r.binding.numa = j.at("numa").get<int>();
       if (!j.at("gpu").is_null()) r.binding.gpu = j.at("gpu").get<int>();
       r.gpu_bus_id = j.at("gpu_bus_id");
-      out.emplace_back(j.at("rank").get<int>(), r);
+      out.ranks.emplace_back(j.at("rank").get<int>(), r);
     }
     return out;
   });

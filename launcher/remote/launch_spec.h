@@ -64,9 +64,16 @@ NodeLaunchSpec node_launch_spec_from_json(const std::string& text);
 std::string to_json(const NodeHello& hello);
 NodeHello node_hello_from_json(const std::string& text);
 
-// Bound frames: each rank's CPUs, NUMA node and GPU as the node will bind it.
-std::string bindings_to_json(const std::vector<std::pair<int, RankBindingReport>>& reports);
-std::vector<std::pair<int, RankBindingReport>> bindings_from_json(const std::string& text);
+// Bound frames, sent before a node starts its ranks: each rank's CPUs, NUMA node and GPU as
+// the node will bind it, and whether the ranks start in $HOME because the job's directory
+// could not be entered there (WorkdirRule::OrHome).
+struct NodeBound {
+  std::vector<std::pair<int, RankBindingReport>> ranks;
+  bool went_home = false;
+};
+std::string to_json(const NodeBound& bound);
+// Throws Error(Runtime) when the text is not one.
+NodeBound node_bound_from_json(const std::string& text);
 
 // Exit frames: how one of the node's ranks ended.
 std::string exit_to_json(const ExitStatus& status);
@@ -87,6 +94,6 @@ std::string to_json(const NodeRunReport& report);
 NodeRunReport node_run_report_from_json(const std::string& text);
 
 // The protocol version both sides must share; bumped on any change to the frames or JSON.
-inline constexpr int kAgentProtocol = 5;
+inline constexpr int kAgentProtocol = 6;
 
 }  // namespace muster

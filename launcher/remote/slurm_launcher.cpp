@@ -465,6 +465,10 @@ void SlurmAgentLauncher::launch_srun(const std::vector<std::string>& command) {
       "--overlap",             // the allocation's own tasks may hold every CPU already
       "--kill-on-bad-exit=1",  // an agent that fails ends the step, and so every agent
       "--cpu-bind=none",       // the agent binds each rank itself
+      // Each agent starts its ranks where the job says (the caller's directory, or $HOME on a
+      // node without it); the agent itself stands in /, or slurmstepd would complain, on
+      // every node without the caller's directory, of going to /tmp instead.
+      "--chdir=/",
       "--mpi=none", "--input=none", "--"};
   argv.insert(argv.end(), command.begin(), command.end());
   int out[2];

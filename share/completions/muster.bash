@@ -40,7 +40,7 @@ _muster() {
     local remote="--fanout --no-ship --heartbeat-timeout"
     local flags
     case $sub in
-        run) flags="$cluster -n --np --map-by $remote -x --export --tag --bind --mpi --report-bindings --grace --timeout" ;;
+        run) flags="$cluster -n --np --map-by $remote -x --export --chdir --tag --bind --mpi --report-bindings --grace --timeout" ;;
         plan) flags="$cluster -n --np --map-by --json --mpi" ;;
         topo) flags="--xml --json" ;;
         exec) flags="$cluster --fanout --fold -N --no-prefix --tag" ;;
@@ -59,7 +59,7 @@ _muster() {
         *:-f | *:--cluster) _filedir '@(yaml|yml)'; return ;;
         *:--hostfile | topo:--xml | doctor:--json | doctor:--junit | doctor:--prometheus | \
             health:--json | health:--junit | health:--prometheus | *:--html) _filedir; return ;;
-        health:--fsroot) _filedir -d; return ;;
+        health:--fsroot | run:--chdir) _filedir -d; return ;;
         *:--map-by) COMPREPLY=($(compgen -W "slot node" -- "$cur")); return ;;
         *:--launcher) COMPREPLY=($(compgen -W "auto ssh slurm" -- "$cur")); return ;;
         *:--bind) COMPREPLY=($(compgen -W "core numa none" -- "$cur")); return ;;

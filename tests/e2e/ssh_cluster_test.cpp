@@ -256,6 +256,80 @@ TEST_F(SshCluster, RunPlacesRanksOnTheirHostsWithTheirEnvironment) {
                              "$(hostname) $MASTER_ADDR $OMPI_COMM_WORLD_RANK \"[$WORDS]\""});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   auto by_rank = lines_by_tag(r.out);
+// Runs muster ARGS in the head's namespace from directory `cwd`, as a user who typed
+// `cd cwd && muster ...`; with `private_to_head` set, from `cwd`/local instead, made on a
+// tmpfs over `cwd` that only the head's mount namespace sees: a disk of the head's own,
+// which the nodes lack.
+CommandResult muster_from(const TestCluster& cluster, const std::string& cwd,
+                          const std::vector<std::string>& args, bool private_to_head = false) {
+  std::vector<std::string> argv = {
+      "unshare", "--mount", "--propagation", "private", "sh", "-c",
+      private_to_head ? "mount -t tmpfs muster-head \"$1\" && mkdir \"$1/local\" && cd \"$1/local\" && shift && exec \"$@\""
+                      : "cd \"$1\" && shift && exec \"$@\"",
+      "sh", cwd};
+  for (auto& word : cluster.muster_argv(args)) argv.push_back(std::move(word));
+  return run_command(argv, {}, std::chrono::seconds(180));
+}
+
+std::vector<std::string> warnings_in(const std::string& err) {
+  std::vector<std::string> out;
+  std::istringstream in(err);
+  for (std::string line; std::getline(in, line);)
+    if (line.rfind("muster: warning: ", 0) == 0) out.push_back(line);
+  return out;
+}
+
+// `cd ~/project && muster run -- python3 train.py` on a shared file system: every rank starts
+// in ~/project, as mpirun's and srun's do, not in $HOME. (The test hosts share this machine's
+// file system, so a directory made here exists on each.)
+TEST_F(SshCluster, RunStartsEveryRankInTheCallersDirectory) {
+  TempDir project;
+  auto r = muster_from(*cluster_, project.path(), {"run", "-f", two_slots(), "--", "pwd"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto by_rank = lines_by_tag(r.out);
+  ASSERT_EQ(by_rank.size(), 8u) << r.out;
+  for (const auto& [rank, lines] : by_rank) EXPECT_EQ(lines, std::vector<std::string>{project.path()}) << rank;
+  EXPECT_TRUE(warnings_in(r.err).empty()) << r.err;
+}
+
+// A caller's directory on a disk of the head's own: the ranks start in $HOME, as mpirun's
+// remote ranks do, and one warning names every node that did so.
+TEST_F(SshCluster, RunStartsInHomeWhereTheCallersDirectoryIsMissingAndSaysWhereOnce) {
+  TempDir outside;
+  const std::string local_disk = outside.file("local");  // only in the head's view
+  auto r = muster_from(*cluster_, outside.path(), {"run", "-f", two_slots(), "--", "sh", "-c", "echo \"$(pwd) $HOME\""},
+                       /*private_to_head=*/true);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto by_rank = lines_by_tag(r.out);
+  ASSERT_EQ(by_rank.size(), 8u) << r.out;
+  for (const auto& [rank, lines] : by_rank) {
+    ASSERT_EQ(lines.size(), 1u);
+    const std::string pwd = lines[0].substr(0, lines[0].find(' ')), home = lines[0].substr(lines[0].find(' ') + 1);
+    EXPECT_FALSE(home.empty());
+    EXPECT_EQ(pwd, home) << rank;
+  }
+  EXPECT_EQ(warnings_in(r.err), std::vector<std::string>{fmt::format(
+                                    "muster: warning: '{}' cannot be entered on node[1-4]: the ranks there "
+                                    "start in $HOME; --chdir DIR names a directory every node has",
+                                    local_disk)})
+      << r.err;
+}
+
+// --chdir names where every rank starts, whatever the caller's directory; a node without it
+// fails to start its ranks, as srun -D and mpirun --wdir do.
+TEST_F(SshCluster, RunChdirStartsEveryRankThereAndFailsWhereItIsMissing) {
+  TempDir x;
+  auto r = muster_from(*cluster_, "/", {"run", "-f", two_slots(), "--chdir", x.path(), "--", "pwd"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto by_rank = lines_by_tag(r.out);
+  ASSERT_EQ(by_rank.size(), 8u) << r.out;
+  for (const auto& [rank, lines] : by_rank) EXPECT_EQ(lines, std::vector<std::string>{x.path()}) << rank;
+
+  auto missing = muster_from(*cluster_, "/", {"run", "-f", two_slots(), "--chdir", x.file("gone"), "--", "pwd"});
+  EXPECT_NE(missing.exit_code, 0);
+  EXPECT_NE(missing.err.find("cannot enter '" + x.file("gone") + "'"), std::string::npos) << missing.err;
+}
+
   ASSERT_EQ(by_rank.size(), 8u) << r.out;
   for (int rank = 0; rank < 8; ++rank) {
     ASSERT_EQ(by_rank[std::to_string(rank)].size(), 1u);

@@ -36,6 +36,10 @@ struct FakeAgentNode {
   int gpus = 0;
   bool ranks_wait_for_stop = false; // a job's ranks run until the head stops them
   std::string prints;               // each job's first rank prints this line
+  // The job's directory is missing here: a spec that allows it gets a Bound frame saying its
+  // ranks start in $HOME. Every spec's directory is kept in `workdirs`.
+  bool lacks_workdir = false;
+  mutable std::vector<std::optional<std::string>> workdirs;  // written by the fake agent
   // Each rank's exit code in the node's n-th job (1-based); 0 unless it says otherwise.
   std::function<int(int job, int rank)> exit_code = [](int, int) { return 0; };
   // Scripted words, for fuzzing what the head makes of them: the hello's payload, the answer
@@ -241,6 +245,10 @@ class FakeAgentTransport : public SshTransport {
             break;
           }
           NodeLaunchSpec spec = node_launch_spec_from_json(frame.payload);
+          node_.workdirs.push_back(spec.request.workdir);
+          out_ += encode_frame({FrameKind::Bound, -1,
+                                to_json(NodeBound{{}, node_.lacks_workdir && spec.request.workdir &&
+                                                          spec.request.workdir_rule == WorkdirRule::OrHome})});
           ranks_.clear();
           for (const auto& r : spec.node.ranks) ranks_.push_back(r.rank);
           if (!node_.prints.empty() && !ranks_.empty())

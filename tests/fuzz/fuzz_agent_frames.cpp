@@ -25,7 +25,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
           switch (frame->kind) {
             case muster::FrameKind::Spec: muster::node_launch_spec_from_json(frame->payload); break;
             case muster::FrameKind::Hello: muster::node_hello_from_json(frame->payload); break;
-            case muster::FrameKind::Bound: muster::bindings_from_json(frame->payload); break;
+            case muster::FrameKind::Bound: muster::node_bound_from_json(frame->payload); break;
             case muster::FrameKind::Exit: muster::exit_from_json(frame->payload); break;
             case muster::FrameKind::Done: muster::node_run_report_from_json(frame->payload); break;
             case muster::FrameKind::Ask: muster::expectations_from_request(frame->payload); break;

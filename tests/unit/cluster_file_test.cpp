@@ -35,7 +35,7 @@ TEST(ClusterFile, ReadsTheAnnotatedExample) {
   EXPECT_EQ(spec.ssh.host_keys, HostKeyPolicy::Strict);
   EXPECT_EQ(spec.ssh.connect_timeout_s, 10.0);
   EXPECT_EQ(spec.launch.env.at("PYTHONUNBUFFERED"), "1");
-  EXPECT_EQ(spec.launch.workdir, "/shared/job");
+  EXPECT_EQ(spec.launch.chdir, "/shared/job");
   EXPECT_EQ(spec.checks.gpus_per_node, 8);
   EXPECT_EQ(spec.checks.gpu_model, "H100");
   EXPECT_DOUBLE_EQ(*spec.checks.max_rtt_ms, 0.5);
@@ -135,11 +135,22 @@ TEST(ClusterFile, ReportsEveryProblemInOnePass) {
   EXPECT_NE(problems[3].find("cluster.yaml:6:11: host 'a' is listed twice"), std::string::npos);
 }
 
+// Cluster files written before launch.chdir had its name keep working; both at once is a
+// contradiction waiting to happen.
+TEST(ClusterFile, LaunchWorkdirIsChdirsOlderName) {
+  EXPECT_EQ(parse_cluster_yaml("nodes: [a]\nlaunch: {workdir: /old}\n", "cluster.yaml").launch.chdir, "/old");
+  EXPECT_EQ(parse_cluster_yaml("nodes: [a]\nlaunch: {chdir: /new}\n", "cluster.yaml").launch.chdir, "/new");
+  auto problems = problems_of("nodes: [a]\nlaunch: {chdir: /new, workdir: /old}\n");
+  ASSERT_EQ(problems.size(), 1u);
+  EXPECT_EQ(problems[0], "cluster.yaml:2:32: launch.workdir is launch.chdir's older name, and both are "
+                         "given; keep launch.chdir");
+}
+
 TEST(ClusterFile, UnknownKeyFarFromAnyGetsTheListOfKnownKeys) {
   auto problems = problems_of("nodes: [a]\nlaunch: {zzzzzz: 1}\n");
   ASSERT_EQ(problems.size(), 1u);
   EXPECT_EQ(problems[0], "cluster.yaml:2:10: unknown key 'zzzzzz' in 'launch'; known keys are "
-                         "slots, env, workdir, mpi");
+                         "slots, env, chdir, mpi, workdir");
 }
 
 TEST(ClusterFile, LaunchMpiTakesTheWordsOfMpiAndNamesThemWhenWrong) {

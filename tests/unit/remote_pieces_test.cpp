@@ -244,6 +244,7 @@ TEST(LaunchSpec, ASpecSurvivesTheTripToTheAgent) {
   sent.node = {1, 5, 2, {{3, 0, 1, "gpu02", 6}, {4, 1, 1, "gpu02", std::nullopt}}};
   sent.request.argv = {"python3", "-c", "print('a b')\n$(x) `y`; é"};
   sent.request.workdir = "/scratch/job 1";
+  sent.request.workdir_rule = WorkdirRule::OrHome;
   sent.request.bind = BindPolicy::Numa;
   sent.request.job.job_id = "j-42";
   sent.request.job.master_addr = "10.0.0.1";
@@ -268,6 +269,7 @@ TEST(LaunchSpec, ASpecSurvivesTheTripToTheAgent) {
   EXPECT_FALSE(got.node.ranks[1].gpu.has_value());
   EXPECT_EQ(got.request.argv, sent.request.argv);
   EXPECT_EQ(got.request.workdir, sent.request.workdir);
+  EXPECT_EQ(got.request.workdir_rule, WorkdirRule::OrHome);
   EXPECT_EQ(got.request.bind, BindPolicy::Numa);
   EXPECT_EQ(got.request.job.job_id, "j-42");
   EXPECT_EQ(got.request.job.master_addr, "10.0.0.1");
@@ -343,6 +345,37 @@ TEST(LaunchSpec, ExitsAndReportsSurviveTheTripBackToTheHead) {
   EXPECT_EQ(back.stuck[0].description, "pid 42 (sleep)");
 }
 
+// A node enters the job's directory when it can; when only the caller's directory was at
+// stake (OrHome) it starts in $HOME instead and says so, and a directory asked for is left
+// for the spawn to refuse with its reason.
+TEST(NodeWorkdir, TheCallersDirectoryGivesWayToHomeOnlyWhereItCannotBeEntered) {
+  const Environment base{{"HOME", "/home/u"}};
+  LaunchRequest request;
+  EXPECT_EQ(node_workdir(request, base).path, std::nullopt);
+  request.workdir_rule = WorkdirRule::OrHome;
+  for (const char* there : {"/", "/tmp"}) {
+    request.workdir = there;
+    const NodeWorkdir w = node_workdir(request, base);
+    EXPECT_EQ(w.path, there);
+    EXPECT_FALSE(w.went_home);
+  }
+  for (const char* missing : {"/no/such/dir/for/muster", "/proc/self/status"}) {  // a file is no directory
+    request.workdir = missing;
+    const NodeWorkdir w = node_workdir(request, base);
+    EXPECT_EQ(w.path, "/home/u") << missing;
+    EXPECT_TRUE(w.went_home) << missing;
+  }
+  EXPECT_EQ(node_workdir(request, Environment{}).path, "/");  // no HOME at all
+  request.workdir_rule = WorkdirRule::Required;
+  request.workdir = "/no/such/dir/for/muster";
+  EXPECT_EQ(node_workdir(request, base).path, "/no/such/dir/for/muster");
+  EXPECT_FALSE(node_workdir(request, base).went_home);
+
+  // Its answer crosses back in the Bound frame.
+  EXPECT_TRUE(node_bound_from_json(to_json(NodeBound{{}, true})).went_home);
+  EXPECT_FALSE(node_bound_from_json(to_json(NodeBound{{}, false})).went_home);
+}
+
 // A node's agent is muster, but a node can be broken into: what it says is checked.
 TEST(LaunchSpec, AnImpossibleExitOrReportFromANodeIsRefused) {
   for (const char* bad : {R"({"signal":true,"code":0})", R"({"signal":true,"code":65})",
@@ -354,8 +387,9 @@ TEST(LaunchSpec, AnImpossibleExitOrReportFromANodeIsRefused) {
                           R"({"start_error":"","escaped":0,"stuck":[{"rank":"x"}]})"})
     EXPECT_THROW(node_run_report_from_json(bad), Error) << bad;
   // Every payload reader refuses with Error alone, which is all the session catches.
-  for (const char* bad : {R"([{"rank":1}])", R"({"rank":1})", "[1]"})
-    EXPECT_THROW(bindings_from_json(bad), Error) << bad;
+  for (const char* bad : {R"([{"rank":1}])", R"({"rank":1})", "[1]",
+                          R"({"ranks":[{"rank":1}],"went_home":false})", R"({"ranks":[]})"})
+    EXPECT_THROW(node_bound_from_json(bad), Error) << bad;
 }
 
 }  // namespace

@@ -77,6 +77,37 @@ TEST_F(SessionTest, EveryStepUsesTheOneConnectionAndAgentOfEachNode) {
 
 // How long a remote command takes is timed on the agent's own start command (until its first
 // line), so that reaching a node runs one command, not a `true` before it.
+// The caller's directory travels in every node's spec; the nodes that lack it start their
+// ranks in $HOME and say so, and the head warns once, naming them as one host list.
+TEST_F(SessionTest, NodesWithoutTheCallersDirectoryAreNamedInOneWarning) {
+  ClusterSpec c = cluster(4);
+  node(2).lacks_workdir = true;
+  node(3).lacks_workdir = true;
+  auto session = open(c);
+  RankPlan plan = make_rank_plan(c, std::nullopt, MapBy::Slot);
+  LaunchRequest request;
+  request.argv = {"pwd"};
+  request.job.job_id = "test";
+  request.workdir = "/home/u/project";
+  request.workdir_rule = WorkdirRule::OrHome;
+  struct Warnings : Discard {
+    void launch_warning(const std::string& text) override { said.push_back(text); }
+    std::vector<std::string> said;
+  } output;
+  EXPECT_EQ(run_over_session(*session, plan, request, TeardownPolicy{}, output, {}).end, JobEnd::Completed);
+  for (int i = 1; i <= 4; ++i)
+    EXPECT_EQ(node(i).workdirs, (std::vector<std::optional<std::string>>{"/home/u/project"})) << i;
+  EXPECT_EQ(output.said, (std::vector<std::string>{
+                             "'/home/u/project' cannot be entered on n[2-3]: the ranks there start in "
+                             "$HOME; --chdir DIR names a directory every node has"}));
+
+  // A directory asked for (--chdir) is not left for $HOME: nothing to warn of here.
+  request.workdir_rule = WorkdirRule::Required;
+  output.said.clear();
+  run_over_session(*session, plan, request, TeardownPolicy{}, output, {});
+  EXPECT_TRUE(output.said.empty());
+}
+
 TEST_F(SessionTest, TheCommandRoundTripIsTimedOnTheStartCommandItself) {
   ClusterSpec c = cluster(2);
   auto session = open(c);
