@@ -56,20 +56,9 @@ namespace {
 // Text for an attribute or element: what XML cannot hold replaced (report_text), counted in
 // `replaced`, and the rest escaped.
 std::string xml_escape(const std::string& text, size_t& replaced) {
-  ReportText clean = report_text(text, ReportMarkup::Xml);
+  ReportText clean = markup_text(text);
   replaced += clean.replaced;
-  std::string out;
-  for (char c : clean.text) {
-    switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      case '\'': out += "&apos;"; break;
-      default: out += c;
-    }
-  }
-  return out;
+  return std::move(clean.text);
 }
 }  // namespace
 

@@ -153,4 +153,22 @@ std::string report_json_text(json report, int indent) {
   return report.dump(indent);
 }
 
+ReportText markup_text(std::string_view bytes) {
+  ReportText clean = report_text(bytes, ReportMarkup::Xml);
+  std::string out;
+  out.reserve(clean.text.size());
+  for (char c : clean.text) {
+    switch (c) {
+      case '&': out += "&amp;"; break;
+      case '<': out += "&lt;"; break;
+      case '>': out += "&gt;"; break;
+      case '"': out += "&quot;"; break;
+      case '\'': out += "&#39;"; break;
+      default: out += c;
+    }
+  }
+  clean.text = std::move(out);
+  return clean;
+}
+
 }  // namespace muster

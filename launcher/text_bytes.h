@@ -45,6 +45,11 @@ struct ReportText {
 };
 ReportText report_text(std::string_view bytes, ReportMarkup markup);
 
+// report_text() for XML, then escaped for an XML or HTML text node or attribute value: & < > "
+// and ' as entities both read (&#39;, not XML's &apos;, which HTML 4 lacks). JUnit's and the
+// HTML page's one escaping.
+ReportText markup_text(std::string_view bytes);
+
 // A report as JSON text: report_text() on every string and key, then, when anything was
 // replaced and the report is an object, a "replaced_bytes" field saying how many.
 std::string report_json_text(nlohmann::json report, int indent);

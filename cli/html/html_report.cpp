@@ -16,22 +16,7 @@ namespace muster::cli {
 
 using json = nlohmann::json;
 
-std::string html_text(std::string_view text) {
-  const std::string clean = report_text(text, ReportMarkup::Xml).text;
-  std::string out;
-  out.reserve(clean.size());
-  for (char c : clean) {
-    switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      case '\'': out += "&#39;"; break;
-      default: out += c;
-    }
-  }
-  return out;
-}
+std::string html_text(std::string_view text) { return markup_text(text).text; }
 
 namespace {
 

@@ -331,11 +331,7 @@ TEST_F(DoctorCluster, SixteenHostsOneCappedThePageOutlinesItInChromium) {
   EXPECT_EQ(report["network"]["pairs"].size(), 16u * 15) << "every ordered pair, on its one address";
   const auto dom = chromium_dom(dir.file("doctor.html"));
   ASSERT_EQ(dom.exit_code, 0) << dom.err;
-  auto count = [&](const std::string& what) {
-    size_t n = 0;
-    for (size_t at = dom.out.find(what); at != std::string::npos; at = dom.out.find(what, at + 1)) ++n;
-    return n;
-  };
+  auto count = [&](const std::string& what) { return occurrences(dom.out, what); };
   EXPECT_EQ(count("<rect class=\"cell"), 2u * 16 * 15);
   EXPECT_EQ(count("class=\"outline failing\" data-node=\"node6\""), 4u);
   EXPECT_EQ(count("<text class=\"label failing row\""), 2u) << "only node6's row";

@@ -15,11 +15,7 @@
 namespace muster::testing {
 namespace {
 
-size_t count(const std::string& text, const std::string& what) {
-  size_t n = 0;
-  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
-  return n;
-}
+size_t count(const std::string& text, const std::string& what) { return occurrences(text, what); }
 
 // A node named as markup, in a fake report: the browser shows the name and builds no
 // element of it, runs nothing, and the page asks for nothing from the network.

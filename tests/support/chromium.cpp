@@ -26,6 +26,12 @@ std::string chromium_unavailable() {
 
 CommandResult chromium_dom(const std::string& page) { return run_chromium({"--dump-dom", "file://" + page}); }
 
+size_t occurrences(const std::string& dom, const std::string& what) {
+  size_t n = 0;
+  for (size_t at = dom.find(what); !what.empty() && at != std::string::npos; at = dom.find(what, at + 1)) ++n;
+  return n;
+}
+
 CommandResult chromium_screenshot(const std::string& page, const std::string& png, int width, int height) {
   return run_chromium({"--hide-scrollbars", "--window-size=" + std::to_string(width) + "," + std::to_string(height),
                        "--screenshot=" + png, "file://" + page});

@@ -15,6 +15,9 @@ std::string chromium_unavailable();
 // The DOM chromium built from the local file `page`, serialised (--dump-dom).
 CommandResult chromium_dom(const std::string& page);
 
+// How many times `what` occurs in a DOM (or any text): cells, outlines, rows.
+size_t occurrences(const std::string& dom, const std::string& what);
+
 // A PNG of `page` at `width` x `height` pixels written to `png`.
 CommandResult chromium_screenshot(const std::string& page, const std::string& png, int width = 1400,
                                   int height = 1600);

@@ -99,4 +99,11 @@ TEST(TextBytes, APayloadNestedDeeperThanAnyOfMustersIsRefused) {
 }
 
 }  // namespace
+// JUnit's and the HTML page's one escaping: entities both read, invalid bytes counted.
+TEST(TextBytes, MarkupTextEscapesForXmlAndHtmlAlike) {
+  const ReportText t = markup_text("a<b & \"c\" 'd'>\xff");
+  EXPECT_EQ(t.text, "a&lt;b &amp; &quot;c&quot; &#39;d&#39;&gt;\xEF\xBF\xBD");
+  EXPECT_EQ(t.replaced, 1u);
+}
+
 }  // namespace muster
