@@ -143,11 +143,7 @@ TEST_F(PingCluster, TheHtmlPageInChromiumHasACellPerPairAndMarksTheCappedHost) {
   EXPECT_EQ(status, 1);
   const auto dom = chromium_dom(dir.file("ping.html"));
   ASSERT_EQ(dom.exit_code, 0) << dom.err;
-  auto count = [&](const std::string& what) {
-    size_t n = 0;
-    for (size_t at = dom.out.find(what); at != std::string::npos; at = dom.out.find(what, at + 1)) ++n;
-    return n;
-  };
+  auto count = [&](const std::string& what) { return occurrences(dom.out, what); };
   EXPECT_EQ(count("<rect class=\"cell"), 2u * 4 * 3) << "bandwidth and RTT, 12 ordered pairs each";
   const std::string capped = cluster_->host(3);
   EXPECT_EQ(count("class=\"outline failing\" data-node=\"" + capped + "\""), 4u) << dom.out.substr(0, 4000);
