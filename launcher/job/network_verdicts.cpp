@@ -93,6 +93,11 @@ void add(std::vector<Finding>& found, Severity severity, FindingKind kind, std::
   found.push_back({kind, severity, node, std::move(message)});
 }
 
+// A finding about the link between two nodes, not either node.
+void add_link(std::vector<Finding>& found, Severity severity, std::pair<int, int> link, std::string message) {
+  found.push_back({FindingKind::Bandwidth, severity, std::nullopt, std::move(message), link});
+}
+
 BandwidthBar bandwidth_bar(const CheckThresholds& checks) {
   return {checks.min_bandwidth_ratio.value_or(kDefaultBandwidthRatio), checks.min_bandwidth_gbps};
 }
@@ -183,16 +188,14 @@ void report_slow_bandwidth(const ClusterSpec& cluster, const PingReport& in, std
     if (!confirmed && why_not.empty())
       why_not = " (measured once, beside other streams: not yet a failure; "
                 "muster ping --bandwidth measures it again alone)";
-    add(report, confirmed ? Severity::Fail : Severity::Warn, FindingKind::Bandwidth, std::nullopt,
-        fmt::format("the link {} <-> {} is slow: {}, {}; both nodes are fast with their other peers{}",
-                    host(l.a), host(l.b), link_directions(l, host), bar, why_not));
-    report.back().link = {l.a, l.b};
+    add_link(report, confirmed ? Severity::Fail : Severity::Warn, {l.a, l.b},
+             fmt::format("the link {} <-> {} is slow: {}, {}; both nodes are fast with their other peers{}",
+                         host(l.a), host(l.b), link_directions(l, host), bar, why_not));
   }
   for (const SlowLink& l : slow.unresolved) {
-    add(report, Severity::Fail, FindingKind::Bandwidth, std::nullopt,
-        fmt::format("{} <-> {}: {}, {}; with no fast pair at one end to compare, the node cannot be "
-                    "told from the link", host(l.a), host(l.b), link_directions(l, host), bar));
-    report.back().link = {l.a, l.b};
+    add_link(report, Severity::Fail, {l.a, l.b},
+             fmt::format("{} <-> {}: {}, {}; with no fast pair at one end to compare, the node cannot be "
+                         "told from the link", host(l.a), host(l.b), link_directions(l, host), bar));
   }
 }
 
@@ -466,16 +469,14 @@ std::vector<Finding> slow_pair_findings(const ClusterSpec& cluster, const PingRe
     double gbps = 0;
     for (const auto& m : found.measured)
       if ((m.a == a && m.b == b) || (m.a == b && m.b == a)) gbps = m.gbps;
-    add(out, Severity::Fail, FindingKind::Bandwidth, std::nullopt,
-        fmt::format("the link {} <-> {} is slow: {:.2f} Gbit/s, {}; both nodes are fast with other "
-                    "partners; found by pairs in {} rounds", host(a), host(b), gbps, bar, found.rounds));
-    out.back().link = {a, b};
+    add_link(out, Severity::Fail, {a, b},
+             fmt::format("the link {} <-> {} is slow: {:.2f} Gbit/s, {}; both nodes are fast with other "
+                         "partners; found by pairs in {} rounds", host(a), host(b), gbps, bar, found.rounds));
   }
   for (auto [a, b] : found.unknown_links) {
-    add(out, Severity::Warn, FindingKind::Bandwidth, std::nullopt,
-        fmt::format("the link {} <-> {} was slow once, beside the other pairs' streams, and not measured "
-                    "again: unknown; muster ping --bandwidth measures every pair", host(a), host(b)));
-    out.back().link = {a, b};
+    add_link(out, Severity::Warn, {a, b},
+             fmt::format("the link {} <-> {} was slow once, beside the other pairs' streams, and not measured "
+                         "again: unknown; muster ping --bandwidth measures every pair", host(a), host(b)));
   }
   for (int node : found.unknown)
     add(out, Severity::Warn, FindingKind::Bandwidth, node,
