@@ -15,6 +15,7 @@
 #include "cli/terminal_output.h"
 #include "launcher/error.h"
 #include "launcher/job/doctor.h"
+#include "launcher/job/health_check.h"
 #include "launcher/job/node_drain.h"
 #include "launcher/remote/health_report.h"
 #include "topology/health/counter_baseline.h"
@@ -27,6 +28,7 @@ struct HealthOptions {
   double timeout_s = 60;
   bool drain = false;
   bool accept_counters = false;
+  bool record = false;
   ReportFlags reports{"health"};
 };
 
@@ -53,7 +55,7 @@ std::string one_line(const Check& c) { return c.health ? c.health->summary() : c
 
 CommandAction setup_health(CLI::App& app) {
   auto options = std::make_shared<HealthOptions>();
-  app.add_option("-f,--file", options->cluster.cluster_file,
+  app.add_option("-f,--cluster,--file", options->cluster.cluster_file,
                  "take the expectations from this cluster file's 'expect:' (its nodes are not reached)")
       ->type_name("FILE")
       ->check(file_not_option("cluster.yaml", false));
@@ -71,6 +73,9 @@ CommandAction setup_health(CLI::App& app) {
   app.add_flag("--accept-counters", options->accept_counters,
                "after a repair (a GPU reset, a reseated card): take this boot's AER and Xid counts as the "
                "baseline, so that later runs judge only what is new");
+  app.add_flag("--record", options->record,
+               "as NHC's nhc-genconf: record this healthy node's GPU count and model, PCIe links and active "
+               "IB ports as what later runs expect (where the cluster file expects nothing)");
   add_report_flags(app, options->reports);
   app.footer("Checks PCIe links, InfiniBand ports, GPUs (NVML), Xids in the kernel log and software.\n"
              "Exit status: 0 healthy (warnings and unknowns allowed unless --strict), 1 a check failed,\n"
@@ -93,6 +98,13 @@ CommandAction setup_health(CLI::App& app) {
       if (!accepted.saved) throw Error(ErrorKind::Runtime, "--accept-counters: " + accepted.why_not);
       print_note(fmt::format("health: accepted {} AER and Xid count{} of boot {} as the baseline ({})",
                              accepted.counts, accepted.counts == 1 ? "" : "s", accepted.boot_id, state_dir));
+    }
+    if (options->record) {
+      const std::string root = options->fsroot.empty() ? health_root_of_this_node() : options->fsroot;
+      const RecordedNode recorded = record_this_node(
+          root, options->fsroot.empty() ? GpuLibrariesAsked::Yes : GpuLibrariesAsked::NotForASnapshot);
+      if (!recorded.saved) throw Error(ErrorKind::Runtime, "--record: " + recorded.why_not);
+      print_note(fmt::format("health: recorded {} ({})", node_record_text(recorded.record), health_state_dir()));
     }
     DoctorReport report = run_node_health(
         options->cluster, options->fsroot,

@@ -9,18 +9,40 @@
 
 #include "launcher/remote/health_report.h"
 #include "topology/health/counter_baseline.h"
+#include "topology/health/node_record.h"
 #include "probes/network_report.h"
 
 namespace muster {
 
-NodeHealth check_this_node(const std::string& root, const HealthExpectations& expect,
+namespace {
+
+constexpr const char* kSnapshotHasNoNvml = "a snapshot (--fsroot) has no NVML: this machine's answers are not its GPUs'";
+
+}  // namespace
+
+NodeHealth check_this_node(const std::string& root, const HealthExpectations& file_expect,
                            std::chrono::milliseconds deadline, GpuLibrariesAsked gpus) {
-  if (gpus == GpuLibrariesAsked::NotForASnapshot)
-    return check_node_health_within(root, nullptr, expect, deadline,
-                                    "a snapshot (--fsroot) has no NVML: this machine's answers are not its GPUs'",
-                                    health_state_dir());
-  return check_node_health_within(root, node_gpu_libraries(), expect, deadline, "GPU libraries not asked",
-                                  health_state_dir());
+  const std::string state_dir = health_state_dir();
+  std::string why_no_record;
+  const HealthExpectations expect = with_node_record(file_expect, root, state_dir, why_no_record);
+  NodeHealth health = gpus == GpuLibrariesAsked::NotForASnapshot
+                          ? check_node_health_within(root, nullptr, expect, deadline, kSnapshotHasNoNvml, state_dir)
+                          : check_node_health_within(root, node_gpu_libraries(), expect, deadline,
+                                                     "GPU libraries not asked", state_dir);
+  if (!why_no_record.empty()) {
+    HealthFinding f;
+    f.check = "node_record";
+    f.status = HealthStatus::Warn;
+    f.observed = why_no_record + "; checked without it";
+    f.remedy = "muster health --record on the healthy node writes it again";
+    health.findings.push_back(std::move(f));
+  }
+  return health;
+}
+
+RecordedNode record_this_node(const std::string& root, GpuLibrariesAsked gpus) {
+  std::shared_ptr<GpuLibraries> libraries = gpus == GpuLibrariesAsked::Yes ? node_gpu_libraries() : nullptr;
+  return record_node({root, libraries.get(), nullptr, kSnapshotHasNoNvml, health_state_dir()}, health_state_dir());
 }
 
 namespace {

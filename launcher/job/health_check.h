@@ -11,6 +11,7 @@
 
 #include "launcher/job/cluster_context.h"
 #include "topology/health/health.h"
+#include "topology/health/node_record.h"
 
 namespace muster {
 
@@ -39,6 +40,11 @@ enum class GpuLibrariesAsked { Yes, NotForASnapshot };
 NodeHealth check_this_node(const std::string& root, const HealthExpectations& expect,
                            std::chrono::milliseconds deadline = kHealthDeadline,
                            GpuLibrariesAsked gpus = GpuLibrariesAsked::Yes);
+
+// Records this machine's healthy facts (read under `root`) as its expectations in
+// health_state_dir(), as NHC's nhc-genconf does; later check_this_node runs check against
+// them where the cluster file expects nothing.
+RecordedNode record_this_node(const std::string& root, GpuLibrariesAsked gpus = GpuLibrariesAsked::Yes);
 
 // Every usable node's checks at once, each answer awaited at most `limit` (a check that
 // hangs, as NVML does on a wedged GPU, then costs that and no more). The differences

@@ -47,15 +47,14 @@ _muster() {
         ping) flags="$cluster $remote --count --bandwidth --search --matrix --json --html" ;;
         smoke) flags="$cluster -n --np --map-by $remote -x --export --bind --backend --min-bytes --max-bytes --step-factor --iters --warmup --split --pairs --timeout --json --html" ;;
         doctor) flags="$cluster -n --np --map-by $remote --only --skip --strict --json --junit --prometheus --html" ;;
-        health) flags="-f --file --fsroot --timeout --drain --accept-counters --strict --json --junit --prometheus --html" ;;
-        hostlist) flags="-e --expand -f --fold -c --count" ;;
+        health) flags="-f --cluster --file --fsroot --timeout --drain --record --accept-counters --strict --json --junit --prometheus --html" ;;
+        hostlist) flags="-e --expand --fold -c --count" ;;
         bundle) flags="" ;;
         *) return ;;
     esac
     flags+=" -h --help"
 
     case $sub:$prev in
-        hostlist:-f) ;;  # hostlist's -f is --fold and takes no value
         *:-f | *:--cluster) _filedir '@(yaml|yml)'; return ;;
         *:--hostfile | topo:--xml | doctor:--json | doctor:--junit | doctor:--prometheus | \
             health:--json | health:--junit | health:--prometheus | *:--html) _filedir; return ;;
@@ -66,7 +65,7 @@ _muster() {
         *:--mpi) COMPREPLY=($(compgen -W "auto pmix pmi1 none" -- "$cur")); return ;;
         *:--backend) COMPREPLY=($(compgen -W "auto nccl gloo" -- "$cur")); return ;;
         *:--split) COMPREPLY=($(compgen -W "node" -- "$cur")); return ;;
-        exec:--tag) COMPREPLY=($(compgen -W "host none" -- "$cur")); return ;;
+        exec:--tag) COMPREPLY=($(compgen -W "host pdsh none" -- "$cur")); return ;;
         *:--tag) COMPREPLY=($(compgen -W "rank host host-rank none" -- "$cur")); return ;;
         *:--only | *:--skip)
             # A comma-separated list of stages: complete the last one.

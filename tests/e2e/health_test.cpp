@@ -211,6 +211,32 @@ TEST(Health, AnXidFailsUntilAcceptedAfterTheRepairThenOnlyANewOneFails) {
   EXPECT_NE(r.err.find("1 new Xid 79 (2 since boot)"), std::string::npos) << r.err;
 }
 
+TEST(Health, ARecordedNodeFailsWhenAPortActiveAtRecordTimeIsDown) {
+  NodeTree tree;
+  tree.healthy_gpu_node();
+  tree.ib_port("mlx5_0", "0000:3b:00.0", 2, "4: ACTIVE", "5: LinkUp", "400 Gb/sec (4X NDR)");
+  TempDir dir;
+  const std::vector<std::string> state = {"MUSTER_STATE_DIR=" + dir.file("state")};
+  auto r = run_muster({"health", "--fsroot", tree.root(), "--record"}, state);
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(r.err.find("recorded 2 GPUs"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("2 active IB/RoCE ports (mlx5_0 port 1, mlx5_0 port 2) at 400 Gb/s"), std::string::npos)
+      << r.err;
+  tree.ib_port("mlx5_0", "0000:3b:00.0", 2, "1: DOWN", "2: Polling", "400 Gb/sec (4X NDR)");
+  // The cluster file expects one port: without the record the second one down only warns.
+  dir.write("cluster.yaml", "expect:\n  ib_ports: 1\nnodes: [a]\n");
+  r = run_muster({"health", "--fsroot", tree.root(), "-f", dir.file("cluster.yaml")},
+                 {"MUSTER_STATE_DIR=" + dir.file("no-record")});
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  r = run_muster({"health", "--fsroot", tree.root(), "-f", dir.file("cluster.yaml"), "--json"}, state);
+  EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+  auto report = nlohmann::json::parse(r.out);
+  const auto checks = failed(report);
+  const nlohmann::json* port = failed_check(checks, "ib_port", "mlx5_0 port 2 (0000:3b:00.0)");
+  ASSERT_NE(port, nullptr) << r.out;
+  EXPECT_NE((*port)["finding"]["observed"].get<std::string>().find("1: DOWN"), std::string::npos);
+}
+
 TEST(Health, BadInputIsAUsageErrorAndStartsNothing) {
   auto r = run_muster({"health", "--fsroot", "/nonexistent/snapshot"});
   EXPECT_EQ(r.exit_code, 2);

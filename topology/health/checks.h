@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <optional>
 #include <set>
@@ -68,7 +69,29 @@ void check_xids(const NodeReading& node, NodeHealth& out);       // xid.cpp
 void read_software(const NodeReading& node, NodeHealth& out);    // software.cpp
 void read_link_counters(const NodeReading& node, NodeHealth& out);  // link_counters.cpp
 
+// Reads NVML and the PCI bus once, then runs every family of checks over them; `then` is
+// given the reading and the findings (health.cpp).
+NodeHealth run_checks(const HealthSources& sources, const HealthExpectations& expect, GrowingCounters& growing,
+                      const std::function<void(const NodeReading&, const NodeHealth&)>& then = {});
+// Loads this boot's baseline into `growing` when `sources` keep one; the boot id, when read.
+std::optional<std::string> load_baseline(const HealthSources& sources, GrowingCounters& growing, std::string& why_not);
+
 // ---- what one family lends another ----
+
+// The best a GPU's link can train at: the lower of its own and the port above's maxima
+// (pcie_link.cpp); nullopt when unreadable.
+struct LinkAtBest {
+  int width = 0;
+  double speed_gts = 0;
+};
+std::optional<LinkAtBest> link_at_best(const NodeReading& node, const PciDevice& device);
+// The IB/RoCE ports ACTIVE and LinkUp ("mlx5_0 port 1"), and the rate every active
+// InfiniBand port shares, if one (infiniband.cpp).
+struct ActivePorts {
+  std::vector<std::string> names;
+  std::optional<double> common_ib_rate;
+};
+ActivePorts active_ib_ports(const Root& root);
 
 // The AER counters of one PCI device as findings (pcie_aer.cpp).
 std::vector<HealthFinding> check_aer(const std::string& label, const fs::path& dir, GrowingCounters& growing);

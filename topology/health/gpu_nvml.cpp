@@ -34,7 +34,7 @@ void check_gpus(const NodeReading& node, NodeHealth& out) {
                                 seen < 0 ? "GPUs could not be counted: " + pci.why_not
                                          : fmt::format("{} NVIDIA GPU{} on the PCI bus", seen, seen == 1 ? "" : "s"));
       f.expected = std::to_string(*expect.gpus_per_node);
-      f.expected_from = "expect.gpus_per_node";
+      f.expected_from = expect.from("gpus_per_node");
       f.remedy = "a GPU is missing from the bus: check its power and seating, and dmesg for Xid 79";
       out.findings.push_back(f);
     }
@@ -101,7 +101,7 @@ void check_gpus(const NodeReading& node, NodeHealth& out) {
     if (!g.error.empty()) continue;
     if (out.software.gpu_model.empty()) out.software.gpu_model = g.name;
     if (expect.gpu_model && g.name.find(*expect.gpu_model) == std::string::npos)
-      add(g, "gpu_model", Status::Fail, "model " + g.name, "'" + *expect.gpu_model + "'", "expect.gpu_model",
+      add(g, "gpu_model", Status::Fail, "model " + g.name, "'" + *expect.gpu_model + "'", expect.from("gpu_model"),
           "this node has other GPUs than the cluster file expects");
     if (g.persistence_mode == false)
       add(g, "gpu_persistence", Status::Warn, "persistence mode off", "on", "NVIDIA's advice for compute nodes",

@@ -28,6 +28,10 @@ std::string HealthFinding::summary() const {
   return out;
 }
 
+std::string HealthExpectations::from(const std::string& name) const {
+  return recorded.count(name) ? "this node's record of " + recorded_at : "expect." + name;
+}
+
 namespace health {
 
 const std::vector<HealthCheck>& health_checks() {
@@ -64,10 +68,8 @@ std::string GrowingCounters::baseline_time() const {
   return baseline ? baseline_time_text(baseline->recorded_at) : std::string("boot");
 }
 
-namespace {
-
-// Reads NVML and the PCI bus once, then runs every family of checks over them.
-NodeHealth run_checks(const HealthSources& sources, const HealthExpectations& expect, GrowingCounters& growing) {
+NodeHealth run_checks(const HealthSources& sources, const HealthExpectations& expect, GrowingCounters& growing,
+                      const std::function<void(const NodeReading&, const NodeHealth&)>& then) {
   auto starting = [&](const char* check) {
     if (sources.progress) sources.progress->store(check);
   };
@@ -90,24 +92,28 @@ NodeHealth run_checks(const HealthSources& sources, const HealthExpectations& ex
     starting(check.name);
     check.run(node, out);
   }
+  if (then) then(node, out);
   return out;
 }
 
-}  // namespace
+std::optional<std::string> load_baseline(const HealthSources& sources, GrowingCounters& growing,
+                                         std::string& why_not) {
+  if (sources.state_dir.empty()) return std::nullopt;
+  // A baseline of another boot says nothing of this one: its counters started again at 0.
+  auto boot_id = read_boot_id(sources.root);
+  if (boot_id) {
+    auto baseline = load_counter_baseline(sources.state_dir, why_not);
+    if (baseline && baseline->boot_id == *boot_id) growing.baseline = std::move(baseline);
+  }
+  return boot_id;
+}
+
 }  // namespace health
 
 NodeHealth check_node_health(const HealthSources& sources, const HealthExpectations& expect) {
   health::GrowingCounters growing;
-  std::optional<std::string> boot_id;
   std::string why_no_baseline;
-  if (!sources.state_dir.empty()) {
-    // A baseline of another boot says nothing of this one: its counters started again at 0.
-    boot_id = read_boot_id(sources.root);
-    if (boot_id) {
-      auto baseline = load_counter_baseline(sources.state_dir, why_no_baseline);
-      if (baseline && baseline->boot_id == *boot_id) growing.baseline = std::move(baseline);
-    }
-  }
+  const std::optional<std::string> boot_id = health::load_baseline(sources, growing, why_no_baseline);
   NodeHealth out = health::run_checks(sources, expect, growing);
   // The first run of a boot keeps what it saw as the baseline, less the counts that failed:
   // those fail again until an operator accepts them (--accept-counters), not only once.

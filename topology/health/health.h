@@ -11,6 +11,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -50,6 +51,16 @@ struct HealthExpectations {
   std::optional<double> ib_rate_gbps;         // every active IB/RoCE port's rate
   std::optional<int> ib_ports;                // ports per node
   std::optional<std::string> driver_version;  // NVIDIA's, exactly
+  // The IB/RoCE ports ACTIVE when this node was recorded ("mlx5_0 port 1"): one down since
+  // fails, whatever else is expected.
+  std::vector<std::string> active_ib_ports;
+  // Which of the above came from this node's record (muster health --record) rather than the
+  // cluster file ("gpus_per_node", "pcie_gen", ...), and when it was made.
+  std::set<std::string> recorded;
+  std::string recorded_at;
+
+  // Where expectation `name` came from: "expect.NAME", or "this node's record of TIME".
+  std::string from(const std::string& name) const;
 };
 
 // One counter of a port or interface that only ever grows, read at the start and end of a

@@ -1,7 +1,9 @@
 // InfiniBand and RoCE ports: state, physical state and rate, against the node's other ports
 // of their kind or the cluster file's expectations; their error counters for the end-of-run
 // comparison.
+#include <algorithm>
 #include <map>
+#include <set>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -26,6 +28,7 @@ const char* const kIbCounters[] = {"symbol_error", "link_downed", "link_error_re
                                    "port_rcv_remote_physical_errors"};
 
 struct IbPort {
+  std::string name;   // "mlx5_0 port 1"
   std::string label;  // "mlx5_0 port 1 (0000:3b:00.0)"
   std::string kind;   // link layer and HCA type: ports of one kind are compared with each other
   fs::path dir;
@@ -47,7 +50,8 @@ std::vector<IbPort> read_ib_ports(const Root& root) {
     for (const auto& port : list_dir(dir / dev / "ports").value_or(std::vector<std::string>{})) {
       IbPort p;
       p.dir = dir / dev / "ports" / port;
-      p.label = fmt::format("{} port {}{}", dev, port, bus.empty() ? "" : " (" + bus + ")");
+      p.name = fmt::format("{} port {}", dev, port);
+      p.label = p.name + (bus.empty() ? "" : " (" + bus + ")");
       p.state = read_line(p.dir / "state");
       p.phys_state = read_line(p.dir / "phys_state");
       p.rate_text = read_line(p.dir / "rate");
@@ -85,7 +89,7 @@ void check_ib(const NodeReading& node, NodeHealth& out) {
     HealthFinding f = finding("ib_port", Status::Fail, "", fmt::format("{} active InfiniBand/RoCE port{}", active,
                                                                         active == 1 ? "" : "s"));
     f.expected = std::to_string(*expect.ib_ports);
-    f.expected_from = "expect.ib_ports";
+    f.expected_from = expect.from("ib_ports");
     f.remedy = "a port is down or an HCA is missing: check the cables, ibstat, and lspci for the HCAs";
     out.findings.push_back(f);
   }
@@ -126,6 +130,12 @@ void check_ib(const NodeReading& node, NodeHealth& out) {
                                 "its cable; if it is unused, expect.ib_ports says how many ports are"
                  : !p.link_up() ? "no physical link: check the cable, the transceiver and the switch port (ibstat, mlxlink)"
                               : "the link is up but not active: is the subnet manager running and does it see this port?";
+      // A port this node had ACTIVE when it was recorded is one in use: down, it fails.
+      if (std::find(expect.active_ib_ports.begin(), expect.active_ib_ports.end(), p.name) !=
+          expect.active_ib_ports.end()) {
+        f.status = Status::Fail;
+        f.expected_from = "ACTIVE in this node's record of " + expect.recorded_at;
+      }
       out.findings.push_back(f);
       continue;
     }
@@ -138,7 +148,7 @@ void check_ib(const NodeReading& node, NodeHealth& out) {
     } else if (want && *p.rate + 0.01 < *want) {
       HealthFinding f = finding("ib_port", Status::Fail, p.label, "active at " + *p.rate_text);
       f.expected = fmt::format("{:g} Gb/sec", *want);
-      f.expected_from = expected_rate ? "expect.ib_rate_gbps" : "most ports of its kind on this node";
+      f.expected_from = expected_rate ? expect.from("ib_rate_gbps") : "most ports of its kind on this node";
       f.remedy = "the link trained below its rate: reseat or replace the cable or transceiver, check the switch port";
       f.values = {{"ib_rate_gbps", *p.rate}};
       out.findings.push_back(f);
@@ -151,6 +161,18 @@ void check_ib(const NodeReading& node, NodeHealth& out) {
     out.findings.push_back(finding("ib_port", Status::Pass, "",
                                    fmt::format("{} port{} ACTIVE and LinkUp ({})", active, active == 1 ? "" : "s",
                                                out.software.ib_rates)));
+}
+
+ActivePorts active_ib_ports(const Root& root) {
+  ActivePorts out;
+  std::set<double> ib_rates;
+  for (const auto& p : read_ib_ports(root)) {
+    if (!p.active() || !p.link_up()) continue;
+    out.names.push_back(p.name);
+    if (p.infiniband()) ib_rates.insert(p.rate.value_or(0));
+  }
+  if (ib_rates.size() == 1 && *ib_rates.begin() > 0) out.common_ib_rate = *ib_rates.begin();
+  return out;
 }
 
 void read_ib_counters(const Root& root, std::vector<HealthCounter>& out) {

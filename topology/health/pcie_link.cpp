@@ -104,9 +104,10 @@ std::optional<HealthFinding> check_link(const std::string& label, const fs::path
   if (of_gpu && (expect.pcie_gen || expect.pcie_width)) {
     if (expect.pcie_gen) want_speed = speed_of_generation(*expect.pcie_gen);
     if (expect.pcie_width) want_width = *expect.pcie_width;
-    from = expect.pcie_gen && expect.pcie_width ? "expect.pcie_gen and expect.pcie_width"
-           : expect.pcie_gen                    ? "expect.pcie_gen"
-                                                : "expect.pcie_width";
+    const std::string gen_from = expect.from("pcie_gen"), width_from = expect.from("pcie_width");
+    from = expect.pcie_gen && expect.pcie_width ? (gen_from == width_from ? gen_from : gen_from + " and " + width_from)
+           : expect.pcie_gen                    ? gen_from
+                                                : width_from;
   }
   HealthFinding f = finding("pcie_link", Status::Pass, label, "PCIe link " + link_text(s.width, s.speed));
   f.values = {{"pcie_link_width", double(*s.width)}, {"pcie_link_speed_gts", *s.speed}};
@@ -132,6 +133,20 @@ std::optional<HealthFinding> check_link(const std::string& label, const fs::path
 }
 
 }  // namespace
+
+std::optional<LinkAtBest> link_at_best(const NodeReading& node, const PciDevice& device) {
+  const LinkState own = read_link(device.dir);
+  if (!own.max_speed || !own.max_width) return std::nullopt;
+  LinkAtBest best{*own.max_width, *own.max_speed};
+  if (!device.upstream.empty()) {
+    const LinkState above = read_link(node.root.at("/sys/bus/pci/devices") / device.upstream.front());
+    if (above.max_speed && above.max_width) {
+      best.width = std::min(best.width, *above.max_width);
+      best.speed_gts = std::min(best.speed_gts, *above.max_speed);
+    }
+  }
+  return best;
+}
 
 void check_pcie(const NodeReading& node, NodeHealth& out) {
   const Root& root = node.root;

@@ -47,7 +47,7 @@ void read_software(const NodeReading& node, NodeHealth& out) {
                               s.nvidia_driver.empty() ? "no NVIDIA driver version readable (NVML, /proc/driver/nvidia)"
                                                       : "NVIDIA driver " + s.nvidia_driver);
     f.expected = *expect.driver_version;
-    f.expected_from = "expect.driver_version";
+    f.expected_from = expect.from("driver_version");
     f.remedy = "install the expected driver on this node";
     out.findings.push_back(f);
   }
