@@ -123,9 +123,12 @@ HealthFinding difference(const ComparedFact& fact, HealthStatus status, const st
   return f;
 }
 
-// `members`: the nodes compared (indices into `values`); `peers`: how they are named.
+// `members`: the nodes compared (indices into `values`); `peers`: how they are named;
+// `model_unknown`: members placed in the group without a model of their own, which may be
+// another machine (a CPU-only node among GPU nodes): they are warned, never failed.
 void compare(const ComparedFact& fact, const std::vector<std::string>& values, const std::vector<size_t>& members,
-             const std::string& peers, std::vector<std::vector<HealthFinding>>& out) {
+             const std::string& peers, const std::vector<bool>& model_unknown,
+             std::vector<std::vector<HealthFinding>>& out) {
   if (fact.compared == Compared::PartsWithinModel) {
     // The most parts a node of this model has is what each should have: the node that lost
     // one is the odd one, even when most lost one. Without a strict majority at that count
@@ -137,11 +140,12 @@ void compare(const ComparedFact& fact, const std::vector<std::string>& values, c
     const bool majority = with_most * 2 > members.size();
     for (size_t k : members)
       if (std::atol(values[k].c_str()) < most)
-        out[k].push_back(difference(fact, majority ? HealthStatus::Fail : HealthStatus::Warn, values[k],
-                                    std::to_string(most),
-                                    majority ? "most nodes" + peers
-                                             : fmt::format("{} of {} nodes{}; no majority to judge by", with_most,
-                                                           members.size(), peers)));
+        out[k].push_back(difference(fact, majority && !model_unknown[k] ? HealthStatus::Fail : HealthStatus::Warn,
+                                    values[k], std::to_string(most),
+                                    fmt::format("{}{}", majority ? "most nodes" + peers
+                                                                 : fmt::format("{} of {} nodes{}; no majority to judge by",
+                                                                               with_most, members.size(), peers),
+                                                model_unknown[k] ? "; its own model is unknown" : "")));
     return;
   }
   std::vector<std::string> group_values;
@@ -153,7 +157,9 @@ void compare(const ComparedFact& fact, const std::vector<std::string>& values, c
   for (size_t j = 0; j < members.size(); ++j)
     if (odd[j])
       out[members[j]].push_back(difference(
-          fact, fact.compared == Compared::SameEverywhere ? HealthStatus::Warn : HealthStatus::Fail,
+          fact,
+          fact.compared == Compared::SameEverywhere || model_unknown[members[j]] ? HealthStatus::Warn
+                                                                                 : HealthStatus::Fail,
           group_values[j], usual, "most nodes" + peers));
 }
 
@@ -164,16 +170,19 @@ std::vector<std::vector<HealthFinding>> differences_across_nodes(const std::vect
   std::vector<size_t> unplaced, everyone(nodes.size());
   for (size_t k = 0; k < nodes.size(); ++k) everyone[k] = k;
   const auto groups = groups_by_model(nodes, unplaced);
+  std::vector<bool> model_unknown(nodes.size()), none_unknown(nodes.size());
+  for (size_t k = 0; k < nodes.size(); ++k) model_unknown[k] = model_of(nodes[k]).empty();
   for (const auto& fact : compared_facts()) {
     std::vector<std::string> values;
     for (const auto& n : nodes) values.push_back(fact.value(n));
     if (fact.compared == Compared::SameEverywhere) {
-      compare(fact, values, everyone, "", out);
+      compare(fact, values, everyone, "", none_unknown, out);
       continue;
     }
     // Hardware is compared within one model only: a cluster of two models is not sick.
     for (const auto& [model, members] : groups)
-      compare(fact, values, members, groups.size() > 1 ? " of its model (" + model + ")" : "", out);
+      compare(fact, values, members, groups.size() > 1 ? " of its model (" + model + ")" : "",
+              model.empty() ? none_unknown : model_unknown, out);
   }
   for (size_t k : unplaced) {
     HealthFinding f;

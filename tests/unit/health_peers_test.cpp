@@ -61,10 +61,16 @@ TEST(HealthPeers, WithinAModelTheOddOneFailsNamedBesideItsPeers) {
 }
 
 TEST(HealthPeers, ANodeThatLostEveryGpuIsStillComparedInAClusterOfOneModel) {
-  // Its GPU model is gone with its GPUs; without DMI it joins the one model there is.
+  // Its GPU model is gone with its GPUs; without DMI it joins the one model there is, warned
+  // (it may be a CPU-only node), not failed.
   auto d = differences_across_nodes({node("", 8), node("", 8), node("", 0, "")});
+  ASSERT_FALSE(d[2].empty());
+  EXPECT_EQ(d[2][0].observed, "NVIDIA GPUs on the PCI bus 0");
+  for (const auto& f : d[2]) EXPECT_EQ(f.status, HealthStatus::Warn) << f.summary();
+  EXPECT_TRUE(d[0].empty());
+  // With DMI it is its model's node that lost them: failed.
+  d = differences_across_nodes({node("Dell XE9680", 8), node("Dell XE9680", 8), node("Dell XE9680", 0, "")});
   ASSERT_FALSE(failed(d[2]).empty());
-  EXPECT_EQ(failed(d[2])[0].observed, "NVIDIA GPUs on the PCI bus 0");
   // Among several models it cannot be placed: unknown, never a pass.
   d = differences_across_nodes({node("", 8), node("", 4, "NVIDIA A100-SXM4-80GB"), node("", 0, "")});
   ASSERT_EQ(d[2].size(), 1u);
