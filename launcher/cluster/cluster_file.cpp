@@ -24,8 +24,8 @@ namespace {
 // first, so that a user fixes a file in one round.
 class ClusterFileReader {
  public:
-  ClusterFileReader(std::string source, Diagnostics& diag)
-      : source_(std::move(source)), diag_(diag) {}
+  ClusterFileReader(std::string source, Diagnostics& diag, ClusterUse use)
+      : source_(std::move(source)), diag_(diag), use_(use) {}
 
   ClusterSpec read(const YAML::Node& root) {
     ClusterSpec spec;
@@ -385,8 +385,8 @@ class ClusterFileReader {
         auto [it, inserted] = first_seen.emplace(hosts[i], where);
         if (!inserted) {
           diag_.add(where, fmt::format("host '{}' is listed twice (first at {}); a machine "
-                                       "listed twice would run duplicate ranks",
-                                       hosts[i], it->second.str()));
+                                       "listed twice would {}",
+                                       hosts[i], it->second.str(), listed_twice_would(use_)));
           continue;
         }
         spec.nodes.push_back(
@@ -398,6 +398,7 @@ class ClusterFileReader {
 
   std::string source_;
   Diagnostics& diag_;
+  ClusterUse use_;
   HostBudget hosts_named_;  // across every node entry of the file
 };
 
@@ -414,7 +415,7 @@ SshOptions SshOptions::merged_over(const SshOptions& defaults) const {
   return out;
 }
 
-ClusterSpec parse_cluster_yaml(std::string_view text, const std::string& source) {
+ClusterSpec parse_cluster_yaml(std::string_view text, const std::string& source, ClusterUse use) {
   Diagnostics diag;
   YAML::Node root;
   try {
@@ -424,13 +425,13 @@ ClusterSpec parse_cluster_yaml(std::string_view text, const std::string& source)
              fmt::format("not valid YAML: {}", e.msg));
     diag.throw_if_any();
   }
-  ClusterSpec spec = ClusterFileReader(source, diag).read(root);
+  ClusterSpec spec = ClusterFileReader(source, diag, use).read(root);
   diag.throw_if_any();
   return spec;
 }
 
-ClusterSpec load_cluster_file(const std::string& path) {
-  return parse_cluster_yaml(read_input_file(path, "cluster file"), path);
+ClusterSpec load_cluster_file(const std::string& path, ClusterUse use) {
+  return parse_cluster_yaml(read_input_file(path, "cluster file"), path, use);
 }
 
 }  // namespace muster

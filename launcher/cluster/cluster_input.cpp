@@ -8,9 +8,9 @@ namespace muster {
 namespace {
 
 ClusterSpec named_cluster(const ClusterInput& input) {
-  if (!input.cluster_file.empty()) return load_cluster_file(input.cluster_file);
-  if (!input.hostfile.empty()) return load_hostfile(input.hostfile);
-  return parse_host_option(input.hosts);
+  if (!input.cluster_file.empty()) return load_cluster_file(input.cluster_file, input.use);
+  if (!input.hostfile.empty()) return load_hostfile(input.hostfile, input.use);
+  return parse_host_option(input.hosts, input.use);
 }
 
 }  // namespace

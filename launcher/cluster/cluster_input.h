@@ -18,6 +18,7 @@ struct ClusterInput {
   std::optional<int> ranks;   // -n
   MapBy map_by = MapBy::Slot; // --map-by
   LauncherChoice launcher = LauncherChoice::Auto;  // --launcher
+  ClusterUse use = ClusterUse::Ranks;               // exec's is Command
 };
 
 // The cluster `input` names; with none of -f, --hostfile, -H, the Slurm allocation muster

@@ -51,6 +51,16 @@ struct NodeSpec {
   SourceLocation where;          // the entry that named this node
 };
 
+// What the cluster is read for: a job's ranks (run, smoke, doctor) or one command a node
+// (exec). A machine listed twice means something else to each, and its message says which.
+enum class ClusterUse { Ranks, Command };
+
+// What a machine listed twice would do, for the message that refuses it.
+inline const char* listed_twice_would(ClusterUse use) {
+  return use == ClusterUse::Command ? "run the command twice on one machine; list it once"
+                                    : "run duplicate ranks; give it one entry with more slots instead";
+}
+
 // How ranks are started.
 struct LaunchOptions {
   SlotCount slots;                          // default for nodes that say nothing

@@ -37,13 +37,12 @@ std::string too_many_slots(long n) {
 // Adds each host of `hosts` as a node, reporting a host named twice.
 void add_nodes(ClusterSpec& spec, const std::vector<std::string>& hosts, SlotCount slots,
                const SourceLocation& where, std::map<std::string, SourceLocation>& seen,
-               Diagnostics& diag) {
+               Diagnostics& diag, ClusterUse use) {
   for (const auto& host : hosts) {
     auto [it, inserted] = seen.emplace(host, where);
     if (!inserted) {
       diag.add(where, fmt::format("host '{}' is listed twice (first at {}); a machine listed "
-                                  "twice would run duplicate ranks; give it one entry with "
-                                  "more slots instead", host, it->second.str()));
+                                  "twice would {}", host, it->second.str(), listed_twice_would(use)));
       continue;
     }
     spec.nodes.push_back(NodeSpec{host, host, slots, std::nullopt, {}, where});
@@ -52,7 +51,7 @@ void add_nodes(ClusterSpec& spec, const std::vector<std::string>& hosts, SlotCou
 
 }  // namespace
 
-ClusterSpec parse_hostfile(std::string_view text, const std::string& source) {
+ClusterSpec parse_hostfile(std::string_view text, const std::string& source, ClusterUse use) {
   ClusterSpec spec;
   spec.source = source;
   Diagnostics diag;
@@ -109,7 +108,7 @@ ClusterSpec parse_hostfile(std::string_view text, const std::string& source) {
     }
     if (!ok) continue;
     try {
-      add_nodes(spec, expand_hostlist(words[0].first, &budget), slots, where, seen, diag);
+      add_nodes(spec, expand_hostlist(words[0].first, &budget), slots, where, seen, diag, use);
     } catch (const Error& e) {
       diag.add(where, e.what());
     }
@@ -120,11 +119,11 @@ ClusterSpec parse_hostfile(std::string_view text, const std::string& source) {
   return spec;
 }
 
-ClusterSpec load_hostfile(const std::string& path) {
-  return parse_hostfile(read_input_file(path, "hostfile"), path);
+ClusterSpec load_hostfile(const std::string& path, ClusterUse use) {
+  return parse_hostfile(read_input_file(path, "hostfile"), path, use);
 }
 
-ClusterSpec parse_host_option(std::string_view text) {
+ClusterSpec parse_host_option(std::string_view text, ClusterUse use) {
   ClusterSpec spec;
   spec.source = "-H";
   Diagnostics diag;
@@ -149,7 +148,7 @@ ClusterSpec parse_host_option(std::string_view text) {
       slots.fixed = int(*n);
     }
     try {
-      add_nodes(spec, expand_hostlist(hosts, &budget), slots, where, seen, diag);
+      add_nodes(spec, expand_hostlist(hosts, &budget), slots, where, seen, diag, use);
     } catch (const Error& e) {
       diag.add(where, e.what());
     }

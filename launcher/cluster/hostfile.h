@@ -9,13 +9,14 @@
 namespace muster {
 
 // Reads an Open MPI or DeepSpeed hostfile: "host slots=N" lines, '#' comments.
-ClusterSpec load_hostfile(const std::string& path);
+ClusterSpec load_hostfile(const std::string& path, ClusterUse use = ClusterUse::Ranks);
 
 // Parses hostfile text held in memory; `source` names it in messages.
-ClusterSpec parse_hostfile(std::string_view text, const std::string& source);
+ClusterSpec parse_hostfile(std::string_view text, const std::string& source,
+                          ClusterUse use = ClusterUse::Ranks);
 
 // Parses `-H host[:slots],...`, where each host may be a host list ("gpu[01-04]:8").
-ClusterSpec parse_host_option(std::string_view text);
+ClusterSpec parse_host_option(std::string_view text, ClusterUse use = ClusterUse::Ranks);
 
 // The cluster when none is given: this machine, under the name "localhost".
 ClusterSpec this_machine_cluster();

@@ -65,7 +65,7 @@ TEST(ClusterFile, EachProblemIsNamedWithLineAndColumn) {
        "cluster.yaml:3:12: slots must be 'auto' or a whole number of at least 1, not 'four'"},
       {"nodes:\n  - host: gpu[01-02]\n  - host: gpu02\n",
        "cluster.yaml:3:11: host 'gpu02' is listed twice (first at cluster.yaml:2:11); a machine "
-       "listed twice would run duplicate ranks"},
+       "listed twice would run duplicate ranks; give it one entry with more slots instead"},
       {"checks:\n  min_bandwidth_ratio: 2\nnodes: [a]\n",
        "cluster.yaml:2:24: checks.min_bandwidth_ratio must be above 0 and at most 1 (a fraction of the "
        "cluster median), not 2"},

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include "launcher/cluster/cluster_file.h"
 #include "launcher/error.h"
 
 namespace muster {
@@ -15,6 +16,27 @@ std::vector<std::string> problems_of_hostfile(const std::string& text) {
   }
   ADD_FAILURE() << "accepted:\n" << text;
   return {};
+}
+
+// exec runs one command a node, not ranks: a machine listed twice is said in its words.
+TEST(HostOption, AMachineListedTwiceIsSaidInTheWordsOfWhatItIsReadFor) {
+  try {
+    parse_host_option("localhost,localhost", ClusterUse::Command);
+    ADD_FAILURE() << "accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.messages(), std::vector<std::string>{
+                                "-H 'localhost,localhost': host 'localhost' is listed twice (first at -H "
+                                "'localhost,localhost'); a machine listed twice would run the command twice "
+                                "on one machine; list it once"});
+  }
+  try {
+    parse_cluster_yaml("nodes: [a, a]\n", "cluster.yaml", ClusterUse::Command);
+    ADD_FAILURE() << "accepted";
+  } catch (const Error& e) {
+    ASSERT_EQ(e.messages().size(), 1u);
+    EXPECT_NE(e.messages()[0].find("would run the command twice on one machine; list it once"), std::string::npos)
+        << e.messages()[0];
+  }
 }
 
 TEST(Hostfile, ReadsOpenMpiAndDeepSpeedLines) {
