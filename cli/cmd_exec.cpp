@@ -21,13 +21,17 @@
 
 namespace muster::cli {
 
+// How exec marks each line with its node: "[host] " (muster's own, as run's), "host: " (pdsh's,
+// which dshbak and existing scripts read), or nothing (pdsh -N).
+enum class ExecTag { Host, Pdsh, None };
+
 struct ExecOptions {
   ClusterInput cluster;
   RemoteFlags remote;
   std::vector<std::string> command;
   bool fold = false;
   bool no_prefix = false;
-  TagStyle tag = TagStyle::Host;
+  ExecTag tag = ExecTag::Host;
 };
 
 namespace {
@@ -48,15 +52,18 @@ void print_folded(const std::vector<NodeExecResult>& results) {
 }
 
 int run_exec(const ExecOptions& options) {
-  if (options.command.empty())
-    throw Error(ErrorKind::Usage, "no command to run: put it after '--', as in "
-                                  "'muster exec -f cluster.yaml -- uname -r'");
+  if (options.command.empty() || options.command.front().empty())
+    throw Error(ErrorKind::Usage, fmt::format("{}, as in 'muster exec -f cluster.yaml -- uname -r'",
+                                              options.command.empty() ? "no command to run: put it after '--'"
+                                                                      : "the command to run is an empty word: name a program"));
   ClusterSpec cluster = load_cluster(options.cluster);
-  const bool prefix = !options.no_prefix && options.tag == TagStyle::Host;
+  const ExecTag tag = options.no_prefix ? ExecTag::None : options.tag;
   std::mutex print_lock;  // lines arrive from several node threads
   ExecLineSink sink = [&](const std::string& host, OutputStream stream, std::string_view line) {
     // No host: srun's own words, as srun prints them.
-    std::string text = prefix && !host.empty() ? fmt::format("[{}] {}\n", host, line) : fmt::format("{}\n", line);
+    std::string text = host.empty() || tag == ExecTag::None ? fmt::format("{}\n", line)
+                       : tag == ExecTag::Pdsh             ? fmt::format("{}: {}\n", host, line)
+                                                          : fmt::format("[{}] {}\n", host, line);
     std::lock_guard lock(print_lock);
     if (stream == OutputStream::Stdout) print_out(text);
     else print_note_raw(text);
@@ -88,14 +95,18 @@ int run_exec(const ExecOptions& options) {
 CommandAction setup_exec(CLI::App& app) {
   auto options = std::make_shared<ExecOptions>();
   add_cluster_input_options(app, options->cluster, RankFlags::Omitted);
+  options->cluster.use = ClusterUse::Command;  // a machine listed twice runs the command twice
   add_remote_flags(app, options->remote, RemoteUse::Command);
   auto* fold = app.add_flag("--fold", options->fold,
                             "print each distinct output once, under the hosts that gave it (clush -b)");
   auto* no_prefix = app.add_flag("-N,--no-prefix", options->no_prefix,
                                  "print lines without the '[host] ' prefix (pdsh -N)");
-  static const std::map<std::string, TagStyle> kTags = {{"host", TagStyle::Host},
-                                                        {"none", TagStyle::None}};
-  add_choice(app, "--tag", options->tag, kTags, "prefix of each output line (none: like -N)", "host")
+  static const std::map<std::string, ExecTag> kTags = {{"host", ExecTag::Host},
+                                                       {"pdsh", ExecTag::Pdsh},
+                                                       {"none", ExecTag::None}};
+  add_choice(app, "--tag", options->tag, kTags,
+             "prefix of each output line: host, '[host] '; pdsh, 'host: ' as pdsh prints it, for "
+             "dshbak and scripts written for pdsh; none, like -N", "host")
       ->excludes(no_prefix);
   fold->excludes(no_prefix);
   app.add_option("command", options->command, "the command, after --; its words arrive verbatim");

@@ -1,4 +1,4 @@
-// muster hostlist: host lists as ClusterShell's nodeset sees them (-e, -f, -c).
+// muster hostlist: host lists as ClusterShell's nodeset sees them (-e, --fold, -c).
 #include <memory>
 
 #include <CLI/CLI.hpp>
@@ -23,11 +23,12 @@ CommandAction setup_hostlist(CLI::App& app) {
       ->required();
   auto* expand = app.add_flag("-e,--expand", options->expand,
                               "print the names one per word (nodeset -e; the default)");
-  auto* fold = app.add_flag("-f,--fold", options->fold, "print the folded form (nodeset -f)");
+  // No -f: in muster -f is the cluster file, whichever the command.
+  auto* fold = app.add_flag("--fold", options->fold, "print the folded form (nodeset -f)");
   auto* count = app.add_flag("-c,--count", options->count, "print how many hosts (nodeset -c)");
   expand->excludes(fold, count);
   fold->excludes(count);
-  app.footer("Without -f or -c, prints the names one per word, as nodeset -e does.");
+  app.footer("Without --fold or -c, prints the names one per word, as nodeset -e does.");
   return [options]() {
     std::vector<std::string> names;
     HostBudget budget;  // the limit holds for all the arguments together

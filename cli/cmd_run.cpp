@@ -3,6 +3,7 @@
 #include <memory>
 
 #include <CLI/CLI.hpp>
+#include <fmt/format.h>
 
 #include "cli/cluster_input.h"
 #include "cli/commands.h"
@@ -28,9 +29,10 @@ struct RunOptions {
 namespace {
 
 int run_job(RunOptions& options) {
-  if (options.job.command.empty())
-    throw Error(ErrorKind::Usage, "no command to run: put it after '--', as in "
-                                  "'muster run -n 4 -- python3 train.py'");
+  if (options.job.command.empty() || options.job.command.front().empty())
+    throw Error(ErrorKind::Usage, fmt::format("{}, as in 'muster run -n 4 -- python3 train.py'",
+                                              options.job.command.empty() ? "no command to run: put it after '--'"
+                                                                          : "the command to run is an empty word: name a program"));
   options.job.ranks = options.cluster.ranks;
   options.job.map_by = options.cluster.map_by;
   ClusterSpec cluster = load_cluster(options.cluster);

@@ -1,7 +1,9 @@
 // muster: parse the command line, run one subcommand, print errors once.
 #include <sys/prctl.h>
 
+#include <algorithm>
 #include <csignal>
+#include <iostream>
 #include <cstdlib>
 #include <memory>
 #include <string>
@@ -51,9 +53,45 @@ int main(int argc, char** argv) {
   if (listed.empty())  // muster-node's are all internal: name them rather than none
     for (const auto& command : commands) listed.push_back(command.name);
 
+  // Where to start, for someone who has never run muster: the first step, one example, and
+  // where the rest is. (muster-node's commands are the agent's; it has no first step.)
+  if (std::any_of(commands.begin(), commands.end(), [](const auto& c) { return !c.internal; }))
+    app.footer("First step: muster doctor -f cluster.yaml, which checks a cluster end to end "
+               "(SSH, topology, health, network, a job), or -H host1,host2 instead of a file.\n"
+               "Example: muster run -f cluster.yaml -- python3 train.py\n"
+               "More: muster help COMMAND (or muster COMMAND --help), man muster, "
+               "man muster-cluster for the cluster file.");
+
+  // git's and pip's habit: `muster help run` is `muster run --help`, parsed as that.
+  std::vector<char*> help_argv;
+  if (argc > 1 && std::string(argv[1]) == "help") {
+    if (argc > 3) {
+      cli::print_error("'muster help' takes one command, as in 'muster help run'");
+      return cli::kUsageExit;
+    }
+    static char help_flag[] = "--help";
+    help_argv = {argv[0]};
+    if (argc == 3) help_argv.push_back(argv[2]);
+    help_argv.push_back(help_flag);
+    if (argc == 3 && (std::string(argv[2]).empty() || argv[2][0] == '-' ||
+                      std::find(listed.begin(), listed.end(), argv[2]) == listed.end())) {
+      cli::print_error(cli::explain_unknown_command(argv[2], listed));
+      return cli::kUsageExit;
+    }
+    argc = int(help_argv.size());
+    argv = help_argv.data();
+  }
   // The command comes first: muster's flags belong to its subcommands.
   const std::string first = argc > 1 ? argv[1] : "";
+  if (argc > 1 && first.empty()) {
+    cli::print_error(cli::explain_unknown_command(first, listed));
+    return cli::kUsageExit;
+  }
   if (first.empty() || (first[0] == '-' && first != "-h" && first != "--help" && first != "--version")) {
+    if (auto guess = cli::misspelt_top_option(first)) {
+      cli::print_error(*guess);
+      return cli::kUsageExit;
+    }
     cli::print_error(fmt::format("{}: the command comes first, as in 'muster run -n 2 -- CMD'; "
                                  "the commands are {}",
                                  first.empty() ? "no command given" : "'" + first + "'",

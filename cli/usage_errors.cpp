@@ -125,12 +125,19 @@ const CLI::App* subcommand_named(const CLI::App& app, const std::string& name) {
   }
 }
 
+// "'WORDS'", or what an empty word is: a quote with nothing in it reads as a glitch.
+std::string quoted_words(const std::vector<std::string>& words) {
+  const std::string joined = fmt::format("{}", fmt::join(words, " "));
+  if (!joined.empty()) return "'" + joined + "'";
+  return words.size() > 1 ? "of empty words" : "that is an empty word";
+}
+
 // CLI11's finding, said as muster says things.
 std::string reworded(const CLI::App& command, const CLI::ParseError& error) {
   const std::string what = error.what();
   const std::string full = "muster " + command.get_name();
   if (is_a<CLI::ExtrasError>(error))
-    return fmt::format("'{}' takes no argument '{}'", full, fmt::join(command.remaining(), " "));
+    return fmt::format("'{}' takes no argument {}", full, quoted_words(command.remaining()));
   if (is_a<CLI::RequiredError>(error)) {
     // "lists is required": a positional argument nobody gave.
     const std::string name = what.substr(0, what.find(' '));
@@ -163,9 +170,18 @@ std::string reworded(const CLI::App& command, const CLI::ParseError& error) {
 }  // namespace
 
 std::string explain_unknown_command(const std::string& typed, const std::vector<std::string>& commands) {
+  if (typed.empty())
+    return fmt::format("the command is an empty word; the commands are {}", fmt::join(commands, ", "));
   auto guess = closest_match(typed, commands);
   if (guess) return fmt::format("'{}' is not a muster command, did you mean '{}'?", typed, *guess);
   return fmt::format("'{}' is not a muster command; the commands are {}", typed, fmt::join(commands, ", "));
+}
+
+std::optional<std::string> misspelt_top_option(const std::string& typed) {
+  if (typed.rfind("--", 0) != 0) return std::nullopt;  // -v could be any one-letter flag
+  if (auto guess = closest_match(typed.substr(0, typed.find('=')), {"--help", "--version"}))
+    return fmt::format("unknown option '{}', did you mean '{}'?", typed, *guess);
+  return std::nullopt;
 }
 
 std::optional<std::string> habit_to_correct(const CLI::App& app, int argc, char** argv) {
@@ -202,6 +218,9 @@ std::string explain_parse_error(const CLI::App& app, const CLI::ParseError& erro
   const int unknown = first_unknown_option(command, argc, argv);
   if (unknown >= 0) {
     const std::string typed = option_name(argv[unknown]);
+    // nodeset's -f: muster's -f is the cluster file in every command.
+    if (typed == "-f" && command.get_option_no_throw("--fold"))
+      return fmt::format("'muster {}' has no -f, which is the cluster file in muster; fold with --fold", name);
     const std::string guess = option_guess(command, typed);
     return fmt::format("unknown option '{}' for 'muster {}'{}", typed, name, guess.empty() ? see : guess);
   }

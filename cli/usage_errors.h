@@ -24,6 +24,9 @@ std::string explain_parse_error(const CLI::App& app, const CLI::ParseError& erro
 // command after --: muster run -n 2 -- ls -l /"), mpirun's "-np".
 std::optional<std::string> habit_to_correct(const CLI::App& app, int argc, char** argv);
 
+// "unknown option '--verison', did you mean '--version'?" for a word before the command that
+// is a misspelt option of muster's own (--help, --version); nullopt for any other word.
+std::optional<std::string> misspelt_top_option(const std::string& typed);
 // "'doctr' is not a muster command, did you mean 'doctor'? The commands are ...".
 std::string explain_unknown_command(const std::string& typed, const std::vector<std::string>& commands);
 

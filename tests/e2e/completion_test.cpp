@@ -53,7 +53,7 @@ TEST(Completion, BashCompletesSubcommandsFlagsAndTheirValues) {
   EXPECT_EQ(complete("muster run --map-by "), (std::set<std::string>{"slot", "node"}));
   EXPECT_EQ(complete("muster run --bind "), (std::set<std::string>{"core", "numa", "none"}));
   EXPECT_EQ(complete("muster smoke --backend "), (std::set<std::string>{"auto", "nccl", "gloo"}));
-  EXPECT_EQ(complete("muster exec --tag "), (std::set<std::string>{"host", "none"}));
+  EXPECT_EQ(complete("muster exec --tag "), (std::set<std::string>{"host", "pdsh", "none"}));
   EXPECT_EQ(complete("muster run --tag h"), (std::set<std::string>{"host", "host-rank"}));
   EXPECT_EQ(complete("muster doctor --only cluster,ne"), std::set<std::string>{"cluster,network"});
 }
@@ -70,8 +70,11 @@ TEST(Completion, BashCompletesFilesAndTheHostsOfTheClusterFile) {
             (std::set<std::string>{"gpu01", "gpu02", "gpu03", "spare"}));
   EXPECT_EQ(complete("muster run -f " + dir.file("lab.yaml") + " -H gpu01,gpu0"),
             (std::set<std::string>{"gpu01,gpu01", "gpu01,gpu02", "gpu01,gpu03"}));
-  // hostlist's -f is --fold: it takes no file.
-  EXPECT_EQ(complete("muster hostlist -f " + dir.file("la")), std::set<std::string>{});
+  // -f is the cluster file in every command that takes one; hostlist folds with --fold.
+  EXPECT_EQ(complete("muster health -f " + dir.file("la")), std::set<std::string>{dir.file("lab.yaml")});
+  EXPECT_EQ(complete("muster hostlist --fo"), std::set<std::string>{"--fold"});
+  EXPECT_EQ(complete("muster hostlist -"), (std::set<std::string>{"-e", "--expand", "--fold", "-c", "--count",
+                                                                  "-h", "--help"}));
 }
 
 // Every long flag muster's help lists for a subcommand is in both scripts.

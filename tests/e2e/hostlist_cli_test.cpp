@@ -30,9 +30,10 @@ TEST(HostlistCli, MatchesNodesetExpandFoldAndCount) {
     GTEST_SKIP() << "ClusterShell's nodeset is not installed (apt-get install clustershell)";
   }
   for (const char* list : kLists) {
-    for (const char* mode : {"-e", "-f", "-c"}) {
+    // muster's own spelling of nodeset's -f is --fold: -f is the cluster file in muster.
+    for (const auto& [mode, ours_mode] : {std::pair{"-e", "-e"}, {"-f", "--fold"}, {"-c", "-c"}}) {
       auto theirs = run_command({"/usr/bin/nodeset", mode, list});
-      auto ours = run_muster({"hostlist", mode, list});
+      auto ours = run_muster({"hostlist", ours_mode, list});
       ASSERT_EQ(theirs.exit_code, 0) << theirs.err;
       EXPECT_EQ(ours.exit_code, 0) << ours.err;
       EXPECT_EQ(ours.out, theirs.out) << "nodeset " << mode << " '" << list << "'";

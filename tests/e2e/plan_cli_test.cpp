@@ -104,7 +104,107 @@ TEST(Cli, AnUnknownOptionIsNamedNotTheWholeCommand) {
   EXPECT_NE(ranks.err.find("unknown option '-n' for 'muster exec'"), std::string::npos) << ranks.err;
   auto tag = run_muster({"exec", "-H", "localhost", "--tag", "rank", "--", "true"});
   EXPECT_EQ(tag.exit_code, 2);
-  EXPECT_NE(tag.err.find("--tag: rank not in {host,none}"), std::string::npos) << tag.err;
+  EXPECT_NE(tag.err.find("--tag: rank not in {host,none,pdsh}"), std::string::npos) << tag.err;
+}
+
+// Someone who has never run muster is told where to start: the first step, an example and
+// the manual pages.
+TEST(Cli, TopLevelHelpGivesAFirstStepAnExampleAndTheManualPages) {
+  auto help = run_muster({"--help"});
+  ASSERT_EQ(help.exit_code, 0);
+  EXPECT_NE(help.out.find("\nFirst step: muster doctor -f cluster.yaml, which checks a cluster end to end\n"),
+            std::string::npos) << help.out;
+  EXPECT_NE(help.out.find("\nExample: muster run -f cluster.yaml -- python3 train.py\n"), std::string::npos)
+      << help.out;
+  EXPECT_NE(help.out.find("man muster,"), std::string::npos) << help.out;
+}
+
+// git's habit: `muster help run` is `muster run --help`, and `muster help` is `muster --help`.
+TEST(Cli, HelpCommandPrintsThatCommandsHelp) {
+  auto help_run = run_muster({"help", "run"});
+  EXPECT_EQ(help_run.exit_code, 0) << help_run.err;
+  EXPECT_EQ(help_run.err, "");
+  EXPECT_EQ(help_run.out, run_muster({"run", "--help"}).out);
+  EXPECT_EQ(help_run.out.rfind("Usage: muster run [OPTIONS]", 0), std::string::npos);  // after the summary
+  EXPECT_NE(help_run.out.find("Usage: muster run [OPTIONS]"), std::string::npos) << help_run.out;
+  auto help = run_muster({"help"});
+  EXPECT_EQ(help.exit_code, 0);
+  EXPECT_EQ(help.out, run_muster({"--help"}).out);
+  auto misspelt = run_muster({"help", "rn"});
+  EXPECT_EQ(misspelt.exit_code, 2);
+  EXPECT_EQ(misspelt.err, "muster: error: 'rn' is not a muster command, did you mean 'run'?\n");
+  auto two = run_muster({"help", "run", "exec"});
+  EXPECT_EQ(two.exit_code, 2);
+  EXPECT_EQ(two.err, "muster: error: 'muster help' takes one command, as in 'muster help run'\n");
+}
+
+// A misspelt option or command gets the one it was closest to.
+TEST(Cli, MisspeltOptionsAndCommandsGetDidYouMean) {
+  auto version = run_muster({"--verison"});
+  EXPECT_EQ(version.exit_code, 2);
+  EXPECT_EQ(version.err, "muster: error: unknown option '--verison', did you mean '--version'?\n");
+  auto help = run_muster({"--hlep"});
+  EXPECT_EQ(help.err, "muster: error: unknown option '--hlep', did you mean '--help'?\n");
+  auto command = run_muster({"doctr"});
+  EXPECT_EQ(command.exit_code, 2);
+  EXPECT_EQ(command.err, "muster: error: 'doctr' is not a muster command, did you mean 'doctor'?\n");
+  auto flag = run_muster({"run", "-H", "localhost", "--tiemout", "3", "--", "true"});
+  EXPECT_EQ(flag.exit_code, 2);
+  EXPECT_EQ(flag.err, "muster: error: unknown option '--tiemout' for 'muster run', did you mean '--timeout'?\n");
+  // A subcommand's flag before the command is still told where it goes.
+  auto first = run_muster({"-H", "localhost", "run"});
+  EXPECT_EQ(first.exit_code, 2);
+  EXPECT_EQ(first.err.rfind("muster: error: '-H': the command comes first", 0), 0u) << first.err;
+}
+
+// An empty word ('') is said in words: an empty quote in a message reads as muster's glitch.
+TEST(Cli, NoErrorQuotesAnEmptyWord) {
+  const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
+      {{""}, "muster: error: the command is an empty word; the commands are doctor, health, run, smoke, "
+             "topo, plan, ping, exec, hostlist, bundle\n"},
+      {{"help", ""}, "muster: error: the command is an empty word; the commands are doctor, health, run, "
+                     "smoke, topo, plan, ping, exec, hostlist, bundle\n"},
+      {{"plan", "-H", "localhost", ""}, "muster: error: 'muster plan' takes no argument that is an empty word; "
+                                        "see 'muster plan --help'\n"},
+      {{"run", "-H", "localhost", "--", ""}, "muster: error: the command to run is an empty word: name a "
+                                             "program, as in 'muster run -n 4 -- python3 train.py'\n"},
+      {{"exec", "-H", "localhost", "--", ""}, "muster: error: the command to run is an empty word: name a "
+                                              "program, as in 'muster exec -f cluster.yaml -- uname -r'\n"},
+  };
+  for (const auto& [args, said] : cases) {
+    auto r = run_muster(args);
+    EXPECT_EQ(r.exit_code, 2) << args.size();
+    EXPECT_EQ(r.err, said);
+    EXPECT_EQ(r.err.find("''"), std::string::npos) << r.err;
+  }
+}
+
+// exec runs a command once a node: a machine named twice is refused in exec's words, not run's.
+TEST(Cli, ExecSaysAMachineListedTwiceWouldRunTheCommandTwice) {
+  auto r = run_muster({"exec", "-H", "localhost,localhost", "--", "true"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(r.err, "muster: error: -H 'localhost,localhost': host 'localhost' is listed twice (first at -H "
+                   "'localhost,localhost'); a machine listed twice would run the command twice on one "
+                   "machine; list it once\n");
+  auto ranks = run_muster({"run", "-H", "localhost,localhost", "--", "true"});
+  EXPECT_NE(ranks.err.find("would run duplicate ranks"), std::string::npos) << ranks.err;
+}
+
+// pdsh's "host: line", which dshbak and scripts written for pdsh read.
+TEST(Cli, ExecTagPdshPrintsLinesAsPdshDoes) {
+  auto r = run_muster({"exec", "-H", "localhost", "--tag", "pdsh", "--", "printf", "a\nb c\n"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "localhost: a\nlocalhost: b c\n");
+}
+
+// nodeset's -f is not muster's: -f is the cluster file in every command.
+TEST(Cli, HostlistFoldsWithFoldAndSaysSoForDashF) {
+  auto fold = run_muster({"hostlist", "--fold", "gpu01", "gpu02"});
+  EXPECT_EQ(fold.out, "gpu[01-02]\n");
+  auto f = run_muster({"hostlist", "-f", "gpu01", "gpu02"});
+  EXPECT_EQ(f.exit_code, 2);
+  EXPECT_EQ(f.err, "muster: error: 'muster hostlist' has no -f, which is the cluster file in muster; fold "
+                   "with --fold\n");
 }
 
 // Every --help fits an 80-column terminal: long descriptions wrap under themselves.

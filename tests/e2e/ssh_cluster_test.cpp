@@ -1,5 +1,6 @@
 // muster across real sshd hosts: the test cluster of network namespaces (needs root).
 #include <signal.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <filesystem>
@@ -76,6 +77,21 @@ TEST_F(SshCluster, ExecWithoutPrefixPrintsBareLinesLikePdshN) {
   for (const auto& flag : std::vector<std::vector<std::string>>{{"-N"}, {"--no-prefix"}, {"--tag", "none"}}) {
     std::vector<std::string> args = {"exec", "-f", cluster_->write_cluster_file()};
     args.insert(args.end(), flag.begin(), flag.end());
+// Scripts written for pdsh pipe its output through dshbak: --tag pdsh prints what it reads.
+TEST_F(SshCluster, ExecTagPdshIsReadByDshbak) {
+  if (access("/usr/bin/dshbak", X_OK) != 0) {
+    if (in_ci()) FAIL() << "dshbak (pdsh) is missing; share/debian-packages.txt lists pdsh";
+    GTEST_SKIP() << "pdsh's dshbak is not installed (apt-get install pdsh)";
+  }
+  std::vector<std::string> argv = cluster_->muster_argv(
+      {"exec", "-f", cluster_->write_cluster_file(), "--tag", "pdsh", "--", "echo", "same words"});
+  std::string command;
+  for (const auto& word : argv) command += "'" + word + "' ";
+  auto r = run_command({"sh", "-c", command + "| /usr/bin/dshbak -c"}, {}, std::chrono::seconds(120));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "----------------\nnode[1-4]\n----------------\nsame words\n");
+}
+
     args.insert(args.end(), {"--", "hostname"});
     auto r = cluster_->muster(args);
     ASSERT_EQ(r.exit_code, 0) << flag[0] << ": " << r.err;
