@@ -16,7 +16,7 @@ _muster() {
     _init_completion -n =: || return
     local _muster_binary=${words[0]}
 
-    local subcommands="doctor health run smoke topo plan ping exec hostlist bundle"
+    local subcommands="doctor health run smoke topo plan ping exec hostlist bundle help"
     local sub="" i
     for ((i = 1; i < cword; i++)); do
         case ${words[i]} in
@@ -50,6 +50,7 @@ _muster() {
         health) flags="-f --cluster --file --fsroot --timeout --drain --record --accept-counters --strict --json --junit --prometheus --html" ;;
         hostlist) flags="-e --expand --fold -c --count" ;;
         bundle) flags="" ;;
+        help) COMPREPLY=($(compgen -W "${subcommands% help}" -- "$cur")); return ;;
         *) return ;;
     esac
     flags+=" -h --help"

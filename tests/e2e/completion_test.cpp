@@ -45,7 +45,10 @@ std::string read_file(const std::string& path) {
 TEST(Completion, BashCompletesSubcommandsFlagsAndTheirValues) {
   if (!have_bash_completion()) return;
   EXPECT_EQ(complete("muster "), (std::set<std::string>{"doctor", "health", "run", "smoke", "topo", "plan", "ping",
-                                                         "exec", "hostlist", "bundle", "--help", "--version"}));
+                                                         "exec", "hostlist", "bundle", "help", "--help",
+                                                         "--version"}));
+  EXPECT_EQ(complete("muster help ru"), std::set<std::string>{"run"});
+  EXPECT_EQ(complete("muster help h"), (std::set<std::string>{"health", "hostlist"}));
   EXPECT_EQ(complete("muster health --fs"), std::set<std::string>{"--fsroot"});
   EXPECT_EQ(complete("muster doctor --only cluster,he"), std::set<std::string>{"cluster,health"});
   EXPECT_EQ(complete("muster ru"), std::set<std::string>{"run"});
