@@ -89,6 +89,20 @@ TEST(RunLocal, ClusterFileEnvAndWorkdirReachTheRanks) {
                                              "[1] yes please " + dir.path()}));
 }
 
+// --chdir starts every rank there, a relative one taken from where muster was started, and
+// wins over the cluster file's launch.chdir.
+TEST(RunLocal, ChdirStartsEveryRankThereRelativeToTheCaller) {
+  TempDir dir;
+  std::filesystem::create_directory(dir.file("sub"));
+  dir.write("cluster.yaml", "launch:\n  chdir: /\nnodes:\n  - host: localhost\n    slots: 2\n");
+  auto r = run_command({"sh", "-c", "cd \"$1\" && exec \"$2\" run -f cluster.yaml --chdir sub -- pwd", "sh",
+                        dir.path(), MUSTER_BINARY});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto lines = r.out_lines();
+  std::sort(lines.begin(), lines.end());
+  EXPECT_EQ(lines, (std::vector<std::string>{"[0] " + dir.file("sub"), "[1] " + dir.file("sub")}));
+}
+
 // Latin-1 bytes (real file names have them) in an argument and an exported value reach every
 // rank as they are, and their output comes back as it was printed.
 TEST(RunLocal, BytesThatAreNotUtf8ReachTheRanksAsTheyAre) {
