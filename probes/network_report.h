@@ -37,6 +37,7 @@ struct PairProbe {
   std::string address, interface;
   ProbeResult result;   // of the last attempt on this address
   int attempts = 1;     // how many times the address was probed
+  double asked_s = 0, answered_s = 0;  // the last attempt, in seconds of the pass (the head's clock)
   std::string first_error;  // why an earlier attempt failed, when one did
   // Bandwidth measured again with no other stream in flight, where the first measurement,
   // taken beside other pairs' streams, looked slow.

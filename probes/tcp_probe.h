@@ -68,6 +68,9 @@ struct ProbeResult {
   // The prober's CPU pressure (the last 10 s, a fraction) when it answered; set by the head
   // from the agent's answer, to weigh a target's own starvation against.
   std::optional<double> cpu_pressure;
+  // The prober's /proc/pressure/cpu "some" total (us) when it answered: two of a node's
+  // answers give its CPU shortage between them, to weigh a failed probe of it against.
+  std::optional<std::uint64_t> cpu_stalled_us;
 };
 
 // Connects to address:port and proves `secret` (bounded by `timeout`), then times

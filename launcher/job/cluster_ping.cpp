@@ -31,6 +31,9 @@ using std::chrono::milliseconds;
 // more than the other and reads as skew.
 constexpr int kClockExchanges = 8;
 
+// Samples of a node's CPU shortage kept per pass: one per answer it gives, bounded.
+constexpr size_t kMostCpuSamples = 4096;
+
 // How long slow pairs are measured again alone, in all: 32 pairs of 300 ms streams take 15 s.
 constexpr milliseconds kRemeasureTime{30000};
 
@@ -93,6 +96,7 @@ std::vector<ProbeResult> parse_probe_answer(const std::optional<std::string>& pa
       if (r.contains("starved")) p.starved = r.at("starved").get<std::string>();  // not from old agents
       if (r.contains("dropped")) p.dropped = r.at("dropped").get<std::uint64_t>();
       if (r.contains("cpu_pressure")) p.cpu_pressure = std::clamp(r.at("cpu_pressure").get<double>(), 0.0, 1.0);
+      if (r.contains("cpu_stalled_us")) p.cpu_stalled_us = r.at("cpu_stalled_us").get<std::uint64_t>();
       p.reachable = r.at("reachable");
     } catch (const nlohmann::json::exception& e) {
       p = {};
@@ -116,6 +120,11 @@ void probe_pairs(ClusterSession& session, const PingOptions& options, PingReport
   // Per ordered pair of node ranks: one entry per address of the target, kept across attempts.
   std::map<std::pair<int, int>, std::vector<PairProbe>> probes;
   std::vector<std::pair<PairDispatch, std::vector<size_t>>> asked;  // by tag: which addresses
+  std::vector<double> asked_at;  // by tag: when, in seconds of the pass
+  const auto pass_start = std::chrono::steady_clock::now();
+  const auto seconds_of_pass = [&] {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - pass_start).count();
+  };
   double slowest_rtt_us = 0;  // the largest p99 of a pair measured so far
   const auto stage_timeout = [&](const PairDispatch& d, int src, int dst) {
     if (options.timeout) return *options.timeout * (1 << std::min(d.attempt - 1, 4));
@@ -173,6 +182,7 @@ void probe_pairs(ClusterSession& session, const PingOptions& options, PingReport
                               {"bulk_ms", options.bandwidth ? options.bulk.count() : 0}};
         out.push_back({size_t(src), json_text(ask), limit_for(which.size(), stage), asked.size()});
         asked.emplace_back(d, std::move(which));
+        asked_at.push_back(seconds_of_pass());
       }
     }
     return out;
@@ -182,6 +192,7 @@ void probe_pairs(ClusterSession& session, const PingOptions& options, PingReport
     const int src = reachable[size_t(d.src)], dst = reachable[size_t(d.dst)];
     auto& entries = probes[{src, dst}];
     const auto results = parse_probe_answer(answer.payload, which.size());
+    const double answered_at = seconds_of_pass();
     bool all_reached = true, starved = false;
     for (size_t k = 0; k < which.size(); ++k) {
       PairProbe& p = entries[which[k]];
@@ -190,10 +201,14 @@ void probe_pairs(ClusterSession& session, const PingOptions& options, PingReport
       p.result = results[k];
       all_reached &= p.result.reachable;
       starved |= !p.result.starved.empty();
+      p.asked_s = asked_at[tag];
+      p.answered_s = answered_at;
       NodeStatus& prober = report.nodes[size_t(src)];
       prober.dropped_packets += p.result.dropped;
       if (p.result.cpu_pressure)
         prober.cpu_pressure_peak = std::max(prober.cpu_pressure_peak.value_or(0), *p.result.cpu_pressure);
+      if (p.result.cpu_stalled_us && k == 0 && prober.cpu_stall_samples.size() < kMostCpuSamples)
+        prober.cpu_stall_samples.emplace_back(answered_at, *p.result.cpu_stalled_us);
       if (p.result.reachable) slowest_rtt_us = std::max(slowest_rtt_us, p.result.rtt.p99_us);
     }
     const PairOutcome outcome = all_reached ? PairOutcome::Reached

@@ -50,6 +50,8 @@ struct NodeStatus {
   // fraction), and the packets its kernel dropped while it probed.
   std::optional<double> cpu_pressure_peak;
   std::uint64_t dropped_packets = 0;
+  // (seconds of the pass when the head got the answer, its CPU "some" stall total in us).
+  std::vector<std::pair<double, std::uint64_t>> cpu_stall_samples;
 };
 
 struct PingReport {

@@ -35,21 +35,47 @@ constexpr double kLineRateFraction = 0.01;
 // target"). The target's evidence is its own pressure over the last 10 s, the highest it
 // reported while it probed others in this pass. Probes that never ran (an ask's budget spent
 // before their turn) stay unknown: nothing was measured.
+namespace {
+
+// The share of the time some task on `node` waited for a CPU between two of its answers
+// around [from, to] (seconds of the pass): the last before the window and the first after it,
+// or the nearest there is on a side without one. The target's side of a failed probe, over
+// the window of the prober's. Unset without two answers.
+std::optional<std::pair<double, double>> cpu_shortage_around(const NodeStatus& node, double from, double to) {
+  const auto& samples = node.cpu_stall_samples;  // in the order answered
+  if (samples.size() < 2) return std::nullopt;
+  auto after = std::find_if(samples.begin(), samples.end(), [&](const auto& s) { return s.first >= to; });
+  if (after == samples.end()) --after;
+  auto before = samples.begin();
+  for (auto it = samples.begin(); it != after; ++it)
+    if (it->first <= from) before = it;
+  if (after->first <= before->first || after->second < before->second) return std::nullopt;
+  const double seconds = after->first - before->first;
+  return std::pair(double(after->second - before->second) / 1e6 / seconds, seconds);
+}
+
+}  // namespace
+
 void excuse_only_what_both_ends_explain(PingReport& report) {
   constexpr double kShortOfCpu = 0.5;  // as starvation_between judges the prober
   for (PairProbe& p : report.pairs) {
     if (p.result.reachable || p.result.starved.empty() || p.result.error == "not probed") continue;
     const NodeStatus& target = report.nodes[size_t(p.dst)];
-    if (target.cpu_pressure_peak && *target.cpu_pressure_peak >= kShortOfCpu) {
-      p.result.starved += fmt::format("; and on {} some task waited for a CPU {:.0f}% of the last 10 s",
-                                      target.host, 100 * *target.cpu_pressure_peak);
+    // The target's shortage over the probe's own window where its answers bracket it; else
+    // its pressure over the last 10 s, the highest it reported.
+    const auto around = cpu_shortage_around(target, p.asked_s, p.answered_s);
+    const std::optional<double> share = around ? std::optional(around->first) : target.cpu_pressure_peak;
+    const std::string over =
+        around ? fmt::format("{:.2f} s around the probe", around->second) : std::string("last 10 s");
+    if (share && *share >= kShortOfCpu) {
+      p.result.starved += fmt::format("; and on {} some task waited for a CPU {:.0f}% of the {}", target.host,
+                                      100 * std::min(*share, 1.0), over);
       continue;
     }
-    p.result.error += fmt::format(
-        "; its prober was short of CPU ({}), but {} was not{}, so that does not explain it", p.result.starved,
-        target.host,
-        target.cpu_pressure_peak ? fmt::format(" ({:.0f}% of the last 10 s)", 100 * *target.cpu_pressure_peak)
-                                 : " (it reported no CPU pressure)");
+    p.result.error += fmt::format("; its prober was short of CPU ({}), but {} was not{}, so that does not explain it",
+                                  p.result.starved, target.host,
+                                  share ? fmt::format(" ({:.0f}% of the {})", 100 * *share, over)
+                                        : " (it reported no CPU pressure)");
     p.result.starved.clear();
   }
 }

@@ -147,7 +147,6 @@ class HeadExchange : public FenceExchange {
     return out;
   }
   void answer_fetch(int request, int status, std::string data) override {
-    constexpr int kPmixErrNoMem = -32;  // pmix_common.h's PMIX_ERR_OUT_OF_RESOURCE
     if (data.size() > kMaxFenceBytes) writer_.send({FrameKind::Fetched, run_, encode_fetched(request, kPmixErrNoMem, "")});
     else writer_.send({FrameKind::Fetched, run_, encode_fetched(request, status, data)});
   }
@@ -249,8 +248,9 @@ std::string answer_probe(const nlohmann::json& ask) {
     if (r.gbps) one["gbps"] = *r.gbps;
     if (!r.starved.empty()) one["starved"] = r.starved;
     if (r.dropped) one["dropped"] = r.dropped;
-    // The head weighs another node's starved failure to reach this one against this.
+    // The head weighs another node's starved failure to reach this one against these.
     if (const auto pressure = read_cpu_pressure_avg10()) one["cpu_pressure"] = *pressure;
+    if (const auto stalled = read_cpu_shortage().stalled_us) one["cpu_stalled_us"] = *stalled;
     results.push_back(one);
   }
   return json_text(results);
@@ -586,10 +586,10 @@ int run_agent(const std::function<HeadChannel()>& reach_head, const AgentSetting
     // The probe secret reaches the head in the hello, over SSH or the proven call back.
     const NodeHello hello = describe_this_node(topology, node->probe_server.port(), node->probe_secret);
     writer.send({FrameKind::Hello, -1, to_json(hello)});
-    // PMIx's server starts now, while the head plans: a job of MPI ranks would otherwise wait
-    // for it (15 to 30 ms an agent). On this thread, before the link's threads start: started
-    // on a thread of its own beside the discovery above (libpmix runs hwloc's too), it left an
-    // agent hanging before its hello under load.
+    // PMIx's server starts while the head plans, so that a job of MPI ranks does not wait
+    // for it (15 to 30 ms an agent). On this thread, after the discovery above and before the
+    // link's threads start: libpmix runs hwloc's discovery too, and two at once in one
+    // process can hang it.
     if (hello.pmix_unavailable.empty()) PmixService::start_server();
 
     // 2. Jobs, one at a time, until the head says goodbye or is lost. A failure is said while

@@ -65,6 +65,8 @@ struct FakeAgentNode {
   };
   // Its CPU pressure over the last 10 s (a fraction), in each probe answer; unset: not said.
   std::optional<double> cpu_pressure = 0.0;
+  // Its /proc/pressure/cpu "some" total (us) in each probe answer; unset: not said.
+  std::function<std::optional<std::uint64_t>()> cpu_stalled_us = [] { return std::nullopt; };
   // Packets its kernel dropped during each of its probes.
   std::uint64_t dropped_per_probe = 0;
   // Asked for its health, it never answers (a check hung in its agent), though alive.
@@ -288,6 +290,7 @@ class FakeAgentTransport : public SshTransport {
           results.back()["starved"] = why;
         if (reached && ask.value("bulk_ms", 0) > 0) results.back()["gbps"] = node_.gbps(address, attempt);
         if (node_.cpu_pressure) results.back()["cpu_pressure"] = *node_.cpu_pressure;
+        if (const auto stalled = node_.cpu_stalled_us()) results.back()["cpu_stalled_us"] = *stalled;
         if (node_.dropped_per_probe) results.back()["dropped"] = node_.dropped_per_probe;
       }
       return results;

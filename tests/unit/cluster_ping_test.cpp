@@ -158,6 +158,26 @@ TEST_F(ClusterPingTest, AStarvedProberWithAnIdleTargetIsAFailureSaidWithBoth) {
   EXPECT_TRUE(r.failed());
 }
 
+// A target short of CPU in a burst around the probe (80% of the time, by its stall counter),
+// though its 10 s average is low: both ends explain the silence, unknown.
+TEST_F(ClusterPingTest, ATargetShortOfCpuAroundTheProbeExcusesItThoughItsTenSecondAverageIsLow) {
+  ClusterSpec c = cluster(4);
+  node(3).reaches = [](const std::string& address, int) { return address != "10.0.0.4"; };
+  node(3).starved = [](const std::string&, int) { return "some task waited for a CPU 80% of the 2.0 s"; };
+  node(4).cpu_pressure = 0.05;
+  const auto start = std::chrono::steady_clock::now();
+  node(4).cpu_stalled_us = [start]() -> std::optional<std::uint64_t> {
+    return std::uint64_t(0.8 * double(std::chrono::duration_cast<std::chrono::microseconds>(
+                                          std::chrono::steady_clock::now() - start).count()));
+  };
+  PingReport r = ping(c, PairSchedule::Every);
+  EXPECT_TRUE(messages(r, Finding::Severity::Fail).empty()) << fmt::format("{}", fmt::join(messages(r, Finding::Severity::Fail), "\n"));
+  const auto warnings = messages(r, Finding::Severity::Warn);
+  ASSERT_EQ(warnings.size(), 1u);
+  EXPECT_NE(warnings[0].find("and on n4 some task waited for a CPU "), std::string::npos) << warnings[0];
+  EXPECT_NE(warnings[0].find(" s around the probe"), std::string::npos) << warnings[0];
+}
+
 // Packets dropped on a node are a finding about that node, with its count: never an excuse.
 TEST_F(ClusterPingTest, DroppedPacketsAreAWarningAboutTheNode) {
   ClusterSpec c = cluster(3);
