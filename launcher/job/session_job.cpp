@@ -39,8 +39,8 @@ class SessionRun {
       abandon_unreported_nodes();
       throw;
     }
-    record_outcomes();
     warn_of_nodes_that_went_home(/*every_node_heard=*/true);
+    record_outcomes();
     return std::move(result_);
   }
 
@@ -73,8 +73,8 @@ class SessionRun {
   void supervise_until_every_node_reported() {
     while (!every_node_reported()) {
       for (ClusterSession::NodeEvent& e : session_.take_events(Milliseconds(100))) handle(e);
-      output_.flush();
       warn_of_nodes_that_went_home(/*every_node_heard=*/false);
+      output_.flush();
       read_interrupts();
       check_deadline();
       check_silent_nodes();
@@ -109,8 +109,8 @@ class SessionRun {
           bound_.insert(e.node);
           if (bound.went_home) went_home_.push_back(host(e.node));
           break;
-        case FrameKind::Out: on_line(e.node, f.rank, OutputStream::Stdout, f.payload); break;
         }
+        case FrameKind::Out: on_line(e.node, f.rank, OutputStream::Stdout, f.payload); break;
         case FrameKind::Err: on_line(e.node, f.rank, OutputStream::Stderr, f.payload); break;
         case FrameKind::Exit: on_exit(e.node, f.rank, f.payload); break;
         case FrameKind::Done:
@@ -336,7 +336,6 @@ class SessionRun {
     }
   }
 
-  bool every_node_reported() const {
   // One warning for every node whose ranks start in $HOME, once each node has said where its
   // ranks start (or has ended without saying): a thousand nodes without the caller's
   // directory are one line, not a thousand.
@@ -352,6 +351,7 @@ class SessionRun {
                                        request_.workdir.value_or(""), fold_hostlist(went_home_)));
   }
 
+  bool every_node_reported() const {
     return std::all_of(reported_.begin(), reported_.end(), [](const auto& r) { return r.second; });
   }
   bool holds_rank(size_t node, int rank) const {
@@ -371,10 +371,10 @@ class SessionRun {
   std::vector<std::optional<ExitStatus>> status_;
   std::vector<bool> stopped_;           // still running when teardown began
   std::map<size_t, bool> reported_;     // the nodes of this run, and whether each has ended
-  bool tearing_down_ = false;
   std::set<size_t> bound_;              // the nodes that said where their ranks start
   std::vector<std::string> went_home_;  // hosts whose ranks start in $HOME instead
   bool warned_home_ = false;
+  bool tearing_down_ = false;
   std::optional<Clock::time_point> deadline_, give_up_at_;
   std::optional<Clock::time_point> settle_until_;  // a rank failed: teardown begins then
   // MPI fences some nodes have entered, by protocol and number: each node's part.

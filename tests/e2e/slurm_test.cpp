@@ -84,16 +84,6 @@ TEST_F(Slurm, RunStartsOneRankPerSlotWithTheJobsVariablesButNotTheAgentsTaskIds)
           "localid=${SLURM_LOCALID:-unset} secret=${MUSTER_AGENT_SECRET:-unset}\""}));
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
   std::set<std::string> hosts;
-// Under Slurm too, each rank starts where --chdir says (srun's own -D), the agents' step
-// standing wherever it stands.
-TEST_F(Slurm, RunChdirStartsEveryRankThere) {
-  TempDir x;
-  auto r = run_command(slurm_->salloc_muster(4, {"run", "--chdir", x.path(), "--", "pwd"}));
-  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
-  for (int rank = 0; rank < 4; ++rank)
-    EXPECT_NE(r.out.find(fmt::format("[{}] {}\n", rank, x.path())), std::string::npos) << r.out;
-}
-
   for (int rank = 0; rank < 4; ++rank) {
     auto at = r.out.find(fmt::format("rank={} host=", rank));
     ASSERT_NE(at, std::string::npos) << r.out;
@@ -107,6 +97,16 @@ TEST_F(Slurm, RunChdirStartsEveryRankThere) {
     EXPECT_EQ(secret, "secret=unset") << "the agents' secret must not reach the ranks";
   }
   EXPECT_EQ(hosts.size(), 4u) << r.out;
+}
+
+// Under Slurm too, each rank starts where --chdir says (srun's own -D), the agents' step
+// standing wherever it stands.
+TEST_F(Slurm, RunChdirStartsEveryRankThere) {
+  TempDir x;
+  auto r = run_command(slurm_->salloc_muster(4, {"run", "--chdir", x.path(), "--", "pwd"}));
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  for (int rank = 0; rank < 4; ++rank)
+    EXPECT_NE(r.out.find(fmt::format("[{}] {}\n", rank, x.path())), std::string::npos) << r.out;
 }
 
 // Latin-1 bytes (real file names have them) reach the ranks through Slurm's call back as they

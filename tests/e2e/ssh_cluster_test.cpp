@@ -77,6 +77,15 @@ TEST_F(SshCluster, ExecWithoutPrefixPrintsBareLinesLikePdshN) {
   for (const auto& flag : std::vector<std::vector<std::string>>{{"-N"}, {"--no-prefix"}, {"--tag", "none"}}) {
     std::vector<std::string> args = {"exec", "-f", cluster_->write_cluster_file()};
     args.insert(args.end(), flag.begin(), flag.end());
+    args.insert(args.end(), {"--", "hostname"});
+    auto r = cluster_->muster(args);
+    ASSERT_EQ(r.exit_code, 0) << flag[0] << ": " << r.err;
+    auto lines = r.out_lines();
+    std::sort(lines.begin(), lines.end());
+    EXPECT_EQ(lines, (std::vector<std::string>{"node1", "node2", "node3", "node4"})) << flag[0];
+  }
+}
+
 // Scripts written for pdsh pipe its output through dshbak: --tag pdsh prints what it reads.
 TEST_F(SshCluster, ExecTagPdshIsReadByDshbak) {
   if (access("/usr/bin/dshbak", X_OK) != 0) {
@@ -90,15 +99,6 @@ TEST_F(SshCluster, ExecTagPdshIsReadByDshbak) {
   auto r = run_command({"sh", "-c", command + "| /usr/bin/dshbak -c"}, {}, std::chrono::seconds(120));
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(r.out, "----------------\nnode[1-4]\n----------------\nsame words\n");
-}
-
-    args.insert(args.end(), {"--", "hostname"});
-    auto r = cluster_->muster(args);
-    ASSERT_EQ(r.exit_code, 0) << flag[0] << ": " << r.err;
-    auto lines = r.out_lines();
-    std::sort(lines.begin(), lines.end());
-    EXPECT_EQ(lines, (std::vector<std::string>{"node1", "node2", "node3", "node4"})) << flag[0];
-  }
 }
 
 TEST_F(SshCluster, ExecFoldPrintsIdenticalOutputOnceUnderTheFoldedHosts) {
@@ -272,6 +272,15 @@ TEST_F(SshCluster, RunPlacesRanksOnTheirHostsWithTheirEnvironment) {
                              "$(hostname) $MASTER_ADDR $OMPI_COMM_WORLD_RANK \"[$WORDS]\""});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   auto by_rank = lines_by_tag(r.out);
+  ASSERT_EQ(by_rank.size(), 8u) << r.out;
+  for (int rank = 0; rank < 8; ++rank) {
+    ASSERT_EQ(by_rank[std::to_string(rank)].size(), 1u);
+    EXPECT_EQ(by_rank[std::to_string(rank)][0],
+              fmt::format("{} {} 8 2 {} node{} {} {} [a b $(c) 'd']", rank, rank % 2, rank / 2,
+                          rank / 2 + 1, cluster_->address(0), rank));
+  }
+}
+
 // Runs muster ARGS in the head's namespace from directory `cwd`, as a user who typed
 // `cd cwd && muster ...`; with `private_to_head` set, from `cwd`/local instead, made on a
 // tmpfs over `cwd` that only the head's mount namespace sees: a disk of the head's own,
@@ -344,15 +353,6 @@ TEST_F(SshCluster, RunChdirStartsEveryRankThereAndFailsWhereItIsMissing) {
   auto missing = muster_from(*cluster_, "/", {"run", "-f", two_slots(), "--chdir", x.file("gone"), "--", "pwd"});
   EXPECT_NE(missing.exit_code, 0);
   EXPECT_NE(missing.err.find("cannot enter '" + x.file("gone") + "'"), std::string::npos) << missing.err;
-}
-
-  ASSERT_EQ(by_rank.size(), 8u) << r.out;
-  for (int rank = 0; rank < 8; ++rank) {
-    ASSERT_EQ(by_rank[std::to_string(rank)].size(), 1u);
-    EXPECT_EQ(by_rank[std::to_string(rank)][0],
-              fmt::format("{} {} 8 2 {} node{} {} {} [a b $(c) 'd']", rank, rank % 2, rank / 2,
-                          rank / 2 + 1, cluster_->address(0), rank));
-  }
 }
 
 TEST_F(SshCluster, ReportBindingsNamesEveryRemoteRanksCpus) {
