@@ -145,7 +145,7 @@ TEST(GpuShare, FourVisibleOfEightAreTheJobsSlotsAndEachRankUsesItsOwn) {
   expect_ranks_on_job_gpus(report, machine, {4, 5, 6, 7}, dir.read("nccl.log"));
 }
 
-TEST(GpuShare, OverSshEachNodesAgentCountsTheGpusItsJobHolds) {
+TEST(GpuShareCluster, OverSshEachNodesAgentCountsTheGpusItsJobHolds) {
   MUSTER_REQUIRE_TEST_CLUSTER();
   MUSTER_REQUIRE_FAKE_NCCL();
   FakeGpuMachine machine("eight-gpus-nvswitch");

@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 
 #include "tests/support/command_runner.h"
+#include "tests/support/shared_cluster.h"
 #include "tests/support/test_cluster.h"
 
 namespace muster::testing {
@@ -113,18 +114,11 @@ TEST_F(Mpi4pyLocal, WithNothingServedEachRankIsAWorldOfOne) {
 // Across the test cluster's hosts: 4 hosts x 2 slots, the ranks of each host served by its
 // agent, the fences carried through the head. Open MPI's TCP transport between hosts, its
 // shared memory within one.
-class MpiAcrossHosts : public ::testing::Test {
+class MpiCluster : public SharedCluster<MpiCluster> {
  protected:
-  static void SetUpTestSuite() {
-    if (TestCluster::unavailable_reason().empty()) cluster_ = new TestCluster(4);
-  }
-  static void TearDownTestSuite() {
-    delete cluster_;
-    cluster_ = nullptr;
-  }
   void SetUp() override {
-    MUSTER_REQUIRE_TEST_CLUSTER();
-    ASSERT_NE(cluster_, nullptr);
+    SharedCluster::SetUp();
+    if (IsSkipped() || HasFatalFailure()) return;
     cluster_->trust_host_keys();
     if (run_command({"/usr/bin/python3", "-c", "import mpi4py"}).exit_code != 0) {
       if (in_ci()) FAIL() << "mpi4py is missing (apt-get install python3-mpi4py)";
@@ -153,11 +147,9 @@ class MpiAcrossHosts : public ::testing::Test {
             << cluster_->host(i) << " still runs a process of " << program << ": " << args;
       }
   }
-  static TestCluster* cluster_;
 };
-TestCluster* MpiAcrossHosts::cluster_ = nullptr;
 
-TEST_F(MpiAcrossHosts, Mpi4pyEightRanksOverFourHostsAreOneWorld) {
+TEST_F(MpiCluster, Mpi4pyEightRanksOverFourHostsAreOneWorld) {
   auto r = cluster_->muster({"run", "-f", two_slots(), "--tag", "none", "--timeout", "120", "--",
                              "/usr/bin/python3", mpi4py()});
   ASSERT_EQ(r.exit_code, 0) << r.err << r.out;
@@ -167,7 +159,7 @@ TEST_F(MpiAcrossHosts, Mpi4pyEightRanksOverFourHostsAreOneWorld) {
   expect_nothing_left("mpi4py");
 }
 
-TEST_F(MpiAcrossHosts, Mpi4pyAbortOnOneHostEndsTheJobOnEveryHost) {
+TEST_F(MpiCluster, Mpi4pyAbortOnOneHostEndsTheJobOnEveryHost) {
   auto r = cluster_->muster({"run", "-f", two_slots(), "--timeout", "120", "--", "/usr/bin/python3", mpi4py(), "5"});
   EXPECT_EQ(r.exit_code, 7) << r.err << r.out;
   EXPECT_NE(r.err.find("rank 5 called MPI_Abort with code 7"), std::string::npos) << r.err;
@@ -177,7 +169,7 @@ TEST_F(MpiAcrossHosts, Mpi4pyAbortOnOneHostEndsTheJobOnEveryHost) {
 // Open MPI with its modex asynchronous: no fence carries the ranks' addresses, each asks
 // for a peer's when it first needs it (PMIx's direct modex), answered by the peer's node
 // through the head.
-TEST_F(MpiAcrossHosts, Mpi4pyWithAsyncModexFetchesEachPeersDataFromItsNode) {
+TEST_F(MpiCluster, Mpi4pyWithAsyncModexFetchesEachPeersDataFromItsNode) {
   auto r = cluster_->muster({"run", "-f", two_slots(), "--tag", "none", "--timeout", "120", "-x",
                              "OMPI_MCA_pmix_base_async_modex=1", "-x", "OMPI_MCA_pmix_base_collect_data=0", "--",
                              "/usr/bin/python3", mpi4py()});
@@ -188,7 +180,7 @@ TEST_F(MpiAcrossHosts, Mpi4pyWithAsyncModexFetchesEachPeersDataFromItsNode) {
 }
 
 // Rank 3 dies while the others wait for it in MPI_Init's fence: the job ends at once, named.
-TEST_F(MpiAcrossHosts, ARankKilledWhileTheOthersWaitInTheFenceEndsTheJob) {
+TEST_F(MpiCluster, ARankKilledWhileTheOthersWaitInTheFenceEndsTheJob) {
   auto r = cluster_->muster({"run", "-f", two_slots(), "--tag", "none", "--timeout", "120", "--", "sh", "-c",
                              fmt::format("if [ \"$RANK\" = 3 ]; then sleep 2; kill -9 $$; fi; exec /usr/bin/python3 {}",
                                          mpi4py())});
@@ -200,7 +192,7 @@ TEST_F(MpiAcrossHosts, ARankKilledWhileTheOthersWaitInTheFenceEndsTheJob) {
 
 // A rank that never reaches MPI_Init: at the timeout the fence is named with the host whose
 // ranks had not all entered it, and that host says which of its own had not.
-TEST_F(MpiAcrossHosts, TheTimeoutNamesTheFenceAndTheRankThatNeverEnteredIt) {
+TEST_F(MpiCluster, TheTimeoutNamesTheFenceAndTheRankThatNeverEnteredIt) {
   auto r = cluster_->muster({"run", "-f", two_slots(), "--timeout", "15", "--", "sh", "-c",
                              fmt::format("if [ \"$RANK\" = 5 ]; then sleep 60; fi; exec /usr/bin/python3 {}", mpi4py())});
   EXPECT_EQ(r.exit_code, 124) << r.err << r.out;
@@ -213,7 +205,7 @@ TEST_F(MpiAcrossHosts, TheTimeoutNamesTheFenceAndTheRankThatNeverEnteredIt) {
 
 // Open MPI's TCP transport and UCX are told the interface muster measured, as NCCL is,
 // unless the user chose theirs (Open MPI refuses an include list beside an exclude list).
-TEST_F(MpiAcrossHosts, MpiIsToldTheInterfaceMusterChoseUnlessTheUserChose) {
+TEST_F(MpiCluster, MpiIsToldTheInterfaceMusterChoseUnlessTheUserChose) {
   auto r = cluster_->muster({"run", "-f", two_slots(), "--tag", "none", "-n", "2", "--", "sh", "-c",
                              "echo $OMPI_MCA_btl_tcp_if_include $UCX_NET_DEVICES"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
@@ -225,7 +217,7 @@ TEST_F(MpiAcrossHosts, MpiIsToldTheInterfaceMusterChoseUnlessTheUserChose) {
   EXPECT_EQ(mine.out_lines(), (std::vector<std::string>{"include="}));
 }
 
-TEST_F(MpiAcrossHosts, MpichEightRanksOverFourHostsAreOneWorld) {
+TEST_F(MpiCluster, MpichEightRanksOverFourHostsAreOneWorld) {
   if (access("/usr/bin/mpicc.mpich", X_OK) != 0) {
     if (in_ci()) FAIL() << "mpicc.mpich is missing (apt-get install mpich libmpich-dev)";
     GTEST_SKIP() << "needs mpicc.mpich";

@@ -45,7 +45,7 @@ bool all_gone_within(const std::set<pid_t>& pids, milliseconds limit) {
   }, limit);
 }
 
-class Reliability : public ::testing::Test {
+class ReliabilityCluster : public ::testing::Test {
  protected:
   void SetUp() override {
     MUSTER_REQUIRE_TEST_CLUSTER();
@@ -74,7 +74,7 @@ class Reliability : public ::testing::Test {
 // Heartbeat timeout 5 s + grace 2 s + 5 s: the bound the head must end within.
 constexpr milliseconds kEndsWithin{12000};
 
-TEST_F(Reliability, ANodeThatLosesItsNetworkEndsTheJobNamingIt) {
+TEST_F(ReliabilityCluster, ANodeThatLosesItsNetworkEndsTheJobNamingIt) {
   TempDir dir;
   auto head = start_printing_job(dir);
   const auto pids = rank_pids(dir);
@@ -93,7 +93,7 @@ TEST_F(Reliability, ANodeThatLosesItsNetworkEndsTheJobNamingIt) {
   EXPECT_FALSE(left) << "ranks were left running";
 }
 
-TEST_F(Reliability, ANodeWhoseProcessesAreFrozenEndsTheJobNamingIt) {
+TEST_F(ReliabilityCluster, ANodeWhoseProcessesAreFrozenEndsTheJobNamingIt) {
   TempDir dir;
   auto head = start_printing_job(dir);
   const auto pids = rank_pids(dir);
@@ -118,7 +118,7 @@ TEST_F(Reliability, ANodeWhoseProcessesAreFrozenEndsTheJobNamingIt) {
   EXPECT_TRUE(all_gone_within(pids, kEndsWithin)) << "ranks were left running";
 }
 
-TEST_F(Reliability, CtrlCWhileNodesAreBeingReachedEndsMusterAtOnce) {
+TEST_F(ReliabilityCluster, CtrlCWhileNodesAreBeingReachedEndsMusterAtOnce) {
   cluster_->freeze_sshd(3, true);  // its handshake never finishes
   RunningCommand head(cluster_->muster_argv({"run", "-f", file_, "--", "true"}));
   // Asked once muster is reaching nodes (node1 accepted it), not after a guessed delay: a
@@ -138,7 +138,7 @@ TEST_F(Reliability, CtrlCWhileNodesAreBeingReachedEndsMusterAtOnce) {
       << r.err;
 }
 
-TEST_F(Reliability, CtrlCDuringTheNetworkProbeEndsMusterAtOnce) {
+TEST_F(ReliabilityCluster, CtrlCDuringTheNetworkProbeEndsMusterAtOnce) {
   // 100000 round trips per pair and address: the probe would take minutes.
   RunningCommand head(cluster_->muster_argv({"ping", "-f", file_, "--count", "100000", "--bandwidth"}));
   std::this_thread::sleep_for(milliseconds(3000));
@@ -149,7 +149,7 @@ TEST_F(Reliability, CtrlCDuringTheNetworkProbeEndsMusterAtOnce) {
   EXPECT_EQ(r.exit_code, 130) << r.err;
 }
 
-TEST_F(Reliability, ASecondCtrlCKillsRemoteRanksAtOnce) {
+TEST_F(ReliabilityCluster, ASecondCtrlCKillsRemoteRanksAtOnce) {
   TempDir dir;
   // Ranks that ignore SIGTERM, and a grace period of a minute.
   auto head = std::make_unique<RunningCommand>(cluster_->muster_argv(
@@ -203,7 +203,7 @@ std::vector<std::string> job_ports(const TestCluster& cluster, int i) {
   return targets;
 }
 
-TEST_F(Reliability, HostileClientsOnEveryPortOfTheJobCannotDisturbASmokeTest) {
+TEST_F(ReliabilityCluster, HostileClientsOnEveryPortOfTheJobCannotDisturbASmokeTest) {
   RunningCommand smoke(cluster_->muster_argv({"smoke", "-f", file_, "--backend", "gloo",
                                               "--max-bytes", "4M", "--iters", "40", "--json"}));
   // Once rank 0 serves the rendezvous, every port of the job is open.

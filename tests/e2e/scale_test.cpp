@@ -21,7 +21,7 @@ struct Timed {
   double seconds = 0;
 };
 
-TEST(Scale, SixtyFourHealthyHostsPassRunSmokeDoctorAndPing) {
+TEST(ScaleCluster, SixtyFourHealthyHostsPassRunSmokeDoctorAndPing) {
   MUSTER_REQUIRE_TEST_CLUSTER();
   constexpr int kHosts = 64;
   TestCluster cluster(kHosts);

@@ -22,7 +22,7 @@ std::string build_id() {
   return version.out.substr(at + 6, version.out.find('\n', at) - at - 6);
 }
 
-class Shipping : public ::testing::Test {
+class ShippingCluster : public ::testing::Test {
  protected:
   void SetUp() override {
     MUSTER_REQUIRE_TEST_CLUSTER();
@@ -60,7 +60,7 @@ class Shipping : public ::testing::Test {
 // The agents reached first hear the head while slower nodes are still being reached (their
 // bundle shipped, a site's wrapper): 32 fresh nodes once took 28 s to reach, and the first
 // 16 agents, silent-limited, had given the head up before it began to drive their links.
-TEST_F(Shipping, AgentsReachedFirstOutliveASlowNodesStart) {
+TEST_F(ShippingCluster, AgentsReachedFirstOutliveASlowNodesStart) {
   HostSetup slow;
   slow.sftp = false;
   slow.force_command = "sleep 3; eval \"$SSH_ORIGINAL_COMMAND\"";  // every command waits 3 s
@@ -69,7 +69,7 @@ TEST_F(Shipping, AgentsReachedFirstOutliveASlowNodesStart) {
   EXPECT_EQ(run.exit_code, 0) << run.err;
 }
 
-TEST_F(Shipping, ANodeWithoutMustersLibrariesOrSftpRunsFromTheBundle) {
+TEST_F(ShippingCluster, ANodeWithoutMustersLibrariesOrSftpRunsFromTheBundle) {
   HostSetup bare;
   bare.hidden_libraries = {"libyaml-cpp.so.0.7", "libssh.so.4", "libhwloc.so.15"};
   bare.sftp = false;
@@ -88,7 +88,7 @@ TEST_F(Shipping, ANodeWithoutMustersLibrariesOrSftpRunsFromTheBundle) {
   EXPECT_EQ(env.out_lines(), std::vector<std::string>(4, "unset unset unset")) << env.err;
 }
 
-TEST_F(Shipping, AHostThatIsNothingButABusyboxRunsEverything) {
+TEST_F(ShippingCluster, AHostThatIsNothingButABusyboxRunsEverything) {
   if (!fs::exists("/bin/busybox")) {
     if (in_ci()) FAIL() << "/bin/busybox is missing; .ci/run installs busybox-static";
     GTEST_SKIP() << "needs a static busybox (apt-get install busybox-static)";
@@ -103,7 +103,7 @@ TEST_F(Shipping, AHostThatIsNothingButABusyboxRunsEverything) {
   EXPECT_TRUE(fs::exists(bundle(1) + "/complete"));
 }
 
-TEST_F(Shipping, ADamagedOrHalfWrittenBundleIsReplacedWithAFreshOne) {
+TEST_F(ShippingCluster, ADamagedOrHalfWrittenBundleIsReplacedWithAFreshOne) {
   ASSERT_NO_FATAL_FAILURE(ship_to_a_cache_of_its_own(1));
   const std::string libc = bundle(1) + "/lib/libc.so.6";
   const auto good_size = fs::file_size(libc);
@@ -125,7 +125,7 @@ TEST_F(Shipping, ADamagedOrHalfWrittenBundleIsReplacedWithAFreshOne) {
   EXPECT_EQ(sha256_file(bundle(1) + "/muster"), sha256_file(MUSTER_NODE_PROGRAM));
 }
 
-TEST_F(Shipping, TwoHeadsShippingToASharedHomeAtOnceBothStart) {
+TEST_F(ShippingCluster, TwoHeadsShippingToASharedHomeAtOnceBothStart) {
   // Both hosts share /root: every node and both heads meet in one cache.
   std::error_code ignored;
   for (const auto& entry : fs::directory_iterator(cluster_->muster_cache(0), ignored))
@@ -142,7 +142,7 @@ TEST_F(Shipping, TwoHeadsShippingToASharedHomeAtOnceBothStart) {
   EXPECT_EQ(copies, 1);
 }
 
-TEST_F(Shipping, WithShippingOffAStartFailureIsToldInTheNodesOwnWords) {
+TEST_F(ShippingCluster, WithShippingOffAStartFailureIsToldInTheNodesOwnWords) {
   HostSetup broken;
   broken.hidden_libraries = {"libyaml-cpp.so.0.7", "libssh.so.4"};
   broken.sftp = false;
@@ -173,7 +173,7 @@ TEST_F(Shipping, WithShippingOffAStartFailureIsToldInTheNodesOwnWords) {
 
 // A muster that a signal kills before its hello (the kernel's OOM killer, a damaged binary):
 // the signal, as sshd reported it, not a dropped connection.
-TEST_F(Shipping, AStartKilledByASignalIsToldWithItsSignal) {
+TEST_F(ShippingCluster, AStartKilledByASignalIsToldWithItsSignal) {
   ASSERT_NO_FATAL_FAILURE(ship_to_a_cache_of_its_own(1));
   fs::copy_file(CRASH_ON_START_BINARY, bundle(1) + "/muster", fs::copy_options::overwrite_existing);
   auto r = cluster_->muster({"run", "-f", file_, "--no-ship", "--", "true"});

@@ -19,66 +19,51 @@
 #include "launcher/cluster/hostlist.h"
 #include "tests/support/fake_gpus.h"
 #include "tests/support/node_tree.h"
+#include "tests/support/shared_cluster.h"
 #include "tests/support/slurm_cluster.h"
 
 namespace muster::testing {
 namespace {
 
-class Slurm : public ::testing::Test {
+// Slurm's daemons (slurmctld, a slurmd per host) on one four-host test cluster for the suite.
+class SlurmTestCluster : public SharedCluster<SlurmTestCluster, SlurmCluster> {
  protected:
-  static void SetUpTestSuite() {
-    if (SlurmCluster::unavailable_reason().empty()) slurm_ = new SlurmCluster(4);
-  }
-  static void TearDownTestSuite() {
-    delete slurm_;
-    slurm_ = nullptr;
-  }
-  void SetUp() override {
-    std::string why_not = SlurmCluster::unavailable_reason();
-    if (!why_not.empty()) {
-      if (in_ci()) FAIL() << why_not;
-      GTEST_SKIP() << why_not;
-    }
-    ASSERT_NE(slurm_, nullptr);
-  }
   // Processes of muster's (agents, ranks marked with `mark`) still on host i.
   static std::vector<pid_t> left_on(int i, const std::string& mark) {
     std::vector<pid_t> out;
-    for (pid_t pid : slurm_->hosts().processes_on(i)) {
+    for (pid_t pid : cluster_->hosts().processes_on(i)) {
       if (process_file(pid, "environ").find(mark) != std::string::npos) out.push_back(pid);
     }
     return out;
   }
   static bool nothing_left(const std::string& mark) {
     return wait_until([&] {
-      for (int i = 0; i < slurm_->hosts().size(); ++i)
+      for (int i = 0; i < cluster_->hosts().size(); ++i)
         if (!left_on(i, mark).empty()) return false;
       return true;
     }, std::chrono::seconds(20));
   }
-  static SlurmCluster* slurm_;
 };
-SlurmCluster* Slurm::slurm_ = nullptr;
 
-TEST_F(Slurm, PlanTakesTheNodesAndSlotsFromTheAllocation) {
-  auto r = run_command(slurm_->salloc_muster(4, {"plan"}, {"--ntasks-per-node=2"}));
+TEST_F(SlurmTestCluster, PlanTakesTheNodesAndSlotsFromTheAllocation) {
+  auto r = run_command(cluster_->salloc_muster(4, {"plan"}, {"--ntasks-per-node=2"}));
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.out.find("Slurm allocation"), std::string::npos) << r.out;
   for (int i = 0; i < 4; ++i)
-    EXPECT_NE(r.out.find(slurm_->hosts().host(i)), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find(cluster_->hosts().host(i)), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("world size 8"), std::string::npos) << r.out;
 }
 
 // srun starts every node itself: --fanout, which paces SSH handshakes, would do nothing there
 // and is refused by name before anything starts (before, it was silently ignored).
-TEST_F(Slurm, FanoutIsRefusedUnderSlurmWhereItWouldDoNothing) {
-  auto r = run_command(slurm_->salloc_muster(4, {"run", "--fanout", "4", "--", "true"}));
+TEST_F(SlurmTestCluster, FanoutIsRefusedUnderSlurmWhereItWouldDoNothing) {
+  auto r = run_command(cluster_->salloc_muster(4, {"run", "--fanout", "4", "--", "true"}));
   EXPECT_EQ(r.exit_code, 2) << r.out << r.err;
   EXPECT_NE(r.err.find("--fanout paces SSH handshakes"), std::string::npos) << r.err;
 }
 
-TEST_F(Slurm, RunStartsOneRankPerSlotWithTheJobsVariablesButNotTheAgentsTaskIds) {
-  auto r = run_command(slurm_->salloc_muster(
+TEST_F(SlurmTestCluster, RunStartsOneRankPerSlotWithTheJobsVariablesButNotTheAgentsTaskIds) {
+  auto r = run_command(cluster_->salloc_muster(
       4, {"run", "--", "sh", "-c",
           "echo \"rank=$RANK host=$(hostname) job=${SLURM_JOB_ID:-unset} procid=${SLURM_PROCID:-unset} "
           "localid=${SLURM_LOCALID:-unset} secret=${MUSTER_AGENT_SECRET:-unset}\""}));
@@ -101,9 +86,9 @@ TEST_F(Slurm, RunStartsOneRankPerSlotWithTheJobsVariablesButNotTheAgentsTaskIds)
 
 // Under Slurm too, each rank starts where --chdir says (srun's own -D), the agents' step
 // standing wherever it stands.
-TEST_F(Slurm, RunChdirStartsEveryRankThere) {
+TEST_F(SlurmTestCluster, RunChdirStartsEveryRankThere) {
   TempDir x;
-  auto r = run_command(slurm_->salloc_muster(4, {"run", "--chdir", x.path(), "--", "pwd"}));
+  auto r = run_command(cluster_->salloc_muster(4, {"run", "--chdir", x.path(), "--", "pwd"}));
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
   for (int rank = 0; rank < 4; ++rank)
     EXPECT_NE(r.out.find(fmt::format("[{}] {}\n", rank, x.path())), std::string::npos) << r.out;
@@ -111,40 +96,40 @@ TEST_F(Slurm, RunChdirStartsEveryRankThere) {
 
 // Latin-1 bytes (real file names have them) reach the ranks through Slurm's call back as they
 // are, in run's argument and exported value and in exec's argument.
-TEST_F(Slurm, BytesThatAreNotUtf8ReachTheRanksAsTheyAre) {
+TEST_F(SlurmTestCluster, BytesThatAreNotUtf8ReachTheRanksAsTheyAre) {
   const std::vector<std::string> print = {"sh", "-c", "printf '<%s|%s>\\n' \"$1\" \"$LATIN\"", "sh",
                                           "\xe9t\xe9"};
   std::vector<std::string> run = {"run", "-x", "LATIN=caf\xe9", "--"};
   run.insert(run.end(), print.begin(), print.end());
-  auto r = run_command(slurm_->salloc_muster(2, run));
+  auto r = run_command(cluster_->salloc_muster(2, run));
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
   for (int rank = 0; rank < 2; ++rank)
     EXPECT_NE(r.out.find(fmt::format("[{}] <\xe9t\xe9|caf\xe9>\n", rank)), std::string::npos) << r.out;
 
   std::vector<std::string> exec = {"exec", "--", "env", "LATIN=caf\xe9"};
   exec.insert(exec.end(), print.begin(), print.end());
-  auto e = run_command(slurm_->salloc_muster(2, exec));
+  auto e = run_command(cluster_->salloc_muster(2, exec));
   ASSERT_EQ(e.exit_code, 0) << e.out << e.err;
   size_t nodes = 0;
   for (size_t at = 0; (at = e.out.find("] <\xe9t\xe9|caf\xe9>\n", at)) != std::string::npos; ++at) ++nodes;
   EXPECT_EQ(nodes, 2u) << e.out;
 }
 
-TEST_F(Slurm, SmokeAndDoctorPassInsideTheAllocation) {
-  auto smoke = run_command(slurm_->salloc_muster(4, {"smoke", "--max-bytes", "64K"}, {"--ntasks-per-node=2"}));
+TEST_F(SlurmTestCluster, SmokeAndDoctorPassInsideTheAllocation) {
+  auto smoke = run_command(cluster_->salloc_muster(4, {"smoke", "--max-bytes", "64K"}, {"--ntasks-per-node=2"}));
   EXPECT_EQ(smoke.exit_code, 0) << smoke.out << smoke.err;
   EXPECT_NE(smoke.out.find("8 ranks"), std::string::npos) << smoke.out;
-  auto doctor = run_command(slurm_->salloc_muster(4, {"doctor"}));
+  auto doctor = run_command(cluster_->salloc_muster(4, {"doctor"}));
   EXPECT_EQ(doctor.exit_code, 0) << doctor.out << doctor.err;
 }
 
-TEST_F(Slurm, SbatchRunsDoctorAndWritesJunit) {
+TEST_F(SlurmTestCluster, SbatchRunsDoctorAndWritesJunit) {
   TempDir dir;
   std::filesystem::permissions(dir.path(), std::filesystem::perms(0755));
   const std::string junit = dir.file("doctor.xml");
   dir.write("job.sh", fmt::format("#!/bin/sh\n#SBATCH -N 4\n#SBATCH -o {}/job.out\n{} doctor --junit {}\n",
                                   dir.path(), MUSTER_BINARY, junit));
-  auto r = slurm_->run({"sbatch", "--parsable", "--wait", dir.file("job.sh")}, 180);
+  auto r = cluster_->run({"sbatch", "--parsable", "--wait", dir.file("job.sh")}, 180);
   EXPECT_EQ(r.exit_code, 0) << r.out << r.err << dir.read("job.out");
   ASSERT_TRUE(std::filesystem::exists(junit)) << dir.read("job.out");
   const std::string xml = dir.read("doctor.xml");
@@ -152,13 +137,13 @@ TEST_F(Slurm, SbatchRunsDoctorAndWritesJunit) {
   EXPECT_EQ(xml.find("<failure"), std::string::npos) << xml;
 }
 
-TEST_F(Slurm, TorchGlooAllReduceThroughMusterRun) {
+TEST_F(SlurmTestCluster, TorchGlooAllReduceThroughMusterRun) {
   if (access("/usr/bin/python3", X_OK) != 0 ||
       run_command({"/usr/bin/python3", "-c", "import torch.distributed"}).exit_code != 0) {
     if (in_ci()) FAIL() << "python3-torch is missing";
     GTEST_SKIP() << "python3-torch is missing";
   }
-  auto r = run_command(slurm_->salloc_muster(
+  auto r = run_command(cluster_->salloc_muster(
       4, {"run", "--", "/usr/bin/python3", MUSTER_SOURCE_DIR "/tests/e2e/torch_allreduce.py"},
       {"--ntasks-per-node=2"}), {}, std::chrono::seconds(240));
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
@@ -167,12 +152,12 @@ TEST_F(Slurm, TorchGlooAllReduceThroughMusterRun) {
 
 // mpi4py over Open MPI inside an allocation: the agents' own step serves PMIx (srun starts
 // them with --mpi=none), the fences go through the head, and the world is one of 8.
-TEST_F(Slurm, Mpi4pyRanksAreOneWorldUnderTheAllocation) {
+TEST_F(SlurmTestCluster, Mpi4pyRanksAreOneWorldUnderTheAllocation) {
   if (run_command({"/usr/bin/python3", "-c", "import mpi4py"}).exit_code != 0) {
     if (in_ci()) FAIL() << "mpi4py is missing (apt-get install python3-mpi4py)";
     GTEST_SKIP() << "needs python3-mpi4py";
   }
-  auto r = run_command(slurm_->salloc_muster(
+  auto r = run_command(cluster_->salloc_muster(
       4, {"run", "--tag", "none", "--timeout", "120", "--", "/usr/bin/python3",
           MUSTER_SOURCE_DIR "/tests/e2e/mpi/mpi4py_hello.py"},
       {"--ntasks-per-node=2"}), {}, std::chrono::seconds(240));
@@ -186,30 +171,30 @@ TEST_F(Slurm, Mpi4pyRanksAreOneWorldUnderTheAllocation) {
   EXPECT_EQ(lines, expected) << r.err;
 }
 
-TEST_F(Slurm, ANodeLostMidJobEndsItNamingTheNodeAndNothingIsLeft) {
+TEST_F(SlurmTestCluster, ANodeLostMidJobEndsItNamingTheNodeAndNothingIsLeft) {
   const std::string mark = "MUSTER_TEST_MARK=lost-" + std::to_string(getpid());
-  RunningCommand head(slurm_->salloc_muster(
+  RunningCommand head(cluster_->salloc_muster(
       4, {"run", "--heartbeat-timeout", "5", "-x", mark, "--", "sh", "-c", "while :; do echo tick; sleep 0.2; done"}));
   ASSERT_TRUE(wait_until([&] { return !left_on(2, mark).empty(); }, std::chrono::seconds(30)))
-      << "no rank started on " << slurm_->hosts().host(2);
+      << "no rank started on " << cluster_->hosts().host(2);
   std::this_thread::sleep_for(std::chrono::seconds(1));
-  slurm_->lose_host(2);
+  cluster_->lose_host(2);
   auto r = head.wait(std::chrono::seconds(60));
   EXPECT_NE(r.exit_code, 0);
   EXPECT_EQ(r.exit_code, 255) << "a lost node is exit status 255, as over SSH";
-  EXPECT_NE(r.err.find("lost contact with " + slurm_->hosts().host(2)), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("lost contact with " + cluster_->hosts().host(2)), std::string::npos) << r.err;
   EXPECT_TRUE(nothing_left(mark)) << "ranks were left behind";
   // The lost node comes back for the tests after this one.
-  delete slurm_;
-  slurm_ = new SlurmCluster(4);
+  delete cluster_;
+  cluster_ = new SlurmCluster(4);
 }
 
 // A fake agent that calls the head back without the session's secret (the address and port
 // are on srun's command line, which every local user reads) gets the head's challenge and
 // nothing more: no proof, no spec. The job it tried to join runs on unharmed.
-TEST_F(Slurm, AFakeAgentWithoutTheSecretGetsNothingFromTheHeadBeyondItsChallenge) {
+TEST_F(SlurmTestCluster, AFakeAgentWithoutTheSecretGetsNothingFromTheHeadBeyondItsChallenge) {
   const std::string mark = "MUSTER_TEST_MARK=fake-agent-" + std::to_string(getpid());
-  RunningCommand job(slurm_->salloc_muster(2, {"run", "-x", mark, "--", "sleep", "6"}));
+  RunningCommand job(cluster_->salloc_muster(2, {"run", "-x", mark, "--", "sleep", "6"}));
   std::string heads;
   ASSERT_TRUE(wait_until([&] {
     for (pid_t pid : processes_running({"srun"})) {
@@ -233,7 +218,7 @@ TEST_F(Slurm, AFakeAgentWithoutTheSecretGetsNothingFromTheHeadBeyondItsChallenge
       "    more = s.recv(16 - len(challenge))\n"
       "    if not more: break\n"
       "    challenge += more\n"
-      "s.sendall(os.urandom(48) + b'" + slurm_->hosts().host(0) + "\\n')\n"
+      "s.sendall(os.urandom(48) + b'" + cluster_->hosts().host(0) + "\\n')\n"
       "rest = b''\n"
       "while True:\n"
       "    try:\n"
@@ -243,7 +228,7 @@ TEST_F(Slurm, AFakeAgentWithoutTheSecretGetsNothingFromTheHeadBeyondItsChallenge
       "    if not more: break\n"
       "    rest += more\n"
       "print(len(challenge), len(rest))\n";
-  const auto fake = run_command(slurm_->head_command({"/usr/bin/python3", "-c", fake_agent}), {},
+  const auto fake = run_command(cluster_->head_command({"/usr/bin/python3", "-c", fake_agent}), {},
                                 std::chrono::seconds(60));
   EXPECT_EQ(fake.out, "16 0\n") << fake.err;
   const auto r = job.wait(std::chrono::seconds(120));
@@ -252,27 +237,27 @@ TEST_F(Slurm, AFakeAgentWithoutTheSecretGetsNothingFromTheHeadBeyondItsChallenge
 
 // A node the allocation lists but srun cannot reach (its route to the controller and the
 // head is cut): the start fails naming it in srun's words, and no rank starts anywhere.
-TEST_F(Slurm, ANodeSrunCannotReachIsNamedAndNothingStarts) {
-  TestCluster& hosts = slurm_->hosts();
+TEST_F(SlurmTestCluster, ANodeSrunCannotReachIsNamedAndNothingStarts) {
+  TestCluster& hosts = cluster_->hosts();
   const std::string head = hosts.address(0).substr(0, hosts.address(0).rfind('.')) + ".254/32";
   hosts.on_host(1, {"ip", "route", "add", "blackhole", head});
-  auto r = run_command(slurm_->salloc_muster(4, {"run", "--", "touch", slurm_->dir() + "/started"}), {},
+  auto r = run_command(cluster_->salloc_muster(4, {"run", "--", "touch", cluster_->dir() + "/started"}), {},
                        std::chrono::seconds(120));
   hosts.on_host(1, {"ip", "route", "del", "blackhole", head});
   EXPECT_NE(r.exit_code, 0);
   EXPECT_EQ(r.err.rfind("muster: error: " + hosts.host(1) + ": ", 0), 0u) << r.err;
   EXPECT_NE(r.err.find("failed on node " + hosts.host(1)), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("nothing was started"), std::string::npos) << r.err;
-  EXPECT_FALSE(std::filesystem::exists(slurm_->dir() + "/started"));
+  EXPECT_FALSE(std::filesystem::exists(cluster_->dir() + "/started"));
 }
 
-TEST_F(Slurm, ScancelEndsTheJobAndNothingIsLeft) {
+TEST_F(SlurmTestCluster, ScancelEndsTheJobAndNothingIsLeft) {
   const std::string mark = "MUSTER_TEST_MARK=scancel-" + std::to_string(getpid());
-  RunningCommand head(slurm_->salloc_muster(
+  RunningCommand head(cluster_->salloc_muster(
       4, {"run", "-x", mark, "--", "sh", "-c", "while :; do echo tick; sleep 0.2; done"},
       {"--job-name=muster-scancel-test"}));
   ASSERT_TRUE(wait_until([&] { return !left_on(3, mark).empty(); }, std::chrono::seconds(30)));
-  auto cancel = slurm_->run({"scancel", "--name=muster-scancel-test"});
+  auto cancel = cluster_->run({"scancel", "--name=muster-scancel-test"});
   EXPECT_EQ(cancel.exit_code, 0) << cancel.err;
   auto r = head.wait(std::chrono::seconds(60));
   EXPECT_NE(r.exit_code, 0) << r.out << r.err;
@@ -283,9 +268,9 @@ TEST_F(Slurm, ScancelEndsTheJobAndNothingIsLeft) {
 
 // exec inside an allocation goes through srun, not SSH (the test hosts run no sshd here): each
 // line tagged with its node as over SSH, --fold as clush -b, and the exit status pdsh gives.
-TEST_F(Slurm, ExecRunsThroughSrunWithTheTagsFoldingAndExitStatusOfSsh) {
-  TestCluster& hosts = slurm_->hosts();
-  auto r = run_command(slurm_->salloc_muster(
+TEST_F(SlurmTestCluster, ExecRunsThroughSrunWithTheTagsFoldingAndExitStatusOfSsh) {
+  TestCluster& hosts = cluster_->hosts();
+  auto r = run_command(cluster_->salloc_muster(
       4, {"exec", "--", "sh", "-c",
           "echo \"$(hostname) in step ${SLURM_STEP_ID:-none}\"; [ \"$(hostname)\" != " + hosts.host(2) +
               " ] || exit 3"}));
@@ -297,15 +282,15 @@ TEST_F(Slurm, ExecRunsThroughSrunWithTheTagsFoldingAndExitStatusOfSsh) {
     EXPECT_NE(r.out.compare(at + tag.size(), 4, "none"), 0) << "not run by srun: " << r.out;
   }
 
-  auto folded = run_command(slurm_->salloc_muster(4, {"exec", "--fold", "--", "printenv", "SLURM_NNODES"}));
+  auto folded = run_command(cluster_->salloc_muster(4, {"exec", "--fold", "--", "printenv", "SLURM_NNODES"}));
   EXPECT_EQ(folded.exit_code, 0) << folded.err;
   const std::string all = fold_hostlist({hosts.host(0), hosts.host(1), hosts.host(2), hosts.host(3)});
   EXPECT_NE(folded.out.find(all + " (4)\n---------------\n4\n"), std::string::npos) << folded.out;
 
-  auto killed = run_command(slurm_->salloc_muster(2, {"exec", "-N", "--", "sh", "-c", "kill -9 $$"}));
+  auto killed = run_command(cluster_->salloc_muster(2, {"exec", "-N", "--", "sh", "-c", "kill -9 $$"}));
   EXPECT_EQ(killed.exit_code, 128 + SIGKILL) << killed.out << killed.err;
 
-  auto elsewhere = run_command(slurm_->salloc_muster(2, {"exec", "-H", hosts.host(3), "--launcher", "slurm",
+  auto elsewhere = run_command(cluster_->salloc_muster(2, {"exec", "-H", hosts.host(3), "--launcher", "slurm",
                                                          "--", "true"},
                                                      {"--nodelist=" + hosts.host(0) + "," + hosts.host(1)}));
   EXPECT_EQ(elsewhere.exit_code, 2) << elsewhere.err;
@@ -315,15 +300,15 @@ TEST_F(Slurm, ExecRunsThroughSrunWithTheTagsFoldingAndExitStatusOfSsh) {
 // A job that holds 4 of each node's 8 GPUs, beside another job that holds the other 4: its
 // agents count the 4 Slurm gave the step, and each rank's hello and communicator are on one of
 // them (the fake GPUs stand in for the devices; Slurm's gres names them as on a GPU node).
-TEST_F(Slurm, AJobOnHalfTheGpusOfItsNodesUsesOnlyThose) {
+TEST_F(SlurmTestCluster, AJobOnHalfTheGpusOfItsNodesUsesOnlyThose) {
   MUSTER_REQUIRE_FAKE_NCCL();
   FakeGpuMachine machine("eight-gpus-nvswitch");
   TempDir dir;
-  const std::string nodes = "--nodelist=" + slurm_->hosts().host(0) + "," + slurm_->hosts().host(1);
-  RunningCommand neighbour(slurm_->head_command({"salloc", "-N2", nodes, "--gres=gpu:4", "--quiet", "--",
+  const std::string nodes = "--nodelist=" + cluster_->hosts().host(0) + "," + cluster_->hosts().host(1);
+  RunningCommand neighbour(cluster_->head_command({"salloc", "-N2", nodes, "--gres=gpu:4", "--quiet", "--",
                                                  "sleep", "120"}));
   ASSERT_TRUE(wait_until([&] {
-    return slurm_->run({"squeue", "-h", "-t", "R", "-o", "%i"}).out.find_first_of("0123456789") != std::string::npos;
+    return cluster_->run({"squeue", "-h", "-t", "R", "-o", "%i"}).out.find_first_of("0123456789") != std::string::npos;
   }, std::chrono::seconds(30)));
   std::vector<std::string> argv = {"env", "MUSTER_FAKE_NCCL_LOG=" + dir.file("nccl.log"),
                                    "ASAN_OPTIONS=detect_leaks=0"};  // as in GpuCluster.*
@@ -333,7 +318,7 @@ TEST_F(Slurm, AJobOnHalfTheGpusOfItsNodesUsesOnlyThose) {
                                  "--quiet", "--", MUSTER_BINARY,
                                  "smoke", "--max-bytes", "4K", "--json"})
     argv.push_back(word);
-  auto r = run_command(slurm_->head_command(argv), {}, std::chrono::seconds(120));
+  auto r = run_command(cluster_->head_command(argv), {}, std::chrono::seconds(120));
   neighbour.signal(SIGTERM);
   ASSERT_EQ(r.exit_code, 0) << r.err << r.out;
   auto report = nlohmann::json::parse(r.out);
@@ -351,11 +336,11 @@ TEST_F(Slurm, AJobOnHalfTheGpusOfItsNodesUsesOnlyThose) {
 // The agents' start is on every job's path: where the nodes see the head's files, srun
 // starts muster-node (the node side alone) itself, and hwloc loads no display or libxml2
 // plugin in it; none of that reaches the ranks' environment.
-TEST_F(Slurm, AgentsStartAsThisBuildsMusterNodeWithoutDisplayPlugins) {
+TEST_F(SlurmTestCluster, AgentsStartAsThisBuildsMusterNodeWithoutDisplayPlugins) {
   const std::string rank_says =
       "echo \"parent=$(readlink /proc/$PPID/exe) gl=$(grep -c hwloc_gl /proc/$PPID/maps) "
       "blacklist=${HWLOC_PLUGINS_BLACKLIST:-unset}\"";
-  auto r = run_command(slurm_->salloc_muster(4, {"run", "--", "sh", "-c", rank_says}));
+  auto r = run_command(cluster_->salloc_muster(4, {"run", "--", "sh", "-c", rank_says}));
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const std::string node_side = std::string(MUSTER_BINARY) + "-node";
   for (int rank = 0; rank < 4; ++rank)
@@ -363,7 +348,7 @@ TEST_F(Slurm, AgentsStartAsThisBuildsMusterNodeWithoutDisplayPlugins) {
               std::string::npos) << r.out;
 
   // A node's own choice of plugins stands, and reaches its ranks.
-  auto own = run_command(slurm_->head_command(
+  auto own = run_command(cluster_->head_command(
       {"env", "HWLOC_PLUGINS_BLACKLIST=hwloc_opencl", "salloc", "-N1", "--quiet", MUSTER_BINARY,
        "run", "--", "sh", "-c", rank_says}));
   ASSERT_EQ(own.exit_code, 0) << own.err;
@@ -373,7 +358,7 @@ TEST_F(Slurm, AgentsStartAsThisBuildsMusterNodeWithoutDisplayPlugins) {
   TempDir copy;
   std::filesystem::copy_file(MUSTER_BINARY, copy.file("muster"));
   std::filesystem::copy_file("/bin/true", copy.file("muster-node"));
-  auto other = run_command(slurm_->head_command(
+  auto other = run_command(cluster_->head_command(
       {"salloc", "-N2", "--quiet", copy.file("muster"), "run", "--", "sh", "-c", rank_says}));
   ASSERT_EQ(other.exit_code, 0) << other.err;
   for (int rank = 0; rank < 2; ++rank)
@@ -387,11 +372,11 @@ TEST_F(Slurm, AgentsStartAsThisBuildsMusterNodeWithoutDisplayPlugins) {
 // link, with the SHA-256 the head named, before anything of it runs; it starts from
 // node-local storage, where the next session finds it, and the shipped file is removed. With
 // --no-ship nothing is shipped and the missing muster is named.
-TEST_F(Slurm, NodesWithoutMusterGetTheBundleThroughSlurm) {
+TEST_F(SlurmTestCluster, NodesWithoutMusterGetTheBundleThroughSlurm) {
   const std::string build_dir = std::filesystem::path(MUSTER_BINARY).parent_path().string();
-  delete slurm_;
-  slurm_ = nullptr;
-  ASSERT_NO_THROW(slurm_ = new SlurmCluster(4, build_dir));  // the first node still sees it
+  delete cluster_;
+  cluster_ = nullptr;
+  ASSERT_NO_THROW(cluster_ = new SlurmCluster(4, build_dir));  // the first node still sees it
   TempDir node_tmp;  // the nodes' TMPDIR (srun passes it on): this test's cache, no other's
   std::filesystem::permissions(node_tmp.path(), std::filesystem::perms(01777));  // shared, as /tmp is
   const std::string own_dir = node_tmp.file(fmt::format("muster-{}", getuid()));
@@ -413,7 +398,7 @@ TEST_F(Slurm, NodesWithoutMusterGetTheBundleThroughSlurm) {
                                      "ASAN_OPTIONS=detect_leaks=0", "salloc", "-N2", "--quiet", "--",
                                      MUSTER_BINARY};
     argv.insert(argv.end(), args.begin(), args.end());
-    return run_command(slurm_->head_command(argv), {}, std::chrono::seconds(180));
+    return run_command(cluster_->head_command(argv), {}, std::chrono::seconds(180));
   };
   auto shipped_files = [&] {
     std::vector<std::string> out;
@@ -421,13 +406,13 @@ TEST_F(Slurm, NodesWithoutMusterGetTheBundleThroughSlurm) {
       if (f.path().filename().string().rfind("bundle-", 0) == 0) out.push_back(f.path().filename());
     return out;
   };
-  auto seen = run_command(slurm_->head_command({"salloc", "-N2", "--quiet", "srun", "-l", "ls", MUSTER_BINARY}));
+  auto seen = run_command(cluster_->head_command({"salloc", "-N2", "--quiet", "srun", "-l", "ls", MUSTER_BINARY}));
   ASSERT_NE(seen.exit_code, 0) << "the second node still sees " << MUSTER_BINARY << ": " << seen.out;
 
   auto refused = muster({"run", "--no-ship", "--", "true"});
   EXPECT_NE(refused.exit_code, 0);
   EXPECT_NE(refused.err.find(fmt::format("muster: {} is not on node {}, and --no-ship forbids",
-                                         MUSTER_BINARY, slurm_->hosts().host(1))), std::string::npos)
+                                         MUSTER_BINARY, cluster_->hosts().host(1))), std::string::npos)
       << refused.err;
 
   // Another user's directory where this user's would be: refused, nothing shipped into it.
@@ -459,8 +444,8 @@ TEST_F(Slurm, NodesWithoutMusterGetTheBundleThroughSlurm) {
   // The first node runs its own muster, the second the bundle: one job.
   auto ran = muster({"run", "--", "hostname"});
   ASSERT_EQ(ran.exit_code, 0) << ran.err;
-  EXPECT_NE(ran.out.find(slurm_->hosts().host(0)), std::string::npos) << ran.out;
-  EXPECT_NE(ran.out.find(slurm_->hosts().host(1)), std::string::npos) << ran.out;
+  EXPECT_NE(ran.out.find(cluster_->hosts().host(0)), std::string::npos) << ran.out;
+  EXPECT_NE(ran.out.find(cluster_->hosts().host(1)), std::string::npos) << ran.out;
   EXPECT_EQ(std::filesystem::status(own_dir).permissions(), std::filesystem::perms::owner_all);
   size_t bundles = 0;
   for (const auto& bundle : std::filesystem::directory_iterator(own_dir))
@@ -479,15 +464,15 @@ TEST_F(Slurm, NodesWithoutMusterGetTheBundleThroughSlurm) {
   EXPECT_EQ(doctor.exit_code, 0) << doctor.err << doctor.out;
   EXPECT_FALSE(std::filesystem::exists(shim.file("calls"))) << "shipped again: " << shim.read("calls");
 
-  delete slurm_;
-  slurm_ = new SlurmCluster(4);
+  delete cluster_;
+  cluster_ = new SlurmCluster(4);
 }
 
 // Slow (about 100 s): Slurm enforces one-minute time limits on slurmctld's 30-second sweep.
 // Both ends at once, on two nodes each: a batch job's limit, where slurmstepd sends the head
 // SIGTERM (and SIGKILL KillWait later), and an salloc's limit, where the agents' step is
 // cancelled under a head that Slurm does not signal.
-TEST_F(Slurm, SlowTimeLimitsEndTheJobWith124InSlurmsWordsAndNothingIsLeft) {
+TEST_F(SlurmTestCluster, SlowTimeLimitsEndTheJobWith124InSlurmsWordsAndNothingIsLeft) {
   const std::string batch_mark = "MUSTER_TEST_MARK=batch-limit-" + std::to_string(getpid());
   const std::string step_mark = "MUSTER_TEST_MARK=step-limit-" + std::to_string(getpid());
   TempDir dir;
@@ -497,10 +482,10 @@ TEST_F(Slurm, SlowTimeLimitsEndTheJobWith124InSlurmsWordsAndNothingIsLeft) {
   dir.write("job.sh", fmt::format("#!/bin/sh\ntrap 'echo the shell got SIGTERM' TERM\n"
                                   "{} run -x {} -- sleep 300\necho \"muster exited $?\"\n",
                                   MUSTER_BINARY, batch_mark));
-  RunningCommand batch(slurm_->head_command({"sbatch", "--wait", "-N2", "--time=1", "--nodelist=" +
-                                             slurm_->hosts().host(0) + "," + slurm_->hosts().host(1),
+  RunningCommand batch(cluster_->head_command({"sbatch", "--wait", "-N2", "--time=1", "--nodelist=" +
+                                             cluster_->hosts().host(0) + "," + cluster_->hosts().host(1),
                                              "-o", dir.file("job.out"), dir.file("job.sh")}));
-  RunningCommand allocation(slurm_->salloc_muster(2, {"run", "-x", step_mark, "--", "sleep", "300"},
+  RunningCommand allocation(cluster_->salloc_muster(2, {"run", "-x", step_mark, "--", "sleep", "300"},
                                                   {"--time=1"}));
   const CommandResult by_salloc = allocation.wait(std::chrono::seconds(200));
   batch.wait(std::chrono::seconds(200));
@@ -546,70 +531,70 @@ std::string drain_reason(SlurmCluster& slurm, const std::string& node) {
   return reason;
 }
 
-TEST_F(Slurm, HealthDrainsASickNodeWithItsReasonAndResumesItOnceWell) {
-  const std::string node = slurm_->hosts().host(3);
-  ResumedAtEnd resume{slurm_, node};
+TEST_F(SlurmTestCluster, HealthDrainsASickNodeWithItsReasonAndResumesItOnceWell) {
+  const std::string node = cluster_->hosts().host(3);
+  ResumedAtEnd resume{cluster_, node};
   NodeTree well, sick;
   well.healthy_gpu_node();
   sick.healthy_gpu_node();
   sick.ib_port("mlx5_0", "0000:3b:00.0", 2, "1: DOWN", "2: Polling", "100 Gb/sec (4X EDR)");
 
-  auto r = health_check(*slurm_, node, sick);
+  auto r = health_check(*cluster_, node, sick);
   EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
-  EXPECT_EQ(drain_reason(*slurm_, node).rfind("muster: mlx5_0 port 2 (0000:3b:00.0): state 1: DOWN", 0), 0u)
-      << drain_reason(*slurm_, node) << "\n" << r.err;
+  EXPECT_EQ(drain_reason(*cluster_, node).rfind("muster: mlx5_0 port 2 (0000:3b:00.0): state 1: DOWN", 0), 0u)
+      << drain_reason(*cluster_, node) << "\n" << r.err;
   EXPECT_NE(r.err.find("muster: health: drained " + node), std::string::npos) << r.err;
-  EXPECT_EQ(drain_reason(*slurm_, slurm_->hosts().host(2)), "");  // no other node is touched
+  EXPECT_EQ(drain_reason(*cluster_, cluster_->hosts().host(2)), "");  // no other node is touched
 
   // Well on paper, but its GPUs' health cannot be read (no driver to ask): unknown is not
   // healthy, so the drain stays, saying why.
-  r = health_check(*slurm_, node, well);
+  r = health_check(*cluster_, node, well);
   EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
-  EXPECT_NE(drain_reason(*slurm_, node), "") << r.err;
+  EXPECT_NE(drain_reason(*cluster_, node), "") << r.err;
   EXPECT_NE(r.err.find("muster: health: " + node + " stays drained"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("a check could not be made"), std::string::npos) << r.err;
   // Every check passing, its GPUs asked through NVML: resumed.
-  r = health_check(*slurm_, node, well, {},
+  r = health_check(*cluster_, node, well, {},
                    {std::string("LD_LIBRARY_PATH=") + MUSTER_FAKE_GPU_DIR,
                     std::string("MUSTER_FAKE_GPU_MACHINE=") + MUSTER_SOURCE_DIR "/tests/fakes/gpu/machines/two-gpus-healthy.txt"});
   EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
-  EXPECT_EQ(drain_reason(*slurm_, node), "") << r.err;
+  EXPECT_EQ(drain_reason(*cluster_, node), "") << r.err;
   EXPECT_NE(r.err.find("muster: health: resumed " + node), std::string::npos) << r.err;
 }
 
-TEST_F(Slurm, HealthNeverResumesOrRewordsADrainThatIsNotMusters) {
-  const std::string node = slurm_->hosts().host(2);
-  ResumedAtEnd resume{slurm_, node};
-  auto admin = slurm_->run({"scontrol", "update", "NodeName=" + node, "State=DRAIN", "Reason=admin: new fans"});
+TEST_F(SlurmTestCluster, HealthNeverResumesOrRewordsADrainThatIsNotMusters) {
+  const std::string node = cluster_->hosts().host(2);
+  ResumedAtEnd resume{cluster_, node};
+  auto admin = cluster_->run({"scontrol", "update", "NodeName=" + node, "State=DRAIN", "Reason=admin: new fans"});
   ASSERT_EQ(admin.exit_code, 0) << admin.err;
   NodeTree well, sick;
   well.healthy_gpu_node();
   sick.healthy_gpu_node();
   sick.write("sys/devices/pci0000:00/0000:17:00.0/0000:18:00.0/current_link_width", "8");
   for (const NodeTree* tree : {&well, &sick}) {
-    auto r = health_check(*slurm_, node, *tree);
-    EXPECT_EQ(drain_reason(*slurm_, node), "admin: new fans") << r.err;
+    auto r = health_check(*cluster_, node, *tree);
+    EXPECT_EQ(drain_reason(*cluster_, node), "admin: new fans") << r.err;
     EXPECT_NE(r.err.find(node + " stays drained as someone else left it: admin: new fans"), std::string::npos)
         << r.err;
   }
 }
 
-TEST_F(Slurm, AHealthCheckThatHangsIsCutAtItsDeadlineAndDrainsNamingTheCheck) {
-  const std::string node = slurm_->hosts().host(1);
-  ResumedAtEnd resume{slurm_, node};
+TEST_F(SlurmTestCluster, AHealthCheckThatHangsIsCutAtItsDeadlineAndDrainsNamingTheCheck) {
+  const std::string node = cluster_->hosts().host(1);
+  ResumedAtEnd resume{cluster_, node};
   NodeTree tree;
   tree.healthy_gpu_node();
   TempDir dir;
   std::ifstream healthy(std::string(MUSTER_SOURCE_DIR) + "/tests/fakes/gpu/machines/two-gpus-healthy.txt");
   dir.write("wedged.txt", std::string(std::istreambuf_iterator<char>(healthy), {}) + "hang 0000:2a:00.0\n");
   const auto started = std::chrono::steady_clock::now();
-  auto r = health_check(*slurm_, node, tree, {"--timeout", "2"},
+  auto r = health_check(*cluster_, node, tree, {"--timeout", "2"},
                         {std::string("LD_LIBRARY_PATH=") + MUSTER_FAKE_GPU_DIR,
                          "MUSTER_FAKE_GPU_MACHINE=" + dir.file("wedged.txt")});
   EXPECT_LT(std::chrono::steady_clock::now() - started, std::chrono::seconds(30));
   EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
-  EXPECT_NE(drain_reason(*slurm_, node).find("stuck in the gpu check (NVML did not answer)"), std::string::npos)
-      << drain_reason(*slurm_, node) << "\n" << r.err;
+  EXPECT_NE(drain_reason(*cluster_, node).find("stuck in the gpu check (NVML did not answer)"), std::string::npos)
+      << drain_reason(*cluster_, node) << "\n" << r.err;
 }
 
 }  // namespace

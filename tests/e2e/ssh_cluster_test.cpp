@@ -15,29 +15,20 @@
 #include <nlohmann/json.hpp>
 
 #include "probes/digest.h"
+#include "tests/support/shared_cluster.h"
 #include "tests/support/test_cluster.h"
 
 namespace muster::testing {
 namespace {
 
-class SshCluster : public ::testing::Test {
+class SshCluster : public SharedCluster<SshCluster> {
  protected:
-  static void SetUpTestSuite() {
-    if (TestCluster::unavailable_reason().empty()) cluster_ = new TestCluster(4);
-  }
-  static void TearDownTestSuite() {
-    delete cluster_;
-    cluster_ = nullptr;
-  }
   void SetUp() override {
-    MUSTER_REQUIRE_TEST_CLUSTER();
-    ASSERT_NE(cluster_, nullptr);
-    cluster_->trust_host_keys();
+    SharedCluster::SetUp();
+    if (!IsSkipped() && !HasFatalFailure()) cluster_->trust_host_keys();
   }
   static std::string two_slots() { return cluster_->write_cluster_file("launch:\n  slots: 2\n"); }
-  static TestCluster* cluster_;
 };
-TestCluster* SshCluster::cluster_ = nullptr;
 
 std::map<std::string, std::vector<std::string>> lines_by_tag(const std::string& text) {
   std::map<std::string, std::vector<std::string>> out;

@@ -14,14 +14,22 @@
 #include "tests/support/command_runner.h"
 
 // In a test's SetUp: skip (or, in CI, fail) when this machine cannot host a test cluster.
-#define MUSTER_REQUIRE_TEST_CLUSTER()                                      \
-  do {                                                                     \
-    std::string why_not = ::muster::testing::TestCluster::unavailable_reason(); \
-    if (!why_not.empty()) {                                                \
-      if (::muster::testing::in_ci()) FAIL() << why_not;                   \
-      GTEST_SKIP() << why_not;                                             \
-    }                                                                      \
+// A suite that brings up a cluster is named "...Cluster": tests/CMakeLists.txt gives every
+// such suite the one cluster lock by that name, and a test that is not is failed here, so
+// that no suite is ever left out of the lock by hand.
+#define MUSTER_REQUIRE_TEST_CLUSTER_OF(Cluster)                                                    \
+  do {                                                                                             \
+    const std::string suite = ::testing::UnitTest::GetInstance()->current_test_info()->test_suite_name(); \
+    if (!suite.ends_with("Cluster"))                                                               \
+      FAIL() << "suite " << suite << " brings up a test cluster: its name must end in Cluster, "  \
+             << "which is how tests/CMakeLists.txt gives it the cluster lock";                    \
+    std::string why_not = Cluster::unavailable_reason();                                           \
+    if (!why_not.empty()) {                                                                        \
+      if (::muster::testing::in_ci()) FAIL() << why_not;                                           \
+      GTEST_SKIP() << why_not;                                                                     \
+    }                                                                                              \
   } while (0)
+#define MUSTER_REQUIRE_TEST_CLUSTER() MUSTER_REQUIRE_TEST_CLUSTER_OF(::muster::testing::TestCluster)
 
 namespace muster::testing {
 
