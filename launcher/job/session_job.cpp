@@ -12,6 +12,7 @@
 
 #include "launcher/cluster/hostlist.h"
 #include "launcher/error.h"
+#include "launcher/local/pmix_status.h"
 #include "launcher/remote/agent_protocol.h"
 #include "launcher/remote/launch_spec.h"
 
@@ -389,8 +390,6 @@ class SessionRun {
   std::map<int, std::pair<size_t, int>> fetches_;
   int next_fetch_ = 0;
   static constexpr size_t kMostFetchesWaiting = size_t(1) << 20;
-  // PMIx's statuses for a fetch the head cannot pass on (pmix_common.h).
-  static constexpr int kPmixErrNotFound = -46, kPmixErrUnreach = -25;
 };
 
 }  // namespace
