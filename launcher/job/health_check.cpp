@@ -22,22 +22,11 @@ constexpr const char* kSnapshotHasNoNvml = "a snapshot (--fsroot) has no NVML: t
 
 NodeHealth check_this_node(const std::string& root, const HealthExpectations& file_expect,
                            std::chrono::milliseconds deadline, GpuLibrariesAsked gpus) {
-  const std::string state_dir = health_state_dir();
-  std::string why_no_record;
-  const HealthExpectations expect = with_node_record(file_expect, root, state_dir, why_no_record);
-  NodeHealth health = gpus == GpuLibrariesAsked::NotForASnapshot
-                          ? check_node_health_within(root, nullptr, expect, deadline, kSnapshotHasNoNvml, state_dir)
-                          : check_node_health_within(root, node_gpu_libraries(), expect, deadline,
-                                                     "GPU libraries not asked", state_dir);
-  if (!why_no_record.empty()) {
-    HealthFinding f;
-    f.check = "node_record";
-    f.status = HealthStatus::Warn;
-    f.observed = why_no_record + "; checked without it";
-    f.remedy = "muster health --record on the healthy node writes it again";
-    health.findings.push_back(std::move(f));
-  }
-  return health;
+  return gpus == GpuLibrariesAsked::NotForASnapshot
+             ? check_node_against_its_record(root, nullptr, file_expect, deadline, kSnapshotHasNoNvml,
+                                             health_state_dir())
+             : check_node_against_its_record(root, node_gpu_libraries(), file_expect, deadline,
+                                             "GPU libraries not asked", health_state_dir());
 }
 
 RecordedNode record_this_node(const std::string& root, GpuLibrariesAsked gpus) {

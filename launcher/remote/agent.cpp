@@ -38,6 +38,8 @@
 #include "probes/job_server.h"
 #include "probes/starvation.h"
 #include "probes/tcp_probe.h"
+#include "topology/health/counter_baseline.h"
+#include "topology/health/node_record.h"
 #include "topology/line_rate.h"
 #include "topology/sysfs_pci.h"
 #include "topology/topology_source.h"
@@ -266,9 +268,10 @@ std::string answer(const std::string& payload) {
     auto ask = parse_untrusted_json(payload);
     const std::string op = ask.at("op");
     if (op == "probe") return answer_probe(ask);
-    if (op == "health")
-      return to_json(check_node_health_within(health_root_of_this_node(), node_gpu_libraries(),
-                                              expectations_from_request(payload), kAgentHealthDeadline));
+    if (op == "health")  // as `muster health` on the node: its own record and counters' baseline too
+      return to_json(check_node_against_its_record(health_root_of_this_node(), node_gpu_libraries(),
+                                                   expectations_from_request(payload), kAgentHealthDeadline,
+                                                   "GPU libraries not asked", health_state_dir()));
     if (op == "health_counters") return counters_to_json(read_health_counters(health_root_of_this_node()));
     if (op == "ports") return nlohmann::json{{"ports", two_free_ports()}}.dump();
     if (op == "clock")

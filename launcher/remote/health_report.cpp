@@ -79,7 +79,8 @@ std::string to_json(const NodeHealth& h) {
   json software = {{"nvidia_driver", s.nvidia_driver}, {"nvlinks", s.nvlinks}, {"cuda_driver", s.cuda_driver}, {"nccl", s.nccl},
                    {"nccl_net_plugin", s.nccl_net_plugin}, {"kernel", s.kernel},
                    {"rdma_providers", s.rdma_providers}, {"nvidia_gpus", s.nvidia_gpus},
-                   {"gpu_model", s.gpu_model}, {"ib_ports", s.ib_ports}, {"ib_rates", s.ib_rates}};
+                   {"gpu_model", s.gpu_model}, {"ib_ports", s.ib_ports}, {"ib_rates", s.ib_rates},
+                   {"hardware_model", s.hardware_model}};
   return json{{"complete", h.complete}, {"findings", findings}, {"counters", json::parse(counters_to_json(h.counters))},
               {"software", software}}
       .dump(-1, ' ', false, json::error_handler_t::replace);
@@ -125,7 +126,7 @@ NodeHealth node_health_from_json(std::string_view text) {
                   bounded(s, "nccl_net_plugin"), bounded(s, "kernel"), bounded(s, "rdma_providers"),
                   std::clamp(s.value("nvidia_gpus", 0), 0, 1 << 16), bounded(s, "gpu_model"),
                   std::clamp(s.value("nvlinks", 0), 0, 1 << 16), std::clamp(s.value("ib_ports", 0), 0, 1 << 16),
-                  bounded(s, "ib_rates")};
+                  bounded(s, "ib_rates"), bounded(s, "hardware_model")};
     return h;
   } catch (const nlohmann::json::exception& e) {
     throw Error(ErrorKind::Runtime, std::string("not a node's health report: ") + e.what());

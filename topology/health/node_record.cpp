@@ -166,4 +166,21 @@ std::string node_record_text(const HealthExpectations& r) {
   return parts.empty() ? "no GPU and no active IB port" : fmt::format("{}", fmt::join(parts, ", "));
 }
 
+NodeHealth check_node_against_its_record(const std::string& root, std::shared_ptr<GpuLibraries> gpus,
+                                         const HealthExpectations& expect, std::chrono::milliseconds deadline,
+                                         const std::string& why_no_gpu_libraries, const std::string& state_dir) {
+  std::string why_no_record;
+  const HealthExpectations merged = with_node_record(expect, root, state_dir, why_no_record);
+  NodeHealth health = check_node_health_within(root, std::move(gpus), merged, deadline, why_no_gpu_libraries, state_dir);
+  if (!why_no_record.empty()) {
+    HealthFinding f;
+    f.check = "node_record";
+    f.status = HealthStatus::Warn;
+    f.observed = why_no_record + "; checked without it";
+    f.remedy = "muster health --record on the healthy node writes it again";
+    health.findings.push_back(std::move(f));
+  }
+  return health;
+}
+
 }  // namespace muster

@@ -29,6 +29,14 @@ RecordedNode record_node(const HealthSources& sources, const std::string& state_
 HealthExpectations with_node_record(const HealthExpectations& expect, const std::string& root,
                                     const std::string& state_dir, std::string& why_not);
 
+// check_node_health_within, judged against this node's record (beneath `expect`, as
+// with_node_record merges it) and its counters' baseline, both in `state_dir`; a record that
+// is there but cannot be trusted is a warning. What `muster health` and an agent asked by
+// doctor both run.
+NodeHealth check_node_against_its_record(const std::string& root, std::shared_ptr<GpuLibraries> gpus,
+                                         const HealthExpectations& expect, std::chrono::milliseconds deadline,
+                                         const std::string& why_no_gpu_libraries, const std::string& state_dir);
+
 // One line of what a record expects: "8 GPUs NVIDIA H100 80GB HBM3 at Gen5 x16, 4 IB ports
 // (mlx5_0 port 1, ...) at 400 Gb/s".
 std::string node_record_text(const HealthExpectations& record);
