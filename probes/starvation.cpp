@@ -70,20 +70,28 @@ std::optional<std::uint64_t> sum_hex_column(std::string_view text, size_t index,
   return total;
 }
 
-}  // namespace
-
-std::optional<std::uint64_t> parse_cpu_pressure_total(std::string_view text) {
-  // "some avg10=0.00 avg60=0.00 avg300=0.00 total=12345\nfull ..."
+// The value of `key` ("total", "avg10") on the "some" line of /proc/pressure/cpu:
+// "some avg10=0.00 avg60=0.00 avg300=0.00 total=12345\nfull ...".
+std::optional<std::string_view> some_line_value(std::string_view text, std::string_view key) {
   while (!text.empty()) {
     const std::string_view line = next_line(text);
     if (!line.starts_with("some ")) continue;
-    const size_t at = line.find(" total=");
-    if (at == std::string_view::npos) return std::nullopt;
-    std::string_view value = line.substr(at + 7);
-    value = value.substr(0, value.find(' '));
-    return number<std::uint64_t>(value);
+    for (std::string_view rest = line.substr(5); !rest.empty();) {
+      const size_t space = rest.find(' ');
+      const std::string_view word = rest.substr(0, space);
+      rest = space == std::string_view::npos ? std::string_view() : rest.substr(space + 1);
+      if (word.size() > key.size() && word.starts_with(key) && word[key.size()] == '=') return word.substr(key.size() + 1);
+    }
+    return std::nullopt;
   }
   return std::nullopt;
+}
+
+}  // namespace
+
+std::optional<std::uint64_t> parse_cpu_pressure_total(std::string_view text) {
+  const auto value = some_line_value(text, "total");
+  return value ? number<std::uint64_t>(*value) : std::nullopt;
 }
 
 std::optional<std::uint64_t> parse_softnet_dropped(std::string_view text) {
@@ -140,22 +148,16 @@ std::uint64_t dropped_between(const CpuShortage& before, const CpuShortage& afte
 }
 
 std::optional<double> parse_cpu_pressure_avg10(std::string_view text) {
-  while (!text.empty()) {
-    const std::string_view line = next_line(text);
-    if (!line.starts_with("some ")) continue;
-    const size_t at = line.find("avg10=");
-    if (at == std::string_view::npos) return std::nullopt;
-    std::string_view value = line.substr(at + 6);
-    value = value.substr(0, value.find(' '));
-    // "42.00": hundredths, read as integers so that no locale decides the decimal point.
-    const size_t dot = value.find('.');
-    const auto whole = number<std::uint64_t>(value.substr(0, dot));
-    const auto hundredths = dot == std::string_view::npos ? std::optional<std::uint64_t>(0)
-                                                          : number<std::uint64_t>(value.substr(dot + 1));
-    if (!whole || !hundredths || *whole > 100 || value.size() - dot > 3) return std::nullopt;
-    return (double(*whole) + double(*hundredths) / 100) / 100;
-  }
-  return std::nullopt;
+  const auto value = some_line_value(text, "avg10");
+  if (!value) return std::nullopt;
+  // "42.00": hundredths, read as integers so that no locale decides the decimal point.
+  const size_t dot = value->find('.');
+  const auto whole = number<std::uint64_t>(value->substr(0, dot));
+  const auto hundredths = dot == std::string_view::npos ? std::optional<std::uint64_t>(0)
+                                                        : number<std::uint64_t>(value->substr(dot + 1));
+  if (!whole || !hundredths || *whole > 100 || (dot != std::string_view::npos && value->size() - dot > 3))
+    return std::nullopt;
+  return (double(*whole) + double(*hundredths) / 100) / 100;
 }
 
 std::optional<double> read_cpu_pressure_avg10(const std::string& proc) {
