@@ -79,7 +79,9 @@ CommandAction setup_health(CLI::App& app) {
   add_report_flags(app, options->reports);
   app.footer("Checks PCIe links, InfiniBand ports, GPUs (NVML), Xids in the kernel log and software.\n"
              "Exit status: 0 healthy (warnings and unknowns allowed unless --strict), 1 a check failed,\n"
-             "2 for usage or configuration errors. On failure the last line of stderr is the reason.");
+             "2 for usage or configuration errors. On failure the reason is one line on stderr, "
+             "\"muster: health: FAIL ...\": the last line, or with --drain the line before what "
+             "became of the node.");
   return [options]() {
     check_report_flags(options->reports);
     if (options->drain && !options->fsroot.empty())

@@ -2,6 +2,11 @@
 // of the GPU libraries: pass, fail and unknown for every check, and the comparisons across
 // nodes the head makes.
 #include <algorithm>
+#include <thread>
+#include <future>
+#include <unistd.h>
+#include <sys/stat.h>
+#include <fcntl.h>
 #include <condition_variable>
 #include <mutex>
 
@@ -485,6 +490,35 @@ TEST(HealthGpus, AReadingThatHangsFailsAtTheDeadlineNamingTheCheck) {
   auto quick = std::make_shared<FakeGpuLibraries>();
   auto whole = check_node_health_within(tree.root(), quick, {}, std::chrono::seconds(30));
   EXPECT_GT(whole.findings.size(), 3u);
+}
+
+// NVML hangs, and so does a read of the node's files (a FIFO where a link's speed should be):
+// the re-check of the files has a deadline of its own, a quarter of the first, and both hangs
+// are named. Before, the files were read again with no deadline, and this never returned.
+TEST(HealthGpus, WhenNvmlHangsTheFilesAreReadAgainUnderADeadlineOfTheirOwn) {
+  NodeTree tree;
+  tree.healthy_gpu_node();
+  const std::string speed = tree.root() + "/sys/devices/pci0000:00/0000:17:00.0/0000:18:00.0/current_link_speed";
+  ASSERT_EQ(::unlink(speed.c_str()), 0);
+  ASSERT_EQ(::mkfifo(speed.c_str(), 0600), 0);
+  auto hanging = std::make_shared<HangingGpuLibraries>();
+  auto done = std::make_shared<std::promise<NodeHealth>>();
+  auto result = done->get_future();
+  std::thread([done, root = tree.root(), hanging] {
+    done->set_value(check_node_health_within(root, hanging, {}, std::chrono::milliseconds(400)));
+  }).detach();
+  const bool returned = result.wait_for(std::chrono::seconds(20)) == std::future_status::ready;
+  hanging->let_go();
+  const int writer = ::open(speed.c_str(), O_WRONLY | O_NONBLOCK);  // lets the stuck read go
+  ASSERT_TRUE(returned) << "the re-check of the files never returned";
+  const NodeHealth h = result.get();
+  if (writer >= 0) ::close(writer);
+  ASSERT_GE(h.findings.size(), 2u) << all(h);
+  EXPECT_NE(h.findings[0].observed.find("stuck in the gpu check (NVML did not answer)"), std::string::npos)
+      << all(h);
+  EXPECT_NE(all(h).find("did not finish within 0.1 s: stuck in the "), std::string::npos) << all(h);
+  EXPECT_NE(all(h).find("a read of the node's files did not return"), std::string::npos) << all(h);
+  EXPECT_FALSE(h.complete);
 }
 
 // ---- the kernel log ----

@@ -64,12 +64,15 @@ NodeHealth check_node_health_within(const std::string& root, std::shared_ptr<Gpu
   hung.remedy = in_nvml ? "NVML hangs on a wedged GPU: drain the node; nvidia-smi will hang too; reset the GPU or reboot"
                         : "a file system or driver stopped answering: drain the node and look at dmesg";
   // A hang in NVML leaves the node's files to read: what they say (an Xid 79, a link gone)
-  // names the GPU that hung. A hang reading them would hang again, so then only the hang.
+  // names the GPU that hung. They are read under a deadline of their own, a quarter of this
+  // one, so that the whole stays within what a caller waits for (an agent's 15 s and a
+  // quarter are within the head's 20 s). Without NVML this does not come round again; a
+  // hang reading the files is then named as such. A hang outside NVML would hang again:
+  // then only the hang.
   NodeHealth out;
-  if (in_nvml) {
-    HealthSources files_only{root, nullptr, nullptr, "NVML hung: see the gpu check above", state_dir};
-    out = check_node_health(files_only, expect);
-  }
+  if (in_nvml && run->gpus)
+    out = check_node_health_within(root, nullptr, expect, deadline / 4, "NVML hung: see the gpu check above",
+                                   state_dir);
   out.complete = false;
   out.findings.insert(out.findings.begin(), std::move(hung));
   return out;
