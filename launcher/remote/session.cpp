@@ -91,7 +91,7 @@ struct ClusterSession::Events {
 };
 
 // The few threads that drive every link, each its share (as srun and PRRTE do), so that the
-// head's threads do not grow with the nodes: one thread per node was 4096 threads at 4096.
+// head's threads do not grow with the nodes (a thread per node would be 4096 at 4096).
 // A link is only ever driven by its one driver (libssh sessions are not thread-safe).
 struct LinkDriver {
   int wake[2] = {-1, -1};      // a byte: some link of this driver has something to send
@@ -416,9 +416,9 @@ std::unique_ptr<ClusterSession> ClusterSession::open(std::shared_ptr<AgentLaunch
   for (;;) {
     if (poll(fds.data(), fds.size(), int(kBeatInterval.count())) < 0 && errno != EINTR) break;
     if (fds[0].revents) break;
-    // The agents already started hear the head while the others are reached: shipping the
-    // bundle to 32 fresh nodes took 28 s, and the first 16 agents, silent-limited to 10 s,
-    // had given the head up before it began to drive their links.
+    // The agents already started hear the head while the others are reached: reaching the
+    // rest can outlast an agent's silence limit (shipping the bundle to 32 fresh nodes takes
+    // about 28 s, the limit is 10 s), and an agent that hears nothing gives the head up.
     for (auto& link : opening->links)
       if (link->agent_started) try {
           link->agent->write(encode_frame({FrameKind::Beat, -1, ""}));
