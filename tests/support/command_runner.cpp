@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <sstream>
 #include <stdexcept>
 #include <thread>
@@ -37,8 +38,14 @@ std::vector<std::string> CommandResult::err_lines() const { return split_lines(e
 
 RunningCommand::RunningCommand(const std::vector<std::string>& argv,
                                const std::vector<std::string>& extra_env) {
+  // A variable the test gives replaces the one inherited (ctest's ENVIRONMENT among them):
+  // getenv reads the first of two entries of one name, which would be the inherited one.
+  const auto name_of = [](const std::string& entry) { return entry.substr(0, entry.find('=')); };
+  std::set<std::string> given;
+  for (const auto& e : extra_env) given.insert(name_of(e));
   std::vector<std::string> env;
-  for (char** p = environ; *p; ++p) env.emplace_back(*p);
+  for (char** p = environ; *p; ++p)
+    if (!given.count(name_of(*p))) env.emplace_back(*p);
   for (const auto& e : extra_env) env.push_back(e);
   std::vector<char*> c_argv, c_env;
   for (const auto& a : argv) c_argv.push_back(const_cast<char*>(a.c_str()));

@@ -99,6 +99,7 @@ class NodeTree {
     pci("0000:3b:00.0", "0x020700", "0x15b3", &gen5, "0000:3a:00.0");
     ib_port("mlx5_0", "0000:3b:00.0", 1, "4: ACTIVE", "5: LinkUp", "400 Gb/sec (4X NDR)");
     kernel_log("6,100,1000,-;Linux version 6.1.0-test-amd64");
+    write("etc/machine-id", "5f0c2a9d7e3b4c1a8d6e9f2b3a4c5d6e");  // a node record is of one machine
   }
 
  private:

@@ -131,7 +131,9 @@ HealthExpectations with_node_record(const HealthExpectations& expect, const std:
     why_not = fmt::format("{}/{} is not a muster node record: ignored", state_dir, kFileName);
     return expect;
   }
-  if (!recorded_machine.empty() && recorded_machine != machine_id(root)) return expect;  // another machine's
+  // Only a record of this very machine applies: one without a machine-id (a snapshot that
+  // lacked it) or of another machine holds nobody to it.
+  if (recorded_machine.empty() || recorded_machine != machine_id(root)) return expect;
   // The cluster file's own expectations win: the record fills what it leaves unset.
   HealthExpectations out = expect;
   out.recorded_at = record.recorded_at;
