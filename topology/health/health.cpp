@@ -36,8 +36,10 @@ namespace health {
 
 const std::vector<HealthCheck>& health_checks() {
   // The order findings are listed in. NVML and the PCI bus are read before the table, so
-  // that every finding about a GPU names its model.
-  static const std::vector<HealthCheck> checks = {
+  // that every finding about a GPU names its model. Never destroyed: a reading that hung is
+  // left on a thread of its own (check_node_health_within), which may still walk the table
+  // while the process exits.
+  static const auto* checks = new std::vector<HealthCheck>{
       {"pcie_link", check_pcie},            // pcie_link.cpp, pcie_aer.cpp
       {"ib_port", check_ib},                // infiniband.cpp
       {"gpu", check_gpus},                  // gpu_nvml.cpp
@@ -45,7 +47,7 @@ const std::vector<HealthCheck>& health_checks() {
       {"software", read_software},          // software.cpp
       {"link_errors", read_link_counters},  // link_counters.cpp
   };
-  return checks;
+  return *checks;
 }
 
 }  // namespace health
