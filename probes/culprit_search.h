@@ -34,7 +34,7 @@ struct MeasuredPair {
 struct CulpritReport {
   std::vector<int> slow_nodes;                  // slow with every partner, a good one among them
   std::vector<std::pair<int, int>> slow_links;  // slow only between these two (a < b), twice
-  std::vector<std::pair<int, int>> unknown_links;  // slow once, not measured again within max_rounds
+  std::vector<std::pair<int, int>> unknown_links;  // slow once, not measured again in the link rounds
   std::vector<int> unknown;  // seen slow or never measured, not resolved within max_rounds
   double typical_gbps = 0;                      // judge_bandwidth's, over every pair measured
   double threshold_gbps = 0;                    // a pair below it is slow
@@ -56,9 +56,9 @@ struct CulpritReport {
 // confirm what is left. With an odd count the ring's last pair (n-1, 0) comes once both its
 // nodes are known fast. A node is named slow when it is slow with two partners or more and one
 // of them was chosen because it was known fast (or three of them): two slow links that meet at
-// a node look like a slow node on two pairs. A pair slow twice (measured again with fewer
-// streams beside it) between two nodes fast with others is the link. Node faults need three
-// rounds, links one or two more; links are found on the pairs measured (the network stage
+// a node look like a slow node on two pairs. A pair slow twice (measured again in a round
+// of links only, after the nodes are settled) between two nodes fast with others is the link.
+// Node faults need three rounds, links one or two more; links are found on the pairs measured (the network stage
 // measures the whole mesh).
 CulpritReport find_culprits(int nodes, const MeasurePairs& measure, const CulpritSearchOptions& options = {});
 

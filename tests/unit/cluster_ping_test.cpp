@@ -246,8 +246,12 @@ TEST_F(ClusterPingTest, ASlowPairIsMeasuredAgainAloneBeforeItsLinkFails) {
                                      "both nodes are fast with their other peers"});
   EXPECT_TRUE(messages(r, Finding::Severity::Warn).empty()) << fmt::format("{}", fmt::join(messages(r, Finding::Severity::Warn), "\n"));
   for (const auto& p : r.pairs) {
-    if (p.src == 0 && p.dst == 1) EXPECT_EQ(p.gbps_alone, 12.0);
-    if (p.src == 2 && p.dst == 3) EXPECT_EQ(p.control_gbps, 12.0);  // n3's and n4's fast peers, alone
+    if (p.src == 0 && p.dst == 1) {
+      EXPECT_EQ(p.gbps_alone, 12.0);
+    }
+    if (p.src == 2 && p.dst == 3) {
+      EXPECT_EQ(p.control_gbps, 12.0);  // n3's and n4's fast peers, alone
+    }
   }
 }
 

@@ -22,6 +22,8 @@ CulpritReport search(SimulatedCluster& cluster, int nodes) {
   return find_culprits(nodes, [&](const auto& pairs) { return cluster.measure(pairs); });
 }
 
+size_t pairs_in_first_round(int n) { return size_t(n / 2); }
+
 std::set<int> as_set(const std::vector<int>& v) { return {v.begin(), v.end()}; }
 std::set<std::pair<int, int>> as_set(const std::vector<std::pair<int, int>>& v) { return {v.begin(), v.end()}; }
 
@@ -89,7 +91,31 @@ TEST(CulpritSearch, APairSlowOnceAndFastAgainIsNotALink) {
   EXPECT_TRUE(r.slow_nodes.empty());
   EXPECT_TRUE(r.slow_links.empty());
   EXPECT_TRUE(r.unknown_links.empty());
-  EXPECT_EQ(r.rounds, 3);
+  EXPECT_EQ(r.rounds, 4);  // the ring's two, nodes two apart, then the pair again
+}
+
+// On shared CPUs one stream of many can run a tenth of its pace while the others stream (64
+// test hosts on 2 cores did, in CI): a pair slow whenever other pairs stream beside it is
+// measured again in a round of its own before it is called a link, and is no link.
+TEST(CulpritSearch, APairSlowOnlyBesideOtherStreamsIsMeasuredAgainAloneAndIsNoLink) {
+  for (int n : {8, 16, 64}) {
+    SimulatedCluster cluster(n, 13);
+    const std::pair<int, int> crowded{2, 3};
+    std::vector<size_t> round_sizes_with_it;
+    CulpritReport r = find_culprits(n, [&](const auto& pairs) {
+      auto out = cluster.measure(pairs);
+      for (size_t k = 0; k < pairs.size(); ++k)
+        if (std::pair<int, int>(std::minmax(pairs[k].first, pairs[k].second)) == crowded) {
+          round_sizes_with_it.push_back(pairs.size());
+          if (pairs.size() > 1) out[k] = 0.3;
+        }
+      return out;
+    });
+    EXPECT_TRUE(r.slow_nodes.empty()) << n;
+    EXPECT_TRUE(r.slow_links.empty()) << n;
+    EXPECT_TRUE(r.unknown_links.empty()) << n;
+    EXPECT_EQ(round_sizes_with_it, (std::vector<size_t>{pairs_in_first_round(n), 1})) << n;
+  }
 }
 
 // A node that never answers is unknown, not slow, and asked once more, not every round; its
@@ -131,7 +157,9 @@ TEST(CulpritSearch, RandomFaultsAtScaleAreFoundWithoutFalsePositives) {
         if (cluster.slow_nodes.count(m.a) || cluster.slow_nodes.count(m.b)) {
           EXPECT_LE(m.round, 3) << n << " nodes, seed " << seed;
         }
-      EXPECT_LE(r.rounds, 5) << n << " nodes, seed " << seed;
+      // Three rounds for the nodes (an odd ring's last pair a fourth), then at most two of
+      // links alone (two that share a node cannot stream at once).
+      EXPECT_LE(r.rounds, 6) << n << " nodes, seed " << seed;
     }
 }
 
