@@ -1,15 +1,10 @@
 #include "cli/report_flags.h"
 
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
-#include <filesystem>
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
@@ -19,42 +14,16 @@
 #include "cli/html/html_report.h"
 #include "cli/terminal_output.h"
 #include "launcher/error.h"
+#include "launcher/replace_file.h"
 #include "launcher/text_bytes.h"
 
 namespace muster::cli {
 namespace {
 
-// Written beside its final name, then renamed over it: a reader (node_exporter's textfile
-// collector, a CI step) sees the old report or the new one, never half of one. muster often
-// runs as root, into directories others can write (a shared /tmp, the exporter's directory):
-// the temporary file gets a name no one can guess and is created with O_EXCL (mkstemp), so a
-// link planted at any name is never followed, and rename() replaces a link at the final name
-// rather than writing where it points.
+// A report for its readers too, as umask allows (replace_file's temporary is this user's alone).
 void write_file(const std::string& path, const std::string& text) {
-  const std::filesystem::path final_path(path);
-  const std::string directory = final_path.has_parent_path() ? final_path.parent_path().string() : ".";
-  std::string temporary = directory + "/." + final_path.filename().string() + ".XXXXXX";
-  auto failed = [&](int error) {
-    return Error(ErrorKind::Runtime, fmt::format("cannot write {}: {}", path, std::strerror(error)));
-  };
-  const int fd = mkostemp(temporary.data(), O_CLOEXEC);
-  if (fd < 0) throw failed(errno);
-  // mkstemp's file is this user's alone; a report is for its readers too, as umask allows.
-  const mode_t mask = umask(0);
-  umask(mask);
-  bool written = fchmod(fd, 0666 & ~mask) == 0;
-  for (size_t done = 0; written && done < text.size();) {
-    const ssize_t n = write(fd, text.data() + done, text.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    written = n > 0;
-    if (written) done += size_t(n);
-  }
-  const int error = errno;
-  if (close(fd) != 0 || !written || std::rename(temporary.c_str(), path.c_str()) != 0) {
-    const int why = written ? errno : error;
-    unlink(temporary.c_str());
-    throw failed(why);
-  }
+  if (const int error = replace_file(path, text, {.mode = 0666, .honour_umask = true}))
+    throw Error(ErrorKind::Runtime, fmt::format("cannot write {}: {}", path, std::strerror(error)));
 }
 
 // --json and --junit take a FILE, or print the report when given alone or as -, as the

@@ -10,6 +10,8 @@
 
 #include <fmt/format.h>
 
+#include "launcher/replace_file.h"
+
 namespace muster {
 
 namespace {
@@ -86,26 +88,9 @@ bool write_state_file(const std::string& state_dir, const std::string& name, con
     ::chmod(state_dir.c_str(), 0700);
   }
   if (!safe_state_dir(state_dir, why_not)) return false;
-  std::string temp = state_dir + "/" + name + ".XXXXXX";
-  const int fd = ::mkostemp(temp.data(), O_CLOEXEC);
-  if (fd < 0) {
-    why_not = fmt::format("cannot write in {}: {}", state_dir, std::strerror(errno));
-    return false;
-  }
-  ::fchmod(fd, 0600);
-  size_t put = 0;
-  while (put < text.size()) {
-    const ssize_t n = ::write(fd, text.data() + put, text.size() - put);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;
-    put += size_t(n);
-  }
-  const bool written = put == text.size() && ::fsync(fd) == 0;
-  const int write_error = errno;
-  ::close(fd);
-  if (!written || ::rename(temp.c_str(), (state_dir + "/" + name).c_str()) != 0) {
-    why_not = fmt::format("cannot write {}/{}: {}", state_dir, name, std::strerror(written ? errno : write_error));
-    ::unlink(temp.c_str());
+  // Kept across reboots, as the node's own record: on disk before it replaces the old one.
+  if (const int error = replace_file(state_dir + "/" + name, text, {.mode = 0600, .sync = true})) {
+    why_not = fmt::format("cannot write {}/{}: {}", state_dir, name, std::strerror(error));
     return false;
   }
   return true;
