@@ -93,24 +93,22 @@ CommandAction setup_health(CLI::App& app) {
       throw Error(ErrorKind::Usage, fmt::format("--fsroot {}: not a directory; give the root of a node's "
                                                 "snapshot (with sys/, proc/ and dev/kmsg under it)",
                                                 options->fsroot));
+    const auto deadline = std::chrono::milliseconds(static_cast<long long>(options->timeout_s * 1000));
     if (options->accept_counters) {
       const std::string root = options->fsroot.empty() ? health_root_of_this_node() : options->fsroot;
-      const std::string state_dir = health_state_dir();
-      const AcceptedCounters accepted = accept_counter_baseline(root, state_dir);
+      const AcceptedCounters accepted = accept_this_nodes_counters(root, deadline);
       if (!accepted.saved) throw Error(ErrorKind::Runtime, "--accept-counters: " + accepted.why_not);
       print_note(fmt::format("health: accepted {} AER and Xid count{} of boot {} as the baseline ({})",
-                             accepted.counts, accepted.counts == 1 ? "" : "s", accepted.boot_id, state_dir));
+                             accepted.counts, accepted.counts == 1 ? "" : "s", accepted.boot_id, health_state_dir()));
     }
     if (options->record) {
       const std::string root = options->fsroot.empty() ? health_root_of_this_node() : options->fsroot;
       const RecordedNode recorded = record_this_node(
-          root, options->fsroot.empty() ? GpuLibrariesAsked::Yes : GpuLibrariesAsked::NotForASnapshot);
+          root, options->fsroot.empty() ? GpuLibrariesAsked::Yes : GpuLibrariesAsked::NotForASnapshot, deadline);
       if (!recorded.saved) throw Error(ErrorKind::Runtime, "--record: " + recorded.why_not);
       print_note(fmt::format("health: recorded {} ({})", node_record_text(recorded.record), health_state_dir()));
     }
-    DoctorReport report = run_node_health(
-        options->cluster, options->fsroot,
-        std::chrono::milliseconds(static_cast<long long>(options->timeout_s * 1000)));
+    DoctorReport report = run_node_health(options->cluster, options->fsroot, deadline);
     const int status = deliver_report(report, options->reports);
     // NHC's convention: one line that says why, for a drain reason or a log.
     const Check* failure = first_of(report, CheckStatus::Fail);

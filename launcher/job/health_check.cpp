@@ -9,6 +9,7 @@
 
 #include "launcher/remote/health_report.h"
 #include "topology/health/counter_baseline.h"
+#include "topology/health/finish_within.h"
 #include "topology/health/node_record.h"
 #include "probes/network_report.h"
 
@@ -29,9 +30,35 @@ NodeHealth check_this_node(const std::string& root, const HealthExpectations& fi
                                              "GPU libraries not asked", health_state_dir());
 }
 
-RecordedNode record_this_node(const std::string& root, GpuLibrariesAsked gpus) {
+RecordedNode record_this_node(const std::string& root, GpuLibrariesAsked gpus, std::chrono::milliseconds deadline) {
+  // Shared with the reading, which outlives this call when NVML hangs.
   std::shared_ptr<GpuLibraries> libraries = gpus == GpuLibrariesAsked::Yes ? node_gpu_libraries() : nullptr;
-  return record_node({root, libraries.get(), nullptr, kSnapshotHasNoNvml, health_state_dir()}, health_state_dir());
+  const std::string state_dir = health_state_dir();
+  auto recorded = finish_within<RecordedNode>(deadline, [=] {
+    try {
+      return record_node({root, libraries.get(), nullptr, kSnapshotHasNoNvml, state_dir}, state_dir);
+    } catch (const std::exception& e) {
+      return RecordedNode{false, std::string("the checks could not run: ") + e.what(), {}};
+    }
+  });
+  if (recorded) return std::move(*recorded);
+  return {false, fmt::format("the checks did not finish within {:g} s (NVML or a read of the node's files hung): "
+                             "nothing recorded; run muster health to see which check hangs",
+                             deadline.count() / 1e3), {}};
+}
+
+AcceptedCounters accept_this_nodes_counters(const std::string& root, std::chrono::milliseconds deadline) {
+  const std::string state_dir = health_state_dir();
+  auto accepted = finish_within<AcceptedCounters>(deadline, [=] {
+    try {
+      return accept_counter_baseline(root, state_dir);
+    } catch (const std::exception& e) {
+      return AcceptedCounters{false, std::string("the counters could not be read: ") + e.what(), "", 0};
+    }
+  });
+  if (accepted) return std::move(*accepted);
+  return {false, fmt::format("reading the node's counters did not finish within {:g} s: nothing accepted; a file "
+                             "system or driver stopped answering, look at dmesg", deadline.count() / 1e3), "", 0};
 }
 
 namespace {

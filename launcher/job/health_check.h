@@ -43,8 +43,15 @@ NodeHealth check_this_node(const std::string& root, const HealthExpectations& ex
 
 // Records this machine's healthy facts (read under `root`) as its expectations in
 // health_state_dir(), as NHC's nhc-genconf does; later check_this_node runs check against
-// them where the cluster file expects nothing.
-RecordedNode record_this_node(const std::string& root, GpuLibrariesAsked gpus = GpuLibrariesAsked::Yes);
+// them where the cluster file expects nothing. Checks that hang past `deadline` record
+// nothing, and say so.
+RecordedNode record_this_node(const std::string& root, GpuLibrariesAsked gpus = GpuLibrariesAsked::Yes,
+                              std::chrono::milliseconds deadline = kHealthDeadline);
+
+// accept_counter_baseline for this machine (read under `root`) into health_state_dir(), cut
+// at `deadline` as the checks are: a read of the node's files that hangs accepts nothing.
+AcceptedCounters accept_this_nodes_counters(const std::string& root,
+                                            std::chrono::milliseconds deadline = kHealthDeadline);
 
 // Every usable node's checks at once, each answer awaited at most `limit` (a check that
 // hangs, as NVML does on a wedged GPU, then costs that and no more). The differences

@@ -3,6 +3,7 @@
 // fake NVML answering through the real ABI, and a test cluster on which one host's agent reads
 // a sick snapshot while the others read their own machine.
 #include <chrono>
+#include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <set>
@@ -186,6 +187,24 @@ TEST(Health, ACheckThatHangsFailsAtTheDeadlineNamingIt) {
   // columns: read it as one line).
   const std::string reasons = std::regex_replace(r.out, std::regex("\n +"), " ");
   EXPECT_NE(reasons.find("GPU1 0000:2a:00.0: Xid 79 in the kernel log since boot"), std::string::npos) << r.out;
+}
+
+// --record reads NVML too: on a wedged GPU it records nothing within the deadline, and says
+// why, rather than hanging as nvidia-smi does.
+TEST(Health, RecordingANodeWhoseNvmlHangsEndsAtTheDeadlineAndRecordsNothing) {
+  NodeTree tree;
+  tree.healthy_gpu_node();
+  TempDir dir;
+  std::ifstream healthy(machine_description("two-gpus-healthy"));
+  dir.write("wedged.txt", std::string(std::istreambuf_iterator<char>(healthy), {}) + "hang 0000:2a:00.0\n");
+  const std::vector<std::string> env = {std::string("LD_LIBRARY_PATH=") + MUSTER_FAKE_GPU_DIR,
+                                        "MUSTER_FAKE_GPU_MACHINE=" + dir.file("wedged.txt"),
+                                        "MUSTER_HEALTH_FSROOT=" + tree.root(), "MUSTER_STATE_DIR=" + dir.file("state")};
+  RunningCommand record({MUSTER_BINARY, "health", "--timeout", "1", "--record"}, env);
+  const CommandResult r = record.wait(std::chrono::seconds(30));
+  EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+  EXPECT_NE(r.err.find("--record: the checks did not finish within 1 s"), std::string::npos) << r.err;
+  EXPECT_FALSE(std::filesystem::exists(dir.file("state/node.record"))) << "a hung node was recorded";
 }
 
 TEST(Health, AnXidFailsUntilAcceptedAfterTheRepairThenOnlyANewOneFails) {

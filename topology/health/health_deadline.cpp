@@ -1,12 +1,11 @@
 // The health checks cut at a deadline: the reading runs on a thread of its own, and a check
 // that hangs (NVML on a wedged GPU, a file system that stopped answering) is named.
-#include <condition_variable>
-#include <mutex>
-#include <thread>
+#include <atomic>
+#include <memory>
 
 #include <fmt/format.h>
 
-#include "launcher/thread.h"
+#include "topology/health/finish_within.h"
 #include "topology/health/sysfs_reading.h"
 
 namespace muster {
@@ -17,43 +16,23 @@ using health::finding;
 NodeHealth check_node_health_within(const std::string& root, std::shared_ptr<GpuLibraries> gpus,
                                     const HealthExpectations& expect, std::chrono::milliseconds deadline,
                                     const std::string& why_no_gpu_libraries, const std::string& state_dir) {
-  // Shared with the thread, which may outlive this call when a reading hangs.
-  struct Run {
-    std::mutex mutex;
-    std::condition_variable finished;
-    std::optional<NodeHealth> result;
-    std::atomic<const char*> progress{"gpu"};
-    std::shared_ptr<GpuLibraries> gpus;
-  };
-  auto run = std::make_shared<Run>();
-  run->gpus = std::move(gpus);
-  std::thread worker = signal_free_thread([run, root, expect, why_no_gpu_libraries, state_dir] {
+  // The name of the check under way, shared with the thread, which may outlive this call
+  // when a reading hangs; so may the GPU libraries it reads through.
+  auto progress = std::make_shared<std::atomic<const char*>>("gpu");
+  std::optional<NodeHealth> finished = finish_within<NodeHealth>(deadline, [=] {
     NodeHealth health;
     try {
-      health = check_node_health({root, run->gpus.get(), &run->progress, why_no_gpu_libraries, state_dir}, expect);
+      health = check_node_health({root, gpus.get(), progress.get(), why_no_gpu_libraries, state_dir}, expect);
     } catch (const std::exception& e) {
       // Nothing a check throws may end the agent: it becomes the node's finding.
       health.complete = false;
-      health.findings.push_back(finding(run->progress.load(), Status::Unknown, "",
+      health.findings.push_back(finding(progress->load(), Status::Unknown, "",
                                         std::string("the check could not run: ") + e.what()));
     }
-    std::lock_guard lock(run->mutex);
-    run->result = std::move(health);
-    run->finished.notify_all();
+    return health;
   });
-  {
-    std::unique_lock lock(run->mutex);
-    if (run->finished.wait_for(lock, deadline, [&] { return run->result.has_value(); })) {
-      NodeHealth health = std::move(*run->result);
-      lock.unlock();
-      // Joined, not left: a thread that ends after muster has exited keeps what it held
-      // (glibc's dlerror buffer, from a library that did not load) from being freed.
-      worker.join();
-      return health;
-    }
-  }
-  worker.detach();  // stuck in a read that may never return: left to end with the process
-  const std::string stuck = run->progress.load();
+  if (finished) return std::move(*finished);
+  const std::string stuck = progress->load();
   const bool in_nvml = stuck == "gpu";
   HealthFinding hung = finding(stuck, Status::Fail, "",
                                fmt::format("the health checks did not finish within {:g} s: stuck in the {} check "
@@ -70,7 +49,7 @@ NodeHealth check_node_health_within(const std::string& root, std::shared_ptr<Gpu
   // hang reading the files is then named as such. A hang outside NVML would hang again:
   // then only the hang.
   NodeHealth out;
-  if (in_nvml && run->gpus)
+  if (in_nvml && gpus)
     out = check_node_health_within(root, nullptr, expect, deadline / 4, "NVML hung: see the gpu check above",
                                    state_dir);
   out.complete = false;
