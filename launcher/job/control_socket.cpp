@@ -112,12 +112,18 @@ std::string job_socket_directory() {
   const char* home = std::getenv("HOME");
   if (!home || !usable_base(home))
     throw Error(ErrorKind::Runtime, "no private directory for the job's socket: set XDG_RUNTIME_DIR or HOME");
-  const std::string cache = std::string(home) + "/.cache";
-  if (mkdir(cache.c_str(), 0700) != 0 && errno != EEXIST)
-    throw Error(ErrorKind::Runtime, fmt::format("cannot make {}: {}", cache, std::strerror(errno)));
-  private_directory(cache + "/muster");
-  private_directory(cache + "/muster/jobs");
-  return cache + "/muster/jobs";
+  // Only the last directory need be private; those above it must be this user's and closed
+  // to others' writes, so that no one else can swap it.
+  std::string path = home;
+  for (const char* part : {"/.cache", "/muster"}) {
+    path += part;
+    if (mkdir(path.c_str(), 0700) != 0 && errno != EEXIST)
+      throw Error(ErrorKind::Runtime, fmt::format("cannot make {}: {}", path, std::strerror(errno)));
+    if (!usable_base(path))
+      throw Error(ErrorKind::Runtime, fmt::format("{} is not this user's, or others may write in it", path));
+  }
+  private_directory(path + "/jobs");
+  return path + "/jobs";
 }
 
 JobControlSocket::JobControlSocket(const std::string& job_id, JobListing listing)

@@ -67,7 +67,10 @@ std::string clipped(std::string text) {
 
 // A C++ symbol as people read it, its template and parameter lists left out: two ranks in the
 // same function are in the same place, whatever they instantiated.
-std::string readable_symbol(const char* symbol) {
+std::string readable_symbol(const char* versioned) {
+  // "clock_nanosleep@GLIBC_2.2.5": the version says nothing of where the thread is.
+  const std::string name(versioned, std::strcspn(versioned, "@"));
+  const char* symbol = name.c_str();
   int status = 0;
   std::unique_ptr<char, decltype(&std::free)> demangled(abi::__cxa_demangle(symbol, nullptr, nullptr, &status),
                                                          &std::free);
@@ -191,12 +194,14 @@ std::string python_version_of(pid_t pid) {
 }
 
 // The native frames of a Python thread that lie below the interpreter (the C function it
-// called), innermost first, without the ones no symbol names.
+// called), innermost first, without the interpreter's own calling machinery
+// (PyObject_Vectorcall, _PyFunction_Vectorcall) and the frames no symbol names.
 std::vector<std::string> below_the_interpreter(const std::vector<std::string>& native) {
   std::vector<std::string> out;
   for (const auto& frame : native) {
     if (frame.rfind("_PyEval_EvalFrame", 0) == 0) break;
-    if (frame.rfind("?? ", 0) != 0) out.push_back(frame);
+    if (frame.rfind("?? ", 0) != 0 && frame.rfind("Py", 0) != 0 && frame.rfind("_Py", 0) != 0)
+      out.push_back(frame);
   }
   return out;
 }
