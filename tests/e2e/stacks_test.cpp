@@ -1,6 +1,8 @@
 // The stacks report on the test cluster: 8 torch Gloo ranks on 4 hosts (2 slots each) that
 // hang as users' jobs do, read by the agents over SSH at --timeout, at --stall and by
 // `muster stacks`, with the odd rank named with its host.
+#include <unistd.h>
+
 #include <csignal>
 #include <string>
 
@@ -61,6 +63,26 @@ TEST_F(StacksCluster, RanksAllWaitingInOnePlaceAreSaidToAndTheCallIsNamed) {
   EXPECT_EQ(r.exit_code, 124) << r.err;
   EXPECT_TRUE(has(r.err, "all 8 ranks read wait in the same place: recv (")) << r.err;
   EXPECT_FALSE(has(r.err, ") is not in")) << r.err;
+}
+
+// A C program of MPICH's: the ranks poll inside MPI_Barrier, each caught at its own frame of
+// MPICH's progress loop, and rank 5 spins in a loop of its own: it is the one named.
+TEST_F(StacksCluster, AnMpichRankSpinningOutsideTheBarrierIsNamed) {
+  if (access("/usr/bin/mpicc.mpich", X_OK) != 0) {
+    if (in_ci()) FAIL() << "mpicc.mpich is missing (apt-get install mpich libmpich-dev)";
+    GTEST_SKIP() << "needs mpicc.mpich (apt-get install mpich libmpich-dev)";
+  }
+  TempDir dir;
+  auto built = run_command({"/usr/bin/mpicc.mpich", "-O1", "-g", "-o", dir.file("spin"),
+                            MUSTER_SOURCE_DIR "/tests/e2e/stacks/spin.c"});
+  ASSERT_EQ(built.exit_code, 0) << built.err;
+  auto r = cluster_->muster({"run", "-f", cluster_->write_cluster_file("launch:\n  slots: 2\n"), "--mpi", "pmi1",
+                             "--stall", "6", "--timeout", "40", "--", dir.file("spin")},
+                            240);
+  EXPECT_EQ(r.exit_code, 124) << r.err;
+  EXPECT_TRUE(has(r.err, "rank 5 (" + cluster_->host(2) + ") is not in PMPI_Barrier, where the 7 other ranks wait: "
+                         "it is in spin_here <- main"))
+      << r.err;
 }
 
 TEST_F(StacksCluster, MusterStacksNamesTheSleeperAndTheJobFinishesUnharmed) {

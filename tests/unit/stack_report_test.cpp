@@ -102,6 +102,27 @@ TEST(StackJudge, AnEvenSplitHasNoMajorityAndNamesNoRank) {
   EXPECT_EQ(verdict.places.size(), 2u);
 }
 
+// MPICH's ranks poll in a barrier: caught at different frames of its progress loop, they are
+// still in one call, and the rank spinning in its own loop is the one named.
+TEST(StackJudge, RanksSpinningInOneCallAreTogetherAndTheOddSpinnerIsNamed) {
+  const std::vector<std::string> in_barrier = {"_start", "__libc_start_main", "main", "PMPI_Barrier",
+                                               "MPIR_Barrier_impl", "MPIDI_CH3I_Progress"};
+  const StackVerdict verdict = judge_stacks(gathered([&](int rank) {
+    if (rank == 5) return rank_at({"_start", "__libc_start_main", "main", "spin_here"});
+    auto path = in_barrier;
+    if (rank == 6) path.resize(5);  // caught a frame higher in the same wait
+    else path.push_back(rank % 2 ? "MPID_nem_tcp_connpoll" : "poll");
+    return rank_at(path);
+  }));
+  ASSERT_TRUE(verdict.majority);
+  EXPECT_EQ(verdict.majority->path, in_barrier);
+  EXPECT_EQ(verdict.majority->ranks, (std::vector<int>{0, 1, 2, 3, 4, 6, 7}));
+  EXPECT_EQ(place_name(verdict.majority->path), "PMPI_Barrier");
+  ASSERT_EQ(verdict.elsewhere.size(), 1u);
+  EXPECT_EQ(verdict.elsewhere[0].rank, 5);
+  EXPECT_EQ(innermost_frames(verdict.elsewhere[0].path, 2), "spin_here <- main");
+}
+
 TEST(StackTree, ANodeAnswerPastTheBoundsIsRefused) {
   std::string path = "[";
   for (size_t i = 0; i < kMaxStackFrames + kMaxPythonFrames + 1; ++i) path += std::string(i ? "," : "") + "\"f\"";
