@@ -10,6 +10,7 @@
 #include "cli/flag_checks.h"
 #include "cli/job_report.h"
 #include "cli/remote_options.h"
+#include "cli/stack_report_text.h"
 #include "cli/terminal_output.h"
 #include "launcher/cluster/cluster_input.h"
 #include "launcher/error.h"
@@ -28,6 +29,16 @@ struct RunOptions {
 
 namespace {
 
+// The ranks' lines, and the stacks report between them when the head reads the ranks' stacks.
+class RunOutput : public TaggedOutput {
+ public:
+  using TaggedOutput::TaggedOutput;
+  void stacks(const StackReport& report) override {
+    flush();
+    print_note_raw(stack_report_text(report));
+  }
+};
+
 int run_job(RunOptions& options) {
   if (options.job.command.empty() || options.job.command.front().empty())
     throw Error(ErrorKind::Usage, fmt::format("{}, as in 'muster run -n 4 -- python3 train.py'",
@@ -42,7 +53,7 @@ int run_job(RunOptions& options) {
   LaunchedJob job = launch_job(context, options.job, [&](const RankPlan& plan) {
     std::vector<std::string> hosts;
     for (const auto& r : plan.ranks) hosts.push_back(r.host);
-    return std::make_unique<TaggedOutput>(options.tag, hosts, options.report_bindings);
+    return std::make_unique<RunOutput>(options.tag, hosts, options.report_bindings);
   });
   report_job_end(job, options.job.timeout_s);
   return job.result.exit_code();
@@ -77,7 +88,13 @@ CommandAction setup_run(CLI::App& app) {
                  "seconds between SIGTERM and SIGKILL when tearing the job down")
       ->check(in_range(0, kLongestWaitSeconds))
       ->capture_default_str();
-  app.add_option("--timeout", options->job.timeout_s, "stop the job after this many seconds (0: never)")
+  app.add_option("--timeout", options->job.timeout_s,
+                 "stop the job after this many seconds (0: never); first every rank's stacks are read "
+                 "and the rank that is not where the others wait is named")
+      ->check(in_range(0, kLongestWaitSeconds));
+  app.add_option("--stall", options->job.stall_s,
+                 "when no rank has written a line for this many seconds, read every rank's stacks "
+                 "once and say which rank is not where the others wait; the job goes on (0: never)")
       ->check(in_range(0, kLongestWaitSeconds));
   app.add_option("command", options->job.command, "the command each rank runs, after --");
   app.footer("Example: muster run -n 4 -- python3 train.py --epochs 1\n"

@@ -9,6 +9,7 @@ const std::vector<Command>& commands() {
       {"health", "this node's hardware health (PCIe, InfiniBand, GPUs, Xids) for Slurm and cron",
        setup_health},
       {"run", "start a job's ranks with their environment, output and teardown", setup_run},
+      {"stacks", "where a running job's ranks are: every rank's stacks, the odd one named", setup_stacks},
       {"smoke", "a hello from every rank, then all-reduce and friends over NCCL or Gloo",
        setup_smoke},
       {"topo", "GPUs, NICs and the paths between them, like nvidia-smi topo -m", setup_topo},

@@ -47,6 +47,7 @@ CommandAction setup_ping(CLI::App& app);
 CommandAction setup_plan(CLI::App& app);
 CommandAction setup_run(CLI::App& app);
 CommandAction setup_smoke(CLI::App& app);
+CommandAction setup_stacks(CLI::App& app);
 CommandAction setup_topo(CLI::App& app);
 
 }  // namespace muster::cli

@@ -76,6 +76,7 @@ TeardownPolicy teardown_policy(const JobOptions& options) {
   policy.settle = seconds_to_ms(options.settle_s);
   policy.gave_up_exit_code = options.gave_up_exit_code;
   if (options.timeout_s > 0) policy.timeout = seconds_to_ms(options.timeout_s);
+  if (options.stall_s > 0) policy.stall = seconds_to_ms(options.stall_s);
   return policy;
 }
 

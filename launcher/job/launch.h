@@ -30,6 +30,7 @@ struct JobOptions {
   std::optional<int> gave_up_exit_code;
   double settle_s = 0;
   double timeout_s = 0;               // 0: none
+  double stall_s = 0;                 // --stall: 0, never
   MpiServe mpi = MpiServe::Auto;
   // Where every rank starts (--chdir; relative to the caller's directory), and where a node
   // that cannot enter it fails. Unset: the cluster file's launch.chdir, else the caller's

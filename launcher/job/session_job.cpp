@@ -3,15 +3,19 @@
 #include <algorithm>
 #include <climits>
 #include <map>
+#include <memory>
 #include <optional>
 #include <set>
 #include <tuple>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
+#include <nlohmann/json.hpp>
 
 #include "launcher/cluster/hostlist.h"
 #include "launcher/error.h"
+#include "launcher/job/control_socket.h"
+#include "launcher/json_fields.h"
 #include "launcher/local/pmix_status.h"
 #include "launcher/remote/agent_protocol.h"
 #include "launcher/remote/launch_spec.h"
@@ -33,13 +37,16 @@ class SessionRun {
 
   JobResult run() {
     check_every_node_is_usable();
+    open_control_socket();
     send_specs();
     try {
       supervise_until_every_node_reported();
     } catch (...) {
       abandon_unreported_nodes();
+      answer_waiting_clients("");
       throw;
     }
+    answer_waiting_clients("");
     warn_of_nodes_that_went_home(/*every_node_heard=*/true);
     record_outcomes();
     return std::move(result_);
@@ -72,12 +79,16 @@ class SessionRun {
 
   // Output, exits, interrupts, the timeout and silent nodes; one teardown for every node.
   void supervise_until_every_node_reported() {
+    last_line_ = Clock::now();
     while (!every_node_reported()) {
       for (ClusterSession::NodeEvent& e : session_.take_events(Milliseconds(100))) handle(e);
       warn_of_nodes_that_went_home(/*every_node_heard=*/false);
       output_.flush();
       read_interrupts();
       check_deadline();
+      check_stall();
+      check_control_requests();
+      check_stacks();
       check_silent_nodes();
       if (give_up_at_ && Clock::now() >= *give_up_at_) {
         give_up_on_unreported_nodes();
@@ -129,6 +140,7 @@ class SessionRun {
         case FrameKind::Fetched:
           if (f.rank == id_) on_fetched(decode_fetched(f.payload));
           break;
+        case FrameKind::Answer: on_stacks(e.node, f.rank, f.payload); break;
         default: break;
       }
     } catch (const Error& bad) {  // every payload reader throws Error alone
@@ -137,7 +149,9 @@ class SessionRun {
   }
 
   void on_line(size_t node, int rank, OutputStream stream, const std::string& text) {
-    if (holds_rank(node, rank)) output_.line(rank, stream, text);
+    if (!holds_rank(node, rank)) return;
+    last_line_ = Clock::now();
+    output_.line(rank, stream, text);
   }
 
   void on_exit(size_t node, int rank, const std::string& payload) {
@@ -282,12 +296,110 @@ class SessionRun {
     }
   }
 
+  // At the timeout the ranks' stacks are read first: the teardown follows the report.
   void check_deadline() {
     if (settle_until_ && Clock::now() >= *settle_until_) stop_everything(JobEnd::RankFailed);
-    if (deadline_ && Clock::now() >= *deadline_ && !tearing_down_) {
-      name_unfinished_fences();
-      stop_everything(JobEnd::TimedOut);
+    if (deadline_ && Clock::now() >= *deadline_ && !tearing_down_ && !stop_after_stacks_) {
+      stop_after_stacks_ = true;
+      read_stacks(StacksWhen::Timeout);
     }
+  }
+
+  void time_out() {
+    name_unfinished_fences();
+    stop_everything(JobEnd::TimedOut);
+  }
+
+  // Once per job, when no rank has written a line for --stall: the job goes on.
+  void check_stall() {
+    if (!policy_.stall || stall_read_ || tearing_down_ || Clock::now() - last_line_ < *policy_.stall) return;
+    stall_read_ = true;
+    read_stacks(StacksWhen::Stall);
+  }
+
+  // --- stacks ----------------------------------------------------------------------------
+
+  // Where `muster stacks` finds the job. Without it the job runs as well: it says why.
+  void open_control_socket() {
+    JobListing listing;
+    for (const auto& word : request_.argv) listing.command += (listing.command.empty() ? "" : " ") + word;
+    if (listing.command.size() > 200) listing.command = listing.command.substr(0, 197) + "...";
+    listing.ranks = plan_.world_size();
+    std::vector<std::string> hosts;
+    for (const auto& node : plan_.nodes)
+      if (!node.ranks.empty()) hosts.push_back(host(size_t(node.node_rank)));
+    listing.hosts = fold_hostlist(hosts);
+    try {
+      control_ = std::make_unique<JobControlSocket>(request_.job.job_id, listing);
+    } catch (const Error& e) {
+      output_.launch_warning(fmt::format("'muster stacks' cannot reach this job: {}", e.what()));
+    }
+  }
+
+  void check_control_requests() {
+    if (!control_) return;
+    while (auto client = control_->take_stacks_request()) {
+      clients_.push_back(*client);
+      read_stacks(StacksWhen::Request);
+    }
+  }
+
+  void answer_waiting_clients(const std::string& text) {
+    for (int client : clients_) JobControlSocket::answer(client, text);
+    clients_.clear();
+  }
+
+  // Asks every node still running ranks for their stacks; the report follows once all
+  // answered or kStacksWait passed. One reading at a time: a second request joins it.
+  void read_stacks(StacksWhen when) {
+    if (stacks_) {
+      if (when != StacksWhen::Request) stacks_->report.when = when;  // so that it is printed
+      return;
+    }
+    stacks_.emplace();
+    stacks_->report.when = when;
+    stacks_->until = Clock::now() + kStacksWait;
+    const std::string ask = nlohmann::json{{"op", "stacks"}, {"limit_ms", kStacksLimit.count()}}.dump();
+    for (const auto& [node, reported] : reported_)
+      if (!reported && session_.usable(node)) {
+        const int id = session_.new_id();
+        stacks_->asked[id] = node;
+        session_.send(node, {FrameKind::Ask, id, ask});
+      }
+    if (stacks_->asked.empty()) finish_stacks();
+  }
+
+  void on_stacks(size_t node, int id, const std::string& payload) {
+    if (!stacks_ || !stacks_->asked.count(id)) return;
+    stacks_->asked.erase(id);
+    try {
+      merge_stacks(stacks_->report.stacks, merged_stacks_from_json(payload));
+    } catch (const Error& e) {
+      stacks_->report.unanswered.push_back(fmt::format("{} ({})", host(node), e.what()));
+    }
+    if (stacks_->asked.empty()) finish_stacks();
+  }
+
+  void check_stacks() {
+    if (stacks_ && Clock::now() >= stacks_->until) finish_stacks();
+  }
+
+  void finish_stacks() {
+    StackReport report = std::move(stacks_->report);
+    for (const auto& [id, node] : stacks_->asked) report.unanswered.push_back(host(node));
+    stacks_.reset();
+    for (const auto& r : plan_.ranks) report.host_of_rank.push_back(r.host);
+    // Ranks that ended before they were asked about: the head heard how.
+    std::set<int> read;
+    for (const auto& r : report.stacks.ranks) read.insert(r.rank);
+    for (size_t r = 0; r < status_.size(); ++r)
+      if (status_[r] && !read.count(int(r))) report.ended.emplace_back(int(r), status_[r]->describe());
+    for (const auto& r : report.stacks.ranks)
+      if (r.state == ProcessStacks::State::Gone && status_[size_t(r.rank)])
+        report.ended.emplace_back(r.rank, status_[size_t(r.rank)]->describe());
+    answer_waiting_clients(to_json(report));
+    if (!tearing_down_ && report.when != StacksWhen::Request) output_.stacks(report);
+    if (stop_after_stacks_ && !tearing_down_) time_out();
   }
 
   void check_silent_nodes() {
@@ -377,6 +489,22 @@ class SessionRun {
   bool warned_home_ = false;
   bool tearing_down_ = false;
   std::optional<Clock::time_point> deadline_, give_up_at_;
+  // Stacks being read: what came so far, which asks are still out (by id), and until when.
+  struct StacksReading {
+    StackReport report;
+    std::map<int, size_t> asked;
+    Clock::time_point until;
+  };
+  std::optional<StacksReading> stacks_;
+  std::unique_ptr<JobControlSocket> control_;
+  std::vector<int> clients_;  // `muster stacks` waiting for the reading under way
+  bool stop_after_stacks_ = false;  // the timeout came: teardown once the stacks are in
+  bool stall_read_ = false;
+  Clock::time_point last_line_;
+  // What a node is given to read its ranks, and what the head waits for every node's answer
+  // (the network and a slow node's unwinding on top).
+  static constexpr Milliseconds kStacksLimit{3000};
+  static constexpr Milliseconds kStacksWait{8000};
   std::optional<Clock::time_point> settle_until_;  // a rank failed: teardown begins then
   // MPI fences some nodes have entered, by protocol and number: each node's part.
   struct Fence {

@@ -104,6 +104,7 @@ class LocalJob {
         slots_[i].fds[0] = p.stdout_fd;
         slots_[i].fds[1] = p.stderr_fd;
         slots_[i].running = true;
+        output_.rank_started(ranks[i].rank, p.pid);
       } catch (const Error& e) {
         result_.start_error = e.what();
         result_.first_failed_rank = ranks[i].rank;

@@ -11,6 +11,7 @@
 
 #include "launcher/local/process_spawner.h"
 #include "launcher/local/rank_service.h"
+#include "launcher/local/stack_tree.h"
 #include "topology/binding.h"
 #include "topology/topology.h"
 
@@ -39,6 +40,9 @@ std::vector<std::pair<int, RankBindingReport>> binding_reports(const std::vector
 struct TeardownPolicy {
   Milliseconds grace{3000};                 // SIGTERM, then SIGKILL after this
   std::optional<Milliseconds> timeout;      // the whole job's limit
+  // No rank wrote a line for this long: the head reads every rank's stacks once and the job
+  // goes on (run --stall). Not sent to the nodes: the head alone watches for it.
+  std::optional<Milliseconds> stall;
   Milliseconds kill_wait{2000};             // after SIGKILL: give up and name survivors
   // A rank that ends with this exit code failed only because a peer did not answer in time.
   // Rather than stop the others at once (mpirun's way, and what any other failure does),
@@ -68,10 +72,14 @@ class JobOutput {
   virtual void line(int rank, OutputStream stream, std::string_view text) = 0;
   // Everything delivered so far should be written out now.
   virtual void flush() = 0;
+  // A rank's process started as `pid` (the agent reads its stacks when the head asks).
+  virtual void rank_started(int rank, pid_t pid) { (void)rank; (void)pid; }
   // A rank's process ended (called as soon as it is reaped, before teardown finishes).
   virtual void rank_ended(int rank, const ExitStatus& status) { (void)rank; (void)status; }
   // Where a rank will run, before it starts (for --report-bindings).
   virtual void rank_bound(int rank, const RankBindingReport& binding) { (void)rank; (void)binding; }
+  // Where the ranks were when their stacks were read (at the timeout, a stall, or asked).
+  virtual void stacks(const StackReport& report) { (void)report; }
   // Something the launch found that does not stop it (a pair of nodes that cannot talk on
   // one network), before any rank starts.
   virtual void launch_warning(const std::string& text) { (void)text; }

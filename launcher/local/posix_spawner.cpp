@@ -339,6 +339,7 @@ void PosixSpawner::signal_group(pid_t pgid, int signal) { kill(-pgid, signal); }
 void PosixSpawner::signal_process(pid_t pid, int signal) { kill(pid, signal); }
 
 std::vector<ProcessExit> PosixSpawner::reap() {
+  std::lock_guard hold(reaping_);
   char drain[64];
   while (read(child_read_fd_, drain, sizeof drain) > 0) {}
   std::vector<ProcessExit> exits;

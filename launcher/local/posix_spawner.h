@@ -1,6 +1,7 @@
 // The real ProcessSpawner: posix_spawn, kill and /proc on Linux.
 #pragma once
 
+#include <mutex>
 #include <set>
 
 #include "launcher/local/process_spawner.h"
@@ -42,7 +43,13 @@ class PosixSpawner : public ProcessSpawner {
   std::string describe_process(pid_t pid) override;
   int child_event_fd() const override { return child_read_fd_; }
 
+  // While the returned lock is held, reap() waits: another thread of this process is
+  // tracing a child (reading its stacks), and waitpid(-1) would take that child's ptrace
+  // stops for its own.
+  std::unique_lock<std::mutex> hold_reaping() { return std::unique_lock(reaping_); }
+
  private:
+  std::mutex reaping_;
   std::set<pid_t> leaders_;
   int child_read_fd_ = -1;
 };

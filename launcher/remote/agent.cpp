@@ -26,6 +26,8 @@
 #include "launcher/local/mpi_world.h"
 #include "launcher/local/pmix_service.h"
 #include "launcher/local/posix_spawner.h"
+#include "launcher/local/rank_stacks.h"
+#include "launcher/local/stack_tree.h"
 #include "launcher/local/self.h"
 #include "launcher/local/shutdown_signals.h"
 #include "launcher/remote/agent_protocol.h"
@@ -78,10 +80,40 @@ class FrameWriter {
   std::atomic<bool> head_lost_{false};
 };
 
+// The current run's ranks on this node, for the thread that reads their stacks: the
+// process of each that runs, and those that have ended.
+class RunningRanks {
+ public:
+  void started(int rank, pid_t pid) {
+    std::lock_guard lock(mutex_);
+    pids_[rank] = pid;
+  }
+  void ended(int rank) {
+    std::lock_guard lock(mutex_);
+    pids_.erase(rank);
+    ended_.push_back(rank);
+  }
+  void clear() {
+    std::lock_guard lock(mutex_);
+    pids_.clear();
+    ended_.clear();
+  }
+  std::pair<std::map<int, pid_t>, std::vector<int>> now() const {
+    std::lock_guard lock(mutex_);
+    return {pids_, ended_};
+  }
+
+ private:
+  mutable std::mutex mutex_;
+  std::map<int, pid_t> pids_;
+  std::vector<int> ended_;
+};
+
 // Ranks' lines and exits as frames, batched per flush.
 class AgentOutput : public JobOutput {
  public:
-  explicit AgentOutput(FrameWriter& writer) : writer_(writer) {}
+  AgentOutput(FrameWriter& writer, RunningRanks& ranks) : writer_(writer), ranks_(ranks) {}
+  void rank_started(int rank, pid_t pid) override { ranks_.started(rank, pid); }
   void line(int rank, OutputStream stream, std::string_view text) override {
     pending_ += encode_frame({stream == OutputStream::Stdout ? FrameKind::Out : FrameKind::Err,
                               rank, std::string(text)});
@@ -92,12 +124,14 @@ class AgentOutput : public JobOutput {
     pending_.clear();
   }
   void rank_ended(int rank, const ExitStatus& status) override {
+    ranks_.ended(rank);
     flush();
     writer_.send({FrameKind::Exit, rank, exit_to_json(status)});
   }
 
  private:
   FrameWriter& writer_;
+  RunningRanks& ranks_;
   std::string pending_;
 };
 
@@ -285,13 +319,54 @@ std::string answer(const std::string& payload) {
   }
 }
 
+// How long the head may give a node to read its ranks' stacks, at most.
+constexpr int kMaxStacksLimitMs = 30000;
+
+// Whether `pid` is still a child of this agent that has not ended (not yet reaped: its number
+// cannot have gone to another process).
+bool still_our_running_child(pid_t pid) {
+  std::ifstream in(fmt::format("/proc/{}/stat", pid));
+  std::string all((std::istreambuf_iterator<char>(in)), {});
+  const auto close = all.rfind(')');
+  if (close == std::string::npos || close + 4 > all.size()) return false;
+  char state = all[close + 2];
+  long parent = std::strtol(all.c_str() + close + 4, nullptr, 10);
+  return parent == long(getpid()) && state != 'Z' && state != 'X';
+}
+
+// The stacks of the current run's ranks on this node, merged, read within the ask's
+// "limit_ms". Reaping waits meanwhile: this thread is their tracer.
+std::string answer_stacks(const nlohmann::json& ask, RunningRanks& ranks, PosixSpawner& spawner) {
+  const int limit_ms = std::clamp(ask.value("limit_ms", 5000), 100, kMaxStacksLimitMs);
+  const auto deadline = Clock::now() + std::chrono::milliseconds(limit_ms);
+  auto hold = spawner.hold_reaping();
+  const auto [running, ended] = ranks.now();
+  std::vector<std::pair<int, ProcessStacks>> read;
+  for (int rank : ended) read.emplace_back(rank, ProcessStacks{ProcessStacks::State::Gone, "the rank has ended", {}});
+  size_t left = running.size();
+  for (const auto& [rank, pid] : running) {
+    if (!still_our_running_child(pid)) {
+      read.emplace_back(rank, ProcessStacks{ProcessStacks::State::Gone, "the rank has ended", {}});
+    } else {
+      // Each rank its share of what is left, and never less than a few milliseconds.
+      const auto share = std::max(std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()) /
+                                      int(left),
+                                  std::chrono::milliseconds(20));
+      read.emplace_back(rank, capture_process_stacks(pid, share));
+    }
+    --left;
+  }
+  return to_json(merge_rank_stacks(read));
+}
+
 // The agent's side of the channel to the head, on threads of its own: one reads every frame
 // the head sends (and notices silence) and never writes, one sends a heartbeat every second,
 // one answers requests. The main thread takes the jobs (specs) from it, one at a time.
 class HeadLink {
  public:
-  HeadLink(int in_fd, FrameWriter& writer, std::chrono::milliseconds silence_limit)
-      : in_fd_(in_fd), writer_(writer), silence_limit_(silence_limit) {
+  HeadLink(int in_fd, FrameWriter& writer, std::chrono::milliseconds silence_limit, RunningRanks& ranks,
+           PosixSpawner& spawner)
+      : in_fd_(in_fd), writer_(writer), silence_limit_(silence_limit), ranks_(ranks), spawner_(spawner) {
     for (int* p : {ready_, stop_})
       if (pipe2(p, O_CLOEXEC | O_NONBLOCK) != 0)
         throw Error(ErrorKind::Runtime, "cannot create a pipe");
@@ -465,7 +540,7 @@ class HeadLink {
       asks_.pop_front();
       lock.unlock();
       try {
-        writer_.send({FrameKind::Answer, ask.rank, answer(ask.payload)});
+        writer_.send({FrameKind::Answer, ask.rank, answer_ask(ask.payload)});
       } catch (const std::exception&) {
         // answer() says its own failures; this is memory running out: the ask goes unanswered
       }
@@ -473,11 +548,24 @@ class HeadLink {
     }
   }
 
+  // The asks about this node's running ranks; answer() has the others.
+  std::string answer_ask(const std::string& payload) {
+    try {
+      const auto ask = parse_untrusted_json(payload);
+      if (ask.is_object() && ask.value("op", "") == "stacks") return answer_stacks(ask, ranks_, spawner_);
+    } catch (const std::exception& e) {
+      return json_text({{"error", e.what()}});
+    }
+    return answer(payload);
+  }
+
   static constexpr size_t kMaxPendingFromHead = 1024;
 
   int in_fd_;
   FrameWriter& writer_;
   std::chrono::milliseconds silence_limit_;
+  RunningRanks& ranks_;
+  PosixSpawner& spawner_;
   int ready_[2] = {-1, -1};  // a byte: a spec arrived, or the head is gone
   int stop_[2] = {-1, -1};   // a byte per stop request for the current run
   mutable std::mutex mutex_;
@@ -496,7 +584,7 @@ class HeadLink {
 // Runs one job's ranks on this node as the local launcher does, and reports how it ended.
 // Returns false when the agent itself was told to stop by a signal (not by the head).
 bool run_job(int id, const NodeLaunchSpec& spec, const Topology& topology, HeadLink& head,
-             FrameWriter& writer, ProcessSpawner& spawner, const ShutdownSignals& signals) {
+             FrameWriter& writer, ProcessSpawner& spawner, RunningRanks& running, const ShutdownSignals& signals) {
   const Environment base = node_environment();
   // The caller's directory may not exist here (a disk of its own): the node decides, and
   // says so in its Bound frame, so the head warns once for every node that did.
@@ -517,7 +605,8 @@ bool run_job(int id, const NodeLaunchSpec& spec, const Topology& topology, HeadL
     return true;
   }
   writer.send({FrameKind::Bound, -1, to_json(NodeBound{binding_reports(ranks, topology), workdir.went_home})});
-  AgentOutput output(writer);
+  running.clear();
+  AgentOutput output(writer, running);
   const int stop_fd = head.begin_run(id, exchange);
   // However the run ends (an exception too), the link forgets it before `exchange` goes.
   struct RunEnds {
@@ -597,7 +686,8 @@ int run_agent(const std::function<HeadChannel()>& reach_head, const AgentSetting
 
     // 2. Jobs, one at a time, until the head says goodbye or is lost. A failure is said while
     //    the link stands: its end gives the writer up (for a head that stopped reading).
-    HeadLink head(channel->in_fd, writer, settings.head_silence_limit);
+    RunningRanks running;
+    HeadLink head(channel->in_fd, writer, settings.head_silence_limit, running, spawner);
     try {
       for (;;) {
         pollfd fds[2] = {{head.ready_fd(), POLLIN, 0}, {signals.fd(), POLLIN, 0}};
@@ -605,7 +695,7 @@ int run_agent(const std::function<HeadChannel()>& reach_head, const AgentSetting
         if (fds[1].revents) return 0;  // told to stop with nothing running
         auto next = head.take_spec();
         if (next) {
-          if (!run_job(next->first, next->second, topology, head, writer, spawner, signals)) return 0;
+          if (!run_job(next->first, next->second, topology, head, writer, spawner, running, signals)) return 0;
         } else if (head.gone()) {
           return 0;
         }

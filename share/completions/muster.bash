@@ -16,7 +16,7 @@ _muster() {
     _init_completion -n =: || return
     local _muster_binary=${words[0]}
 
-    local subcommands="doctor health run smoke topo plan ping exec hostlist bundle help"
+    local subcommands="doctor health run stacks smoke topo plan ping exec hostlist bundle help"
     local sub="" i
     for ((i = 1; i < cword; i++)); do
         case ${words[i]} in
@@ -40,7 +40,8 @@ _muster() {
     local remote="--fanout --no-ship --heartbeat-timeout"
     local flags
     case $sub in
-        run) flags="$cluster -n --np --map-by $remote -x --export --chdir --tag --bind --mpi --report-bindings --grace --timeout" ;;
+        run) flags="$cluster -n --np --map-by $remote -x --export --chdir --tag --bind --mpi --report-bindings --grace --timeout --stall" ;;
+        stacks) flags="--json" ;;
         plan) flags="$cluster -n --np --map-by --json --mpi" ;;
         topo) flags="--xml --json" ;;
         exec) flags="$cluster --fanout --fold -N --no-prefix --tag" ;;
@@ -86,7 +87,7 @@ _muster() {
             compopt -o nospace
             return ;;
         *:-n | *:--np | *:--fanout | *:--heartbeat-timeout | *:-x | *:--export | *:--grace | \
-            *:--timeout | *:--count | *:--min-bytes | *:--max-bytes | *:--step-factor | \
+            *:--timeout | *:--stall | *:--count | *:--min-bytes | *:--max-bytes | *:--step-factor | \
             *:--iters | *:--warmup)
             return ;;  # a value of the user's own
     esac

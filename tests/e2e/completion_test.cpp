@@ -44,7 +44,7 @@ std::string read_file(const std::string& path) {
 
 TEST(Completion, BashCompletesSubcommandsFlagsAndTheirValues) {
   if (!have_bash_completion()) return;
-  EXPECT_EQ(complete("muster "), (std::set<std::string>{"doctor", "health", "run", "smoke", "topo", "plan", "ping",
+  EXPECT_EQ(complete("muster "), (std::set<std::string>{"doctor", "health", "run", "stacks", "smoke", "topo", "plan", "ping",
                                                          "exec", "hostlist", "bundle", "help", "--help",
                                                          "--version"}));
   EXPECT_EQ(complete("muster help ru"), std::set<std::string>{"run"});

@@ -160,10 +160,10 @@ TEST(Cli, MisspeltOptionsAndCommandsGetDidYouMean) {
 // An empty word ('') is said in words: an empty quote in a message reads as muster's glitch.
 TEST(Cli, NoErrorQuotesAnEmptyWord) {
   const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
-      {{""}, "muster: error: the command is an empty word; the commands are doctor, health, run, smoke, "
-             "topo, plan, ping, exec, hostlist, bundle\n"},
+      {{""}, "muster: error: the command is an empty word; the commands are doctor, health, run, stacks, "
+             "smoke, topo, plan, ping, exec, hostlist, bundle\n"},
       {{"help", ""}, "muster: error: the command is an empty word; the commands are doctor, health, run, "
-                     "smoke, topo, plan, ping, exec, hostlist, bundle\n"},
+                     "stacks, smoke, topo, plan, ping, exec, hostlist, bundle\n"},
       {{"plan", "-H", "localhost", ""}, "muster: error: 'muster plan' takes no argument that is an empty word; "
                                         "see 'muster plan --help'\n"},
       {{"run", "-H", "localhost", "--", ""}, "muster: error: the command to run is an empty word: name a "
@@ -209,7 +209,7 @@ TEST(Cli, HostlistFoldsWithFoldAndSaysSoForDashF) {
 
 // Every --help fits an 80-column terminal: long descriptions wrap under themselves.
 TEST(Cli, EveryHelpLineFitsEightyColumns) {
-  for (const char* sub : {"", "doctor", "health", "run", "smoke", "topo", "plan", "ping", "exec",
+  for (const char* sub : {"", "doctor", "health", "run", "stacks", "smoke", "topo", "plan", "ping", "exec",
                           "hostlist", "bundle"}) {
     auto help = run_muster(*sub ? std::vector<std::string>{sub, "--help"} : std::vector<std::string>{"--help"});
     ASSERT_EQ(help.exit_code, 0) << sub;

@@ -150,6 +150,23 @@ TEST_F(SlurmTestCluster, TorchGlooAllReduceThroughMusterRun) {
   EXPECT_NE(r.out.find("expected 36"), std::string::npos) << r.out;
 }
 
+// Under Slurm the agents (srun's step) read their ranks' stacks as over SSH: at --stall, the
+// rank asleep outside the all-reduce is named with its node, and the job goes on to its end.
+TEST_F(SlurmTestCluster, AtAStallTheRankOutsideTheAllReduceIsNamedWithItsNode) {
+  if (run_command({"/usr/bin/python3", "-c", "import torch.distributed"}).exit_code != 0) {
+    if (in_ci()) FAIL() << "python3-torch is missing";
+    GTEST_SKIP() << "python3-torch is missing";
+  }
+  auto r = run_command(cluster_->salloc_muster(4, {"run", "--stall", "6", "--timeout", "50", "--", "/usr/bin/python3",
+                                                   MUSTER_SOURCE_DIR "/tests/e2e/stacks/hang.py", "odd"},
+                                               {"--ntasks-per-node=2"}),
+                       {}, std::chrono::seconds(240));
+  EXPECT_EQ(r.exit_code, 124) << r.err;
+  EXPECT_NE(r.err.find("when no rank had written a line for the --stall time"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("rank 5 (" + cluster_->hosts().host(2) + ") is not in all_reduce ("), std::string::npos)
+      << r.err;
+}
+
 // mpi4py over Open MPI inside an allocation: the agents' own step serves PMIx (srun starts
 // them with --mpi=none), the fences go through the head, and the world is one of 8.
 TEST_F(SlurmTestCluster, Mpi4pyRanksAreOneWorldUnderTheAllocation) {

@@ -1,0 +1,312 @@
+// The one file that includes libdw (elfutils): unwinding a held process's threads.
+#include "launcher/local/rank_stacks.h"
+
+#include <cxxabi.h>
+#include <dirent.h>
+#include <elfutils/libdwfl.h>
+#include <signal.h>
+#include <sys/ptrace.h>
+#include <sys/uio.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <thread>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "launcher/error.h"
+#include "launcher/local/python_frames.h"
+
+namespace muster {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+std::vector<pid_t> threads_of(pid_t pid) {
+  std::vector<pid_t> tids;
+  DIR* dir = opendir(fmt::format("/proc/{}/task", pid).c_str());
+  if (!dir) return tids;
+  while (dirent* entry = readdir(dir)) {
+    char* end = nullptr;
+    const long tid = std::strtol(entry->d_name, &end, 10);
+    if (tid > 0 && *end == '\0') tids.push_back(pid_t(tid));
+  }
+  closedir(dir);
+  std::sort(tids.begin(), tids.end());
+  // The main thread first: it is the one a rank's place is judged by.
+  std::stable_partition(tids.begin(), tids.end(), [&](pid_t t) { return t == pid; });
+  if (tids.size() > kMaxStackThreads) tids.resize(kMaxStackThreads);
+  return tids;
+}
+
+bool ended_but_not_reaped(pid_t pid) {
+  std::ifstream in(fmt::format("/proc/{}/stat", pid));
+  std::string all((std::istreambuf_iterator<char>(in)), {});
+  const auto close = all.rfind(')');
+  return close == std::string::npos || close + 2 >= all.size() || all[close + 2] == 'Z' || all[close + 2] == 'X';
+}
+
+std::string thread_name(pid_t pid, pid_t tid) {
+  std::ifstream in(fmt::format("/proc/{}/task/{}/comm", pid, tid));
+  std::string name;
+  std::getline(in, name);
+  return name.substr(0, 16);
+}
+
+std::string clipped(std::string text) {
+  if (text.size() > kMaxFrameText) text = text.substr(0, kMaxFrameText - 3) + "...";
+  return text;
+}
+
+// A C++ symbol as people read it, its template and parameter lists left out: two ranks in the
+// same function are in the same place, whatever they instantiated.
+std::string readable_symbol(const char* versioned) {
+  // "clock_nanosleep@GLIBC_2.2.5": the version says nothing of where the thread is.
+  const std::string name(versioned, std::strcspn(versioned, "@"));
+  const char* symbol = name.c_str();
+  int status = 0;
+  std::unique_ptr<char, decltype(&std::free)> demangled(abi::__cxa_demangle(symbol, nullptr, nullptr, &status),
+                                                         &std::free);
+  if (status != 0 || !demangled) return clipped(symbol);
+  std::string text = demangled.get();
+  std::string out;
+  int depth = 0;
+  for (char c : text) {
+    if (c == '<' || c == '(') ++depth;
+    if (depth == 0) out += c;
+    if ((c == '>' || c == ')') && depth > 0) --depth;
+  }
+  if (out.empty()) out = text;
+  return clipped(out);
+}
+
+// A thread held by us: stopped in a ptrace stop, or gone; and the signal it was about to take,
+// which it is given back when released.
+struct Held {
+  pid_t tid = 0;
+  bool stopped = false;
+  int pending_signal = 0;
+};
+
+// Waits, without reaping anything (WNOWAIT), for each seized thread's stop until `deadline`.
+void wait_for_stops(std::vector<Held>& held, Clock::time_point deadline) {
+  for (;;) {
+    bool all = true;
+    for (Held& h : held) {
+      if (h.stopped) continue;
+      siginfo_t info{};
+      if (waitid(P_PID, id_t(h.tid), &info, WSTOPPED | WEXITED | WNOWAIT | WNOHANG | __WALL) == 0 &&
+          info.si_pid == h.tid && info.si_code == CLD_TRAPPED) {
+        h.stopped = true;
+        // A signal-delivery stop (no event in the high bits): the signal goes back on release.
+        if ((info.si_status >> 8) == 0) h.pending_signal = info.si_status & 0x7f;
+        continue;
+      }
+      all = false;
+    }
+    if (all || Clock::now() >= deadline) return;
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
+  }
+}
+
+struct Unwind {
+  Dwfl* dwfl = nullptr;
+  std::map<pid_t, std::vector<std::string>> native;  // innermost first, by thread
+  std::map<pid_t, bool> stopped;
+};
+
+int on_frame(Dwfl_Frame* frame, void* arg) {
+  auto* frames = static_cast<std::pair<Unwind*, std::vector<std::string>*>*>(arg);
+  Dwarf_Addr pc = 0;
+  bool activation = false;
+  if (!dwfl_frame_pc(frame, &pc, &activation)) return DWARF_CB_ABORT;
+  // A return address points after the call: the caller is the instruction before it.
+  const Dwarf_Addr at = activation ? pc : pc - 1;
+  Dwfl_Module* module = dwfl_addrmodule(frames->first->dwfl, at);
+  const char* symbol = module ? dwfl_module_addrname(module, at) : nullptr;
+  if (symbol) {
+    frames->second->push_back(readable_symbol(symbol));
+  } else {
+    const char* module_name = module ? dwfl_module_info(module, nullptr, nullptr, nullptr, nullptr, nullptr,
+                                                        nullptr, nullptr)
+                                     : nullptr;
+    std::string base = module_name ? module_name : "";
+    if (auto slash = base.rfind('/'); slash != std::string::npos) base = base.substr(slash + 1);
+    frames->second->push_back(clipped(fmt::format("?? ({})", base.empty() ? "no module" : base)));
+  }
+  return frames->second->size() >= kMaxStackFrames ? DWARF_CB_ABORT : DWARF_CB_OK;
+}
+
+int on_thread(Dwfl_Thread* thread, void* arg) {
+  auto* unwind = static_cast<Unwind*>(arg);
+  const pid_t tid = dwfl_thread_tid(thread);
+  if (!unwind->stopped.count(tid) || !unwind->stopped[tid]) return DWARF_CB_OK;
+  std::vector<std::string>& frames = unwind->native[tid];
+  std::pair<Unwind*, std::vector<std::string>*> arg2{unwind, &frames};
+  dwfl_thread_getframes(thread, on_frame, &arg2);  // a frame it cannot step past ends the path
+  return DWARF_CB_OK;
+}
+
+// Where _PyRuntime lies in the process: CPython exports it from its binary or libpython.
+uint64_t python_runtime_address(Dwfl* dwfl) {
+  struct Search {
+    uint64_t address = 0;
+  } search;
+  dwfl_getmodules(
+      dwfl,
+      [](Dwfl_Module* module, void**, const char* name, Dwarf_Addr, void* arg) -> int {
+        if (!name || !std::strstr(name, "python3")) return DWARF_CB_OK;
+        const int count = dwfl_module_getsymtab(module);
+        for (int i = 0; i < count; ++i) {
+          GElf_Sym sym;
+          GElf_Addr address = 0;
+          const char* symbol = dwfl_module_getsym_info(module, i, &sym, &address, nullptr, nullptr, nullptr);
+          if (symbol && std::strcmp(symbol, "_PyRuntime") == 0) {
+            static_cast<Search*>(arg)->address = address;
+            return DWARF_CB_ABORT;
+          }
+        }
+        return DWARF_CB_OK;
+      },
+      &search, 0);
+  return search.address;
+}
+
+std::string python_version_of(pid_t pid) {
+  // The interpreter's own file names its version (python3.11, libpython3.11.so.1.0).
+  std::ifstream maps(fmt::format("/proc/{}/maps", pid));
+  std::string line;
+  while (std::getline(maps, line)) {
+    const auto at = line.find("python3.");
+    if (at == std::string::npos) continue;
+    size_t end = at + 8;
+    while (end < line.size() && std::isdigit(static_cast<unsigned char>(line[end]))) ++end;
+    return line.substr(at + 6, end - at - 6);
+  }
+  return "";
+}
+
+// The native frames of a Python thread that lie below the interpreter (the C function it
+// called), innermost first, without the interpreter's own calling machinery
+// (PyObject_Vectorcall, _PyFunction_Vectorcall) and the frames no symbol names.
+std::vector<std::string> below_the_interpreter(const std::vector<std::string>& native) {
+  std::vector<std::string> out;
+  for (const auto& frame : native) {
+    if (frame.rfind("_PyEval_EvalFrame", 0) == 0) break;
+    if (frame.rfind("?? ", 0) != 0 && frame.rfind("Py", 0) != 0 && frame.rfind("_Py", 0) != 0)
+      out.push_back(frame);
+  }
+  return out;
+}
+
+}  // namespace
+
+ProcessStacks capture_process_stacks(pid_t pid, std::chrono::milliseconds limit) {
+  const auto deadline = Clock::now() + limit;
+  ProcessStacks out;
+  if (kill(pid, 0) != 0 || ended_but_not_reaped(pid)) {
+    out.state = ProcessStacks::State::Gone;
+    out.note = "the process has ended";
+    return out;
+  }
+  std::vector<Held> held;
+  for (pid_t tid : threads_of(pid)) {
+    if (ptrace(PTRACE_SEIZE, tid, nullptr, nullptr) != 0) continue;
+    held.push_back({tid});
+    ptrace(PTRACE_INTERRUPT, tid, nullptr, nullptr);
+  }
+  if (held.empty()) {
+    out.state = kill(pid, 0) == 0 ? ProcessStacks::State::Failed : ProcessStacks::State::Gone;
+    out.note = out.state == ProcessStacks::State::Gone ? "the process has ended"
+                                                       : fmt::format("cannot trace it: {}", std::strerror(errno));
+    return out;
+  }
+  // Whatever happens below, every held thread is let go (with the signal it was to take).
+  struct Release {
+    std::vector<Held>& held;
+    ~Release() {
+      for (const Held& h : held) ptrace(PTRACE_DETACH, h.tid, nullptr, reinterpret_cast<void*>(long(h.pending_signal)));
+    }
+  } release{held};
+  wait_for_stops(held, deadline);
+
+  Unwind unwind;
+  for (const Held& h : held) unwind.stopped[h.tid] = h.stopped;
+  static char* debuginfo_path = nullptr;
+  static const Dwfl_Callbacks callbacks = {dwfl_linux_proc_find_elf, dwfl_standard_find_debuginfo, nullptr,
+                                           &debuginfo_path};
+  std::unique_ptr<Dwfl, decltype(&dwfl_end)> dwfl(dwfl_begin(&callbacks), &dwfl_end);
+  unwind.dwfl = dwfl.get();
+  std::vector<PythonThread> python;
+  std::string python_note;
+  if (dwfl && dwfl_linux_proc_report(dwfl.get(), pid) == 0 && dwfl_report_end(dwfl.get(), nullptr, nullptr) == 0 &&
+      dwfl_linux_proc_attach(dwfl.get(), pid, true) == 0) {
+    dwfl_getthreads(dwfl.get(), on_thread, &unwind);
+    const std::string version = python_version_of(pid);
+    if (!version.empty()) {
+      const uint64_t runtime = version == "3.11" ? python_runtime_address(dwfl.get()) : 0;
+      if (version != "3.11") {
+        python_note = fmt::format("Python frames not read: muster reads CPython 3.11's, this is {}", version);
+      } else if (!runtime) {
+        python_note = "Python frames not read: the interpreter does not export _PyRuntime";
+      } else {
+        try {
+          python = read_python_threads(
+              runtime,
+              [pid](uint64_t address, void* into, size_t size) {
+                iovec local{into, size}, remote{reinterpret_cast<void*>(address), size};
+                return process_vm_readv(pid, &local, 1, &remote, 1, 0) == ssize_t(size);
+              },
+              kMaxStackThreads, kMaxPythonFrames);
+        } catch (const Error& e) {
+          python_note = std::string("Python frames not read: ") + e.what();
+        }
+      }
+    }
+  } else {
+    out.state = kill(pid, 0) == 0 ? ProcessStacks::State::Failed : ProcessStacks::State::Gone;
+    out.note = out.state == ProcessStacks::State::Gone ? "the process has ended"
+                                                       : fmt::format("cannot unwind it: {}", dwfl_errmsg(-1));
+    return out;
+  }
+
+  std::vector<std::string> not_stopped;
+  for (const Held& h : held) {
+    if (!h.stopped) {
+      if (kill(h.tid, 0) == 0) not_stopped.push_back(std::to_string(h.tid));
+      continue;
+    }
+    ThreadStack thread;
+    thread.tid = h.tid;
+    thread.name = thread_name(pid, h.tid);
+    const std::vector<std::string>& native = unwind.native[h.tid];
+    const auto py = std::find_if(python.begin(), python.end(),
+                                 [&](const PythonThread& t) { return t.native_tid == uint64_t(h.tid); });
+    if (py != python.end() && !py->frames.empty()) {
+      thread.frames = py->frames;
+      const auto below = below_the_interpreter(native);
+      thread.frames.insert(thread.frames.end(), below.rbegin(), below.rend());
+    } else {
+      thread.frames.assign(native.rbegin(), native.rend());
+    }
+    if (native.empty()) thread.note = "no native frame could be read";
+    out.threads.push_back(std::move(thread));
+  }
+  if (!not_stopped.empty())
+    out.note = fmt::format("threads {} did not stop within {} ms", fmt::join(not_stopped, ", "), limit.count());
+  if (!python_note.empty()) out.note = out.note.empty() ? python_note : out.note + "; " + python_note;
+  if (out.threads.empty() && kill(pid, 0) != 0) {
+    out.state = ProcessStacks::State::Gone;
+    out.note = "the process has ended";
+  }
+  return out;
+}
+
+}  // namespace muster

@@ -1,0 +1,195 @@
+#include "launcher/local/stack_tree.h"
+
+#include <algorithm>
+#include <map>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "launcher/error.h"
+#include "launcher/json_fields.h"
+
+namespace muster {
+namespace {
+
+using Classes = std::map<std::vector<std::string>, StackClass>;
+
+void add(Classes& classes, size_t& left_out, const std::vector<std::string>& path, const std::vector<int>& ranks,
+         int threads) {
+  auto it = classes.find(path);
+  if (it == classes.end()) {
+    if (classes.size() >= kMaxStackClasses) {
+      ++left_out;
+      return;
+    }
+    it = classes.emplace(path, StackClass{path, {}, 0}).first;
+  }
+  auto& into = it->second.ranks;
+  into.insert(into.end(), ranks.begin(), ranks.end());
+  std::sort(into.begin(), into.end());
+  into.erase(std::unique(into.begin(), into.end()), into.end());
+  it->second.threads += threads;
+}
+
+std::vector<StackClass> largest_first(Classes classes) {
+  std::vector<StackClass> out;
+  for (auto& [path, c] : classes) out.push_back(std::move(c));
+  std::stable_sort(out.begin(), out.end(), [](const StackClass& a, const StackClass& b) {
+    return a.ranks.size() != b.ranks.size() ? a.ranks.size() > b.ranks.size() : a.ranks < b.ranks;
+  });
+  return out;
+}
+
+Classes keyed(const std::vector<StackClass>& classes) {
+  Classes out;
+  for (const auto& c : classes) out.emplace(c.path, c);
+  return out;
+}
+
+const char* state_name(ProcessStacks::State s) {
+  switch (s) {
+    case ProcessStacks::State::Captured: return "captured";
+    case ProcessStacks::State::Gone: return "gone";
+    case ProcessStacks::State::Failed: return "failed";
+  }
+  return "failed";
+}
+
+ProcessStacks::State state_from(const std::string& name) {
+  if (name == "captured") return ProcessStacks::State::Captured;
+  if (name == "gone") return ProcessStacks::State::Gone;
+  if (name == "failed") return ProcessStacks::State::Failed;
+  throw Error(ErrorKind::Runtime, fmt::format("unknown rank state '{}'", name));
+}
+
+nlohmann::json classes_json(const std::vector<StackClass>& classes) {
+  auto out = nlohmann::json::array();
+  for (const auto& c : classes) out.push_back({{"path", c.path}, {"ranks", c.ranks}, {"threads", c.threads}});
+  return out;
+}
+
+std::vector<StackClass> classes_from(const nlohmann::json& list) {
+  if (!list.is_array() || list.size() > kMaxStackClasses * 8)
+    throw Error(ErrorKind::Runtime, "too many call paths");
+  std::vector<StackClass> out;
+  for (const auto& c : list) {
+    StackClass sc;
+    const auto& path = c.at("path");
+    const auto& ranks = c.at("ranks");
+    if (!path.is_array() || path.size() > kMaxStackFrames + kMaxPythonFrames)
+      throw Error(ErrorKind::Runtime, "a call path too long");
+    if (!ranks.is_array() || ranks.size() > (size_t(1) << 20)) throw Error(ErrorKind::Runtime, "too many ranks");
+    for (const auto& f : path) {
+      std::string frame = f.get<std::string>();
+      if (frame.size() > kMaxFrameText) frame.resize(kMaxFrameText);
+      sc.path.push_back(std::move(frame));
+    }
+    for (const auto& r : ranks) sc.ranks.push_back(r.get<int>());
+    std::sort(sc.ranks.begin(), sc.ranks.end());
+    sc.ranks.erase(std::unique(sc.ranks.begin(), sc.ranks.end()), sc.ranks.end());
+    sc.threads = c.value("threads", 0);
+    out.push_back(std::move(sc));
+  }
+  return out;
+}
+
+}  // namespace
+
+MergedStacks merge_rank_stacks(const std::vector<std::pair<int, ProcessStacks>>& stacks) {
+  MergedStacks out;
+  Classes main, threads;
+  for (const auto& [rank, process] : stacks) {
+    out.ranks.push_back({rank, process.state, process.note});
+    if (process.state != ProcessStacks::State::Captured || process.threads.empty()) continue;
+    add(main, out.paths_left_out, process.threads.front().frames, {rank}, 1);
+    for (const auto& thread : process.threads) add(threads, out.paths_left_out, thread.frames, {rank}, 1);
+  }
+  std::sort(out.ranks.begin(), out.ranks.end(), [](const auto& a, const auto& b) { return a.rank < b.rank; });
+  out.main = largest_first(std::move(main));
+  out.threads = largest_first(std::move(threads));
+  return out;
+}
+
+void merge_stacks(MergedStacks& into, const MergedStacks& more) {
+  into.ranks.insert(into.ranks.end(), more.ranks.begin(), more.ranks.end());
+  std::sort(into.ranks.begin(), into.ranks.end(), [](const auto& a, const auto& b) { return a.rank < b.rank; });
+  Classes main = keyed(into.main), threads = keyed(into.threads);
+  for (const auto& c : more.main) add(main, into.paths_left_out, c.path, c.ranks, c.threads);
+  for (const auto& c : more.threads) add(threads, into.paths_left_out, c.path, c.ranks, c.threads);
+  into.paths_left_out += more.paths_left_out;
+  into.main = largest_first(std::move(main));
+  into.threads = largest_first(std::move(threads));
+}
+
+std::string to_json(const MergedStacks& stacks) {
+  nlohmann::json out;
+  out["ranks"] = nlohmann::json::array();
+  for (const auto& r : stacks.ranks)
+    out["ranks"].push_back({{"rank", r.rank}, {"state", state_name(r.state)}, {"note", r.note}});
+  out["main"] = classes_json(stacks.main);
+  out["threads"] = classes_json(stacks.threads);
+  out["paths_left_out"] = stacks.paths_left_out;
+  return out.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+MergedStacks merged_stacks_from_json(std::string_view text) {
+  try {
+    const auto in = parse_untrusted_json(text);
+    MergedStacks out;
+    const auto& ranks = in.at("ranks");
+    if (!ranks.is_array() || ranks.size() > (size_t(1) << 20)) throw Error(ErrorKind::Runtime, "too many ranks");
+    for (const auto& r : ranks) {
+      std::string note = r.value("note", "");
+      if (note.size() > 4 * kMaxFrameText) note.resize(4 * kMaxFrameText);
+      out.ranks.push_back({r.at("rank").get<int>(), state_from(r.at("state").get<std::string>()), std::move(note)});
+    }
+    out.main = classes_from(in.at("main"));
+    out.threads = classes_from(in.at("threads"));
+    out.paths_left_out = in.value("paths_left_out", size_t(0));
+    return out;
+  } catch (const nlohmann::json::exception& e) {
+    throw Error(ErrorKind::Runtime, fmt::format("stacks that are not muster's: {}", e.what()));
+  }
+}
+
+std::string to_json(const StackReport& report) {
+  nlohmann::json out;
+  out["when"] = int(report.when);
+  out["stacks"] = nlohmann::json::parse(to_json(report.stacks));
+  out["host_of_rank"] = report.host_of_rank;
+  out["unanswered"] = report.unanswered;
+  out["ended"] = nlohmann::json::array();
+  for (const auto& [rank, how] : report.ended) out["ended"].push_back({{"rank", rank}, {"how", how}});
+  return out.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+StackReport stack_report_from_json(std::string_view text) {
+  try {
+    const auto in = parse_untrusted_json(text);
+    StackReport report;
+    const int when = in.at("when").get<int>();
+    if (when < 0 || when > int(StacksWhen::Request)) throw Error(ErrorKind::Runtime, "an unknown reason");
+    report.when = StacksWhen(when);
+    report.stacks = merged_stacks_from_json(in.at("stacks").dump());
+    report.host_of_rank = in.at("host_of_rank").get<std::vector<std::string>>();
+    report.unanswered = in.at("unanswered").get<std::vector<std::string>>();
+    for (const auto& e : in.at("ended")) report.ended.emplace_back(e.at("rank").get<int>(), e.at("how").get<std::string>());
+    return report;
+  } catch (const nlohmann::json::exception& e) {
+    throw Error(ErrorKind::Runtime, fmt::format("a stacks report that is not muster's: {}", e.what()));
+  }
+}
+
+std::string rank_ranges(const std::vector<int>& ranks) {
+  std::string out;
+  for (size_t i = 0; i < ranks.size();) {
+    size_t j = i;
+    while (j + 1 < ranks.size() && ranks[j + 1] == ranks[j] + 1) ++j;
+    if (!out.empty()) out += ',';
+    out += j == i ? std::to_string(ranks[i]) : fmt::format("{}-{}", ranks[i], ranks[j]);
+    i = j + 1;
+  }
+  return out;
+}
+
+}  // namespace muster

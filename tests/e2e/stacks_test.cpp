@@ -1,0 +1,109 @@
+// The stacks report on the test cluster: 8 torch Gloo ranks on 4 hosts (2 slots each) that
+// hang as users' jobs do, read by the agents over SSH at --timeout, at --stall and by
+// `muster stacks`, with the odd rank named with its host.
+#include <unistd.h>
+
+#include <csignal>
+#include <string>
+
+#include <gtest/gtest.h>
+
+#include "tests/support/command_runner.h"
+#include "tests/support/shared_cluster.h"
+
+namespace muster::testing {
+namespace {
+
+const std::string kHang = MUSTER_SOURCE_DIR "/tests/e2e/stacks/hang.py";
+
+class StacksCluster : public SharedCluster<StacksCluster> {
+ protected:
+  void SetUp() override {
+    SharedCluster::SetUp();
+    if (run_command({"/usr/bin/python3", "-c", "import torch.distributed"}).exit_code != 0) {
+      if (in_ci()) FAIL() << "python3-torch is missing; .ci/run installs it";
+      GTEST_SKIP() << "Debian's python3-torch is not installed (apt-get install python3-torch)";
+    }
+  }
+  // 8 ranks: 0-1 on the first host, ..., 4-5 on the third, 6-7 on the fourth.
+  static std::vector<std::string> run(const std::vector<std::string>& flags, const std::vector<std::string>& mode) {
+    std::vector<std::string> args = {"run", "-f", cluster_->write_cluster_file("launch:\n  slots: 2\n")};
+    args.insert(args.end(), flags.begin(), flags.end());
+    for (const auto& word : {"--", "/usr/bin/python3", kHang.c_str()}) args.push_back(word);
+    args.insert(args.end(), mode.begin(), mode.end());
+    return args;
+  }
+  static bool has(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+};
+
+TEST_F(StacksCluster, AtTheTimeoutTheRankOutsideTheAllReduceIsNamedWithItsHost) {
+  auto r = cluster_->muster(run({"--timeout", "60"}, {"odd"}), 240);
+  EXPECT_EQ(r.exit_code, 124) << r.err;
+  EXPECT_TRUE(has(r.err, "stacks of 8 ranks on")) << r.err;
+  EXPECT_TRUE(has(r.err, "read at the timeout")) << r.err;
+  EXPECT_TRUE(has(r.err, "rank 5 (" + cluster_->host(2) + ") is not in all_reduce (")) << r.err;
+  EXPECT_TRUE(has(r.err, "where the 7 other ranks wait: it is in ")) << r.err;
+  EXPECT_TRUE(has(r.err, "it is in clock_nanosleep <- <module> (" + kHang + ":46)")) << r.err;
+  EXPECT_FALSE(has(r.err, "cannot reach this job")) << r.err;
+  // Named once: no other rank is said to be elsewhere, and the teardown follows the report.
+  EXPECT_FALSE(has(r.err, "rank 4 (")) << r.err;
+  EXPECT_LT(r.err.find("stacks of 8 ranks"), r.err.find("the job ran past --timeout")) << r.err;
+}
+
+TEST_F(StacksCluster, AtAStallARankThatEndedIsNamedAsGoneNotStuck) {
+  auto r = cluster_->muster(run({"--stall", "6", "--timeout", "50"}, {"gone"}), 240);
+  EXPECT_EQ(r.exit_code, 124) << r.err;
+  EXPECT_TRUE(has(r.err, "when no rank had written a line for the --stall time")) << r.err;
+  EXPECT_TRUE(has(r.err, "rank 3 (" + cluster_->host(1) + ") has ended (exited with status 0)")) << r.err;
+  EXPECT_FALSE(has(r.err, "rank 3 (" + cluster_->host(1) + ") is not in")) << r.err;
+}
+
+TEST_F(StacksCluster, RanksAllWaitingInOnePlaceAreSaidToAndTheCallIsNamed) {
+  auto r = cluster_->muster(run({"--stall", "6", "--timeout", "50"}, {"same"}), 240);
+  EXPECT_EQ(r.exit_code, 124) << r.err;
+  EXPECT_TRUE(has(r.err, "all 8 ranks read wait in the same place: recv (")) << r.err;
+  EXPECT_FALSE(has(r.err, ") is not in")) << r.err;
+}
+
+// A C program of MPICH's: the ranks poll inside MPI_Barrier, each caught at its own frame of
+// MPICH's progress loop, and rank 5 spins in a loop of its own: it is the one named.
+TEST_F(StacksCluster, AnMpichRankSpinningOutsideTheBarrierIsNamed) {
+  if (access("/usr/bin/mpicc.mpich", X_OK) != 0) {
+    if (in_ci()) FAIL() << "mpicc.mpich is missing (apt-get install mpich libmpich-dev)";
+    GTEST_SKIP() << "needs mpicc.mpich (apt-get install mpich libmpich-dev)";
+  }
+  TempDir dir;
+  auto built = run_command({"/usr/bin/mpicc.mpich", "-O1", "-g", "-o", dir.file("spin"),
+                            MUSTER_SOURCE_DIR "/tests/e2e/stacks/spin.c"});
+  ASSERT_EQ(built.exit_code, 0) << built.err;
+  auto r = cluster_->muster({"run", "-f", cluster_->write_cluster_file("launch:\n  slots: 2\n"), "--mpi", "pmi1",
+                             "--stall", "6", "--timeout", "40", "--", dir.file("spin")},
+                            240);
+  EXPECT_EQ(r.exit_code, 124) << r.err;
+  EXPECT_TRUE(has(r.err, "rank 5 (" + cluster_->host(2) + ") is not in PMPI_Barrier, where the 7 other ranks wait: "
+                         "it is in spin_here <- main"))
+      << r.err;
+}
+
+TEST_F(StacksCluster, MusterStacksNamesTheSleeperAndTheJobFinishesUnharmed) {
+  RunningCommand job(cluster_->muster_argv(run({"--timeout", "200"}, {"finish", "40"})));
+  for (int rank : {0, 1, 2, 3, 4, 5, 6, 7})
+    ASSERT_TRUE(has(job.read_out_until("[" + std::to_string(rank) + "] in place", std::chrono::seconds(150)),
+                    "[" + std::to_string(rank) + "] in place"));
+  auto stacks = cluster_->muster({"stacks"}, 60);
+  EXPECT_EQ(stacks.exit_code, 0) << stacks.out << stacks.err;
+  EXPECT_TRUE(has(stacks.out, "read on request")) << stacks.out;
+  EXPECT_TRUE(has(stacks.out, "rank 5 (" + cluster_->host(2) + ") is not in all_reduce (")) << stacks.out;
+  auto json = cluster_->muster({"stacks", "--json"}, 60);
+  EXPECT_EQ(json.exit_code, 0) << json.err;
+  EXPECT_TRUE(has(json.out, "\"elsewhere\"")) << json.out;
+  // The job goes on and ends as it would have: every rank's all-reduce done.
+  auto end = job.wait(std::chrono::seconds(200));
+  EXPECT_EQ(end.exit_code, 0) << end.err;
+  int done = 0;
+  for (const auto& line : end.out_lines()) done += has(line, "done 8");
+  EXPECT_EQ(done, 8) << end.out;
+}
+
+}  // namespace
+}  // namespace muster::testing
