@@ -103,7 +103,7 @@ std::optional<MpiWorld> mpi_world(const JobOptions& options, const RankPlan& pla
 // machine twice (localhost and 127.0.0.1) runs both entries' ranks here, which is how a
 // duplicated machine shows up in smoke's hellos.
 LaunchedJob run_here(ClusterContext& context, const JobOptions& options,
-                     const OutputFactory& make_output) {
+                     const OutputFactory& make_output, int restart_count, std::set<int>& used_ports) {
   // 1. What this machine is made of, and which rank runs where.
   ClusterSpec& cluster = context.cluster();
   HwlocTopologySource this_machine;
@@ -116,8 +116,15 @@ LaunchedJob run_here(ClusterContext& context, const JobOptions& options,
   if (options.command.front() != kMusterSelf) check_command_runs(options.command.front(), muster_env);
   LaunchRequest request = launch_request(options, cluster, muster_env);
   request.job.master_addr = "127.0.0.1";  // every rank is on this machine
-  request.job.master_port = find_free_tcp_port();
-  request.job.jax_coordinator_port = find_free_tcp_port();
+  request.job.restart_count = restart_count;
+  // A port no earlier attempt used: a rank of one may still hold it, or a peer dial it.
+  auto fresh_port = [&] {
+    for (int tries = 0; tries < 20; ++tries)
+      if (int port = find_free_tcp_port(); used_ports.insert(port).second) return port;
+    throw Error(ErrorKind::Runtime, "this machine offered only ports an earlier attempt of the job used");
+  };
+  request.job.master_port = fresh_port();
+  request.job.jax_coordinator_port = fresh_port();
   std::vector<RankProcess> ranks;
   for (const auto& node : job.plan.nodes)
     for (auto& r : rank_processes_for_node(node_view(job.plan, node.node_rank), request, muster_env, topology))
@@ -139,6 +146,47 @@ LaunchedJob run_here(ClusterContext& context, const JobOptions& options,
   output->flush();
   return job;
 }
+
+std::vector<LaunchedJob::Attempt> attempts_of(const RestartedJob& restarted, const ClusterSpec& cluster) {
+  std::vector<LaunchedJob::Attempt> out;
+  for (const auto& a : restarted.attempts) {
+    LaunchedJob::Attempt attempt{a.number, {}, a.started_s, a.end, a.ended_by, a.action, a.seconds_to_running};
+    for (size_t n : a.nodes) attempt.hosts.push_back(cluster.nodes[n].host);
+    out.push_back(std::move(attempt));
+  }
+  return out;
+}
+
+// Attempts on this machine alone: there is no other node to move to, so every restart is in
+// place.
+class LocalAttempts : public AttemptRunner {
+ public:
+  LocalAttempts(ClusterContext& context, const JobOptions& options, const OutputFactory& make_output)
+      : context_(context), options_(options), make_output_(make_output) {}
+  AttemptEnd run_attempt(int number, const std::vector<size_t>&) override {
+    AttemptEnd end;
+    const auto started = std::chrono::steady_clock::now();
+    job = run_here(context_, options_, make_output_, number, used_ports_);
+    end.result = job.result;
+    end.ranks_running = started;
+    if (end.result.end != JobEnd::Completed) end.failure_seen = std::chrono::steady_clock::now();
+    for (const auto& r : end.result.ranks)
+      if (end.result.first_failed_rank && r.rank == *end.result.first_failed_rank && r.status)
+        end.ended_by = fmt::format("rank {} {}", r.rank, r.status->describe());
+    if (end.ended_by.empty())
+      end.ended_by = end.result.end == JobEnd::Completed ? "every rank exited 0" : end.result.start_error;
+    return end;
+  }
+  std::map<size_t, std::string> check_nodes(const std::vector<size_t>&) override { return {}; }
+  std::string host(size_t node) const override { return context_.cluster().nodes[node].host; }
+  LaunchedJob job;  // the last attempt's
+
+ private:
+  ClusterContext& context_;
+  const JobOptions& options_;
+  const OutputFactory& make_output_;
+  std::set<int> used_ports_;
+};
 
 // Two ports free on the node that serves the rendezvous, asked for now: a port free when
 // the node said hello may have been taken since.
@@ -385,11 +433,7 @@ LaunchedJob run_across_nodes(ClusterContext& context, const JobOptions& options,
   LaunchedJob job;
   job.plan = std::move(runner.plan);
   job.result = std::move(restarted.result);
-  for (auto& a : restarted.attempts) {
-    LaunchedJob::Attempt attempt{a.number, {}, a.started_s, a.end, a.ended_by, a.action, a.seconds_to_running};
-    for (size_t n : a.nodes) attempt.hosts.push_back(context.cluster().nodes[n].host);
-    job.attempts.push_back(std::move(attempt));
-  }
+  job.attempts = attempts_of(restarted, context.cluster());
   for (const auto& [node, why] : restarted.left_out) job.left_out.emplace_back(context.cluster().nodes[node].host, why);
   return job;
 }
@@ -428,8 +472,17 @@ void refuse_this_machine_listed_twice(const ClusterContext& context) {
 
 LaunchedJob launch_job(ClusterContext& context, const JobOptions& options,
                        const OutputFactory& make_output) {
-  LaunchedJob job = context.is_local() ? run_here(context, options, make_output)
-                                       : run_across_nodes(context, options, make_output);
+  LaunchedJob job;
+  if (context.is_local()) {
+    LocalAttempts runner(context, options, make_output);
+    std::vector<size_t> nodes(context.cluster().nodes.size());
+    for (size_t i = 0; i < nodes.size(); ++i) nodes[i] = i;
+    RestartedJob restarted = run_with_restarts(runner, nodes, {}, options.restarts);
+    job = std::move(runner.job);
+    job.attempts = attempts_of(restarted, context.cluster());
+  } else {
+    job = run_across_nodes(context, options, make_output);
+  }
   // A SIGTERM inside an allocation is Slurm's: its time limit, scancel or a preemption. (The
   // query asks slurmctld only for such an end.)
   explain_slurm_signal(job.result, Environment::current(), *scontrol_job_query(std::chrono::milliseconds(2000)));

@@ -81,7 +81,7 @@ RestartedJob run_with_restarts(AttemptRunner& runner, std::vector<size_t> nodes,
       spares.erase(spares.begin());
     }
     previous_failure = end.failure_seen.value_or(Clock::now());
-    record.action = (moves.empty() ? "restarted in place: every node checks healthy" : fmt::format("{}", fmt::join(moves, "; ")));
+    record.action = (moves.empty() ? "restarted in place: no node at fault" : fmt::format("{}", fmt::join(moves, "; ")));
     job.attempts.push_back(std::move(record));
   }
 }

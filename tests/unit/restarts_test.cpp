@@ -84,7 +84,7 @@ TEST(Restarts, ARankThatFailsOnAHealthyNodeIsRestartedInPlace) {
   ASSERT_EQ(runner.ran_on.size(), 2u);
   EXPECT_EQ(runner.ran_on[1], (std::vector<size_t>{0, 1}));
   EXPECT_TRUE(job.left_out.empty());
-  EXPECT_EQ(job.attempts[0].action, "restarted in place: every node checks healthy");
+  EXPECT_EQ(job.attempts[0].action, "restarted in place: no node at fault");
   EXPECT_EQ(job.result.exit_code(), 0);
 }
 
