@@ -91,7 +91,7 @@ void report_attempts(const LaunchedJob& job) {
     std::string line = fmt::format("  attempt {} at {:.1f} s on {}: {}", a.number + 1, a.started_s,
                                    fmt::join(a.hosts, ","), a.ended_by);
     if (!a.action.empty()) line += fmt::format("; {}", a.action);
-    if (a.seconds_to_running) line += fmt::format("; ranks running again {:.1f} s after the failure", *a.seconds_to_running);
+    if (a.seconds_to_running) line += fmt::format("; ranks running again {:.2f} s after the failure", *a.seconds_to_running);
     print_note(line);
   }
   for (const auto& [host, why] : job.left_out) print_note(fmt::format("left out: {}: {}", host, why));

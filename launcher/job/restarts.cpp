@@ -68,7 +68,8 @@ RestartedJob run_with_restarts(AttemptRunner& runner, std::vector<size_t> nodes,
     for (size_t k = 0; k < nodes.size(); ++k) {
       const auto it = faulty.find(nodes[k]);
       if (it == faulty.end()) continue;
-      const std::string bad = fmt::format("{} left out ({})", runner.host(nodes[k]), it->second);
+      // Why, once, in the job's list of nodes left out: a lost node's words already ended the attempt.
+      const std::string bad = fmt::format("{} left out", runner.host(nodes[k]));
       job.left_out[nodes[k]] = it->second;
       if (spares.empty()) {
         const std::string said = fmt::format("{} was left out ({}) and no spare node was left; the job ends",

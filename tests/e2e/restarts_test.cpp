@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include "tests/support/node_tree.h"
 #include "tests/support/test_cluster.h"
 
 namespace muster::testing {
@@ -105,6 +106,8 @@ TEST_F(RestartsCluster, ANodeCutOffMidJobIsLeftOutAndItsRanksMoveToTheSpare) {
   EXPECT_NE(r.err.find("left out: node3: "), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("its ranks moved to node5"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("muster: 2 attempts:"), std::string::npos) << r.err;
+  for (size_t at = r.err.find("muster:   attempt"); at != std::string::npos; at = r.err.find("muster:   attempt", at + 1))
+    std::printf("%s\n", r.err.substr(at, r.err.find('\n', at) - at).c_str());
   EXPECT_FALSE(first_left) << "ranks of the first attempt were left running";
   EXPECT_TRUE(all_gone_within(records, milliseconds(15000))) << "ranks were left running";
 }
@@ -131,6 +134,34 @@ TEST_F(RestartsCluster, ARankThatAlwaysFailsIsRestartedInPlaceUntilTheRestartsAr
   EXPECT_NE(r.err.find("none: the 2 restarts were spent"), std::string::npos) << r.err;
   EXPECT_EQ(r.err.find("left out"), std::string::npos) << r.err;
   EXPECT_NE(r.out.find("{\"events\":[{\"action\":\"restarted in place"), std::string::npos) << r.out;
+  EXPECT_TRUE(all_gone_within(records, milliseconds(15000))) << "ranks were left running";
+}
+
+TEST_F(RestartsCluster, ANodeThatFailsItsHealthCheckAfterARankFailureIsLeftOut) {
+  MUSTER_REQUIRE_TEST_CLUSTER();
+  // node2 reads a sick machine's files: a GPU's PCIe link trained at x8, an IB port down.
+  NodeTree sick;
+  sick.healthy_gpu_node();
+  sick.write("sys/devices/pci0000:00/0000:29:00.0/0000:2a:00.0/current_link_width", "8");
+  sick.write("sys/devices/pci0000:00/0000:29:00.0/current_link_width", "8");
+  sick.ib_port("mlx5_0", "0000:3b:00.0", 2, "1: DOWN", "2: Polling", "100 Gb/sec (4X EDR)");
+  cluster_ = std::make_unique<TestCluster>(4);
+  HostSetup sick_host;
+  sick_host.environment.push_back("MUSTER_HEALTH_FSROOT=" + sick.root());
+  cluster_->set_up_host(1, sick_host);
+  file_ = cluster_->write_cluster_file("launch:\n  slots: 2\n");
+  TempDir dir;
+  // Rank 0 (on a healthy node) fails the first attempt; the check after it finds node2 sick.
+  auto r = cluster_->muster({"run", "-f", file_, "--spares", "1", "--restarts", "1", "--grace", "2", "--", "sh", "-c",
+                             recording(dir, "if [ $MUSTER_RESTART_COUNT = 0 ] && [ $RANK = 0 ]; then exit 1; fi; sleep 1")});
+  const auto records = rank_records(dir);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("left out: node2: failed its health check: "), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("its ranks moved to node4"), std::string::npos) << r.err;
+  ASSERT_EQ(records_of_attempt(records, 1), 6u) << r.err;
+  EXPECT_EQ(records.at("att.1.2").host, cluster_->host(3));
+  EXPECT_EQ(records.at("att.1.3").host, cluster_->host(3));
+  EXPECT_EQ(records.at("att.1.0").host, cluster_->host(0)) << "rank 0's failure moved a healthy node";
   EXPECT_TRUE(all_gone_within(records, milliseconds(15000))) << "ranks were left running";
 }
 
