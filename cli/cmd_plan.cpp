@@ -11,9 +11,11 @@
 #include "cli/commands.h"
 #include "cli/flag_checks.h"
 #include "cli/terminal_output.h"
+#include "launcher/cluster/hostlist.h"
 #include "launcher/cluster/rank_plan.h"
 #include "launcher/cluster/cluster_input.h"
 #include "launcher/cluster/local_gpus.h"
+#include "launcher/job/restarts.h"
 #include "launcher/local/mpi_world.h"
 #include "launcher/text_bytes.h"
 #include "topology/topology_source.h"
@@ -25,6 +27,7 @@ struct PlanOptions {
   bool json = false;
   MpiServe mpi = MpiServe::Auto;
   CLI::Option* mpi_flag = nullptr;  // whether --mpi was given: launch.mpi otherwise
+  int spares = 0;
 };
 
 namespace {
@@ -33,7 +36,7 @@ namespace {
 // muster reaches them (run, smoke and doctor do; plan reaches nothing).
 std::vector<bool> slots_unknown(const ClusterSpec& cluster) {
   std::vector<bool> unknown;
-  for (const auto& node : cluster.nodes) unknown.push_back(node.slots.is_auto() && !node.gpu_count);
+  for (const auto& node : cluster.nodes) unknown.push_back(node.slots.is_auto() && !node.gpu_count && !node.spare);
   return unknown;
 }
 
@@ -53,6 +56,9 @@ nlohmann::json plan_json(const RankPlan& plan, const ClusterSpec& cluster, const
   for (size_t i = 0; i < unknown.size(); ++i)
     if (unknown[i]) j["slots_known_when_reached"].push_back(cluster.nodes[i].host);
   j["world_size_known"] = world_size_known(cluster, input);
+  j["spares"] = nlohmann::json::array();
+  for (const auto& node : cluster.nodes)
+    if (node.spare) j["spares"].push_back(node.host);
   return j;
 }
 
@@ -73,6 +79,11 @@ std::string plan_table(const RankPlan& plan, const ClusterSpec& cluster,
   out += fmt::format("{:<6}{:<{}}  {:<6}{:<6}{:<6}{}\n", "NODE", "HOST", width, "SLOTS", "RANK",
                      "LOCAL", "GPU");
   for (const auto& n : plan.nodes) {
+    if (cluster.nodes[size_t(n.node_rank)].spare) {
+      out += fmt::format("{:<6}{:<{}}  {:<6}{}\n", n.node_rank, n.host, width, "spare",
+                         "runs a left-out node's ranks after a restart");
+      continue;
+    }
     if (size_t(n.node_rank) < unknown.size() && unknown[size_t(n.node_rank)]) {
       out += fmt::format("{:<6}{:<{}}  {:<6}{}\n", n.node_rank, n.host, width, "auto",
                          "one rank per GPU, known when reached");
@@ -103,6 +114,9 @@ CommandAction setup_plan(CLI::App& app) {
   auto options = std::make_shared<PlanOptions>();
   add_cluster_input_options(app, options->cluster);
   app.add_flag("--json", options->json, "print the plan as JSON");
+  app.add_option("--spares", options->spares, "hold the last K nodes back as spares, as for run")
+      ->option_text("K")
+      ->check(in_range(0, double(kMaxHostListSize), true));
   options->mpi_flag = add_choice(app, "--mpi", options->mpi, mpi_choices(),
                                  "what each rank's MPI library would be served, as for run", "auto");
   return [options]() {
@@ -114,7 +128,12 @@ CommandAction setup_plan(CLI::App& app) {
     HwlocTopologySource this_machine;
     const auto machine = learn_local_gpus(cluster, this_machine);
     const std::string job_gpus = machine ? job_gpus_summary(machine->job, machine->all_gpus) : "";
-    RankPlan plan = make_rank_plan(cluster, options->cluster.ranks, options->cluster.map_by);
+    mark_last_nodes_spare(cluster, options->spares);
+    check_spares(cluster);
+    ClusterSpec working = cluster;  // a spare holds no ranks until a restart gives it some
+    for (auto& node : working.nodes)
+      if (node.spare) node.slots.fixed = 0;
+    RankPlan plan = make_rank_plan(working, options->cluster.ranks, options->cluster.map_by);
     if (options->json) {
       nlohmann::json j = plan_json(plan, cluster, options->cluster);
       j["mpi_offered"] = offered;

@@ -15,6 +15,8 @@
 #include "launcher/cluster/cluster_input.h"
 #include "launcher/error.h"
 #include "launcher/job/launch.h"
+#include "launcher/cluster/hostlist.h"
+#include "launcher/job/restarts.h"
 
 namespace muster::cli {
 
@@ -25,6 +27,9 @@ struct RunOptions {
   TagStyle tag = TagStyle::Rank;
   bool report_bindings = false;
   CLI::Option* mpi_flag = nullptr;  // whether --mpi was given: launch.mpi otherwise
+  CLI::Option* restarts_flag = nullptr;  // whether --restarts was given: launch.restarts otherwise
+  int spares = 0;
+  bool json = false;
 };
 
 namespace {
@@ -48,6 +53,9 @@ int run_job(RunOptions& options) {
   options.job.map_by = options.cluster.map_by;
   ClusterSpec cluster = load_cluster(options.cluster);
   if (options.mpi_flag->count() == 0 && cluster.launch.mpi) options.job.mpi = mpi_choices().at(*cluster.launch.mpi);
+  if (options.restarts_flag->count() == 0 && cluster.launch.restarts) options.job.restarts = *cluster.launch.restarts;
+  mark_last_nodes_spare(cluster, options.spares);
+  check_spares(cluster);
   ClusterContext context(std::move(cluster), options.remote.settings());
   refuse_this_machine_listed_twice(context);
   LaunchedJob job = launch_job(context, options.job, [&](const RankPlan& plan) {
@@ -56,6 +64,8 @@ int run_job(RunOptions& options) {
     return std::make_unique<RunOutput>(options.tag, hosts, options.report_bindings);
   });
   report_job_end(job, options.job.timeout_s);
+  if (options.job.restarts > 0) report_attempts(job);
+  if (options.json) print_attempts_json(job);
   return job.result.exit_code();
 }
 
@@ -96,6 +106,21 @@ CommandAction setup_run(CLI::App& app) {
                  "when no rank has written a line for this many seconds, read every rank's stacks "
                  "once and say which rank is not where the others wait; the job goes on (0: never)")
       ->check(in_range(0, kLongestWaitSeconds));
+  options->restarts_flag =
+      app.add_option("--restarts", options->job.restarts,
+                     "start the job again up to N times after a rank fails, a node is lost or a start fails: "
+                     "a node lost or failing a quick health check is left out and its ranks move to a spare; "
+                     "on healthy nodes the job restarts in place. Default: launch.restarts, else 0")
+          ->option_text("N")
+          ->check(in_range(0, kMaxRestarts, true));
+  app.add_option("--spares", options->spares,
+                 "hold the last K nodes of the cluster back as spares for --restarts (the cluster file's "
+                 "'spare: true' says the same per node)")
+      ->option_text("K")
+      ->check(in_range(0, double(kMaxHostListSize), true));
+  app.add_flag("--json", options->json,
+               "at the end, print the attempts on stdout as one JSON object ({\"events\": [...]}), "
+               "after the ranks' output");
   app.add_option("command", options->job.command, "the command each rank runs, after --");
   app.footer("Example: muster run -n 4 -- python3 train.py --epochs 1\n"
              "Exit status: 0 when every rank exits 0; else the first failed rank's status "

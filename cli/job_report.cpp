@@ -3,11 +3,26 @@
 #include <cstring>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <nlohmann/json.hpp>
 
 #include "cli/terminal_output.h"
 
 namespace muster::cli {
 namespace {
+
+const char* end_name(JobEnd end) {
+  switch (end) {
+    case JobEnd::Completed: return "completed";
+    case JobEnd::RankFailed: return "rank_failed";
+    case JobEnd::StartFailed: return "start_failed";
+    case JobEnd::Interrupted: return "interrupted";
+    case JobEnd::TimedOut: return "timed_out";
+    case JobEnd::TimeLimit: return "time_limit";
+    case JobEnd::NodeLost: return "node_lost";
+  }
+  return "?";
+}
 
 std::string describe_rank(const RankPlan& plan, int rank) {
   return fmt::format("rank {} ({})", rank,
@@ -67,6 +82,34 @@ void report_job_end(const LaunchedJob& job, double timeout_s) {
     print_warning(fmt::format("{}{} would not die after SIGKILL; muster exits without it",
                               s.description,
                               s.rank >= 0 ? fmt::format(" of rank {}", s.rank) : std::string()));
+}
+
+void report_attempts(const LaunchedJob& job) {
+  const size_t n = job.attempts.size();
+  print_note(fmt::format("{} attempt{}:", n, n == 1 ? "" : "s"));
+  for (const auto& a : job.attempts) {
+    std::string line = fmt::format("  attempt {} at {:.1f} s on {}: {}", a.number + 1, a.started_s,
+                                   fmt::join(a.hosts, ","), a.ended_by);
+    if (!a.action.empty()) line += fmt::format("; {}", a.action);
+    if (a.seconds_to_running) line += fmt::format("; ranks running again {:.2f} s after the failure", *a.seconds_to_running);
+    print_note(line);
+  }
+  for (const auto& [host, why] : job.left_out) print_note(fmt::format("left out: {}: {}", host, why));
+}
+
+void print_attempts_json(const LaunchedJob& job) {
+  nlohmann::json events = nlohmann::json::array();
+  for (const auto& a : job.attempts) {
+    nlohmann::json e = {{"event", "attempt"}, {"attempt", a.number + 1}, {"restart_count", a.number},
+                        {"started_s", a.started_s}, {"hosts", a.hosts}, {"end", end_name(a.end)},
+                        {"ended_by", a.ended_by}, {"action", a.action},
+                        {"seconds_to_running", a.seconds_to_running ? nlohmann::json(*a.seconds_to_running)
+                                                                    : nlohmann::json(nullptr)}};
+    events.push_back(std::move(e));
+  }
+  for (const auto& [host, why] : job.left_out) events.push_back({{"event", "left_out"}, {"host", host}, {"why", why}});
+  nlohmann::json out = {{"events", events}, {"exit_code", job.result.exit_code()}};
+  print_out(out.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");
 }
 
 }  // namespace muster::cli

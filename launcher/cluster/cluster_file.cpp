@@ -218,9 +218,11 @@ class ClusterFileReader {
     // chdir is srun's word (--chdir) and the flag's; workdir, its older name, still reads so
     // that cluster files written for it keep working.
     std::optional<YAML::Node> chdir_node, workdir_node;
-    for_each_key(node, "'launch'", {"slots", "env", "chdir", "mpi", "workdir"},
+    for_each_key(node, "'launch'", {"slots", "env", "chdir", "mpi", "workdir", "restarts"},
                  [&](const std::string& key, const YAML::Node& value) {
                    if (key == "slots") launch.slots = read_slots(value, "launch.slots");
+                   if (key == "restarts")
+                     if (auto n = read_int(value, "launch.restarts", 0, kMaxRestarts)) launch.restarts = int(*n);
                    if (key == "mpi") launch.mpi = read_mpi(value);
                    if (key == "chdir") {
                      chdir_node = value;
@@ -349,11 +351,18 @@ class ClusterFileReader {
       std::optional<YAML::Node> host_node, address_node;
       SlotCount slots = spec.launch.slots;
       SshOptions ssh;
+      bool spare = false;
       if (entry.IsScalar()) {  // "- gpu01" is shorthand for "- host: gpu01"
         host_node = YAML::Node(entry);
       } else if (entry.IsMap()) {
-        for_each_key(entry, "a node entry", {"host", "address", "slots", "ssh"},
+        for_each_key(entry, "a node entry", {"host", "address", "slots", "ssh", "spare"},
                      [&](const std::string& key, const YAML::Node& value) {
+                       if (key == "spare") {
+                         if (value.IsScalar() && (value.Scalar() == "true" || value.Scalar() == "false"))
+                           spare = value.Scalar() == "true";
+                         else
+                           diag_.add(at(value), fmt::format("spare must be true or false, not {}", describe(value)));
+                       }
                        if (key == "host") host_node = value;
                        if (key == "address") address_node = value;
                        if (key == "slots") slots = read_slots(value, "slots");
@@ -391,7 +400,7 @@ class ClusterFileReader {
         }
         spec.nodes.push_back(
             NodeSpec{hosts[i], addresses[i], slots, std::nullopt, ssh.merged_over(spec.ssh),
-                     where});
+                     where, spare});
       }
     }
   }

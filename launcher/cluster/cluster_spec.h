@@ -35,6 +35,10 @@ struct SshOptions {
 inline constexpr int kMaxSlotsPerNode = 1024;
 inline constexpr int kMaxRanks = 1 << 20;
 
+// The most restarts one job may ask for: far beyond what a month-long job needs, bounded
+// so that a typo is an error and not a job that restarts forever.
+inline constexpr int kMaxRestarts = 1000;
+
 // Ranks per node: a fixed number, or "auto" (the node's GPU count, 1 without GPUs).
 struct SlotCount {
   std::optional<int> fixed;  // unset means auto
@@ -49,6 +53,9 @@ struct NodeSpec {
   std::optional<int> gpu_count;  // known only once topology has been discovered
   SshOptions ssh;                // per-node settings merged over the file's ssh:
   SourceLocation where;          // the entry that named this node
+  // Held back for the job's restarts: no ranks until a node that runs some is left out
+  // (`spare: true`, --spares).
+  bool spare = false;
 };
 
 // What the cluster is read for: a job's ranks (run, smoke, doctor) or one command a node
@@ -70,6 +77,7 @@ struct LaunchOptions {
   // lacks it.
   std::optional<std::string> chdir;
   std::optional<std::string> mpi;           // what --mpi says when not given: auto, pmix, pmi1, none
+  std::optional<int> restarts;              // what --restarts says when not given
 };
 
 // Thresholds that checks compare against; unset means "not checked".

@@ -107,6 +107,9 @@ Environment rank_environment(const Environment& base, const NodeView& node, cons
   env.set("OMPI_COMM_WORLD_LOCAL_SIZE", local_size);
   env.set("OMPI_COMM_WORLD_NODE_RANK", std::to_string(r.local_rank));  // among the node's processes, as mpirun
   env.set("MUSTER_JOB_ID", job.job_id);
+  // torchrun's name too, so that a script written for torchrun resumes from its checkpoint.
+  env.set("MUSTER_RESTART_COUNT", std::to_string(job.restart_count));
+  env.set("TORCHELASTIC_RESTART_COUNT", std::to_string(job.restart_count));
   env.set("MUSTER_NNODES", std::to_string(nodes_used));
   env.set("MUSTER_NODE_RANK", std::to_string(r.node_rank));
   // torchrun's rule: several ranks on one node would otherwise oversubscribe its cores.

@@ -17,6 +17,7 @@ struct JobEnvironment {
   std::string master_addr;        // where rank 0's rendezvous listens
   int master_port = 0;            // torch's MASTER_PORT
   int jax_coordinator_port = 0;   // JAX's coordinator; its own port so torch and JAX can coexist
+  int restart_count = 0;          // how many times the job was started again (--restarts)
   // Per node (by node rank), chosen from measurements (NCCL_SOCKET_IFNAME, ...); the
   // cluster file's launch.env and -x still win.
   std::map<int, std::map<std::string, std::string>> node_env;

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <functional>
 #include <map>
+#include <set>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -15,7 +16,9 @@
 #include "launcher/cluster/job_id.h"
 #include "launcher/cluster/local_gpus.h"
 #include "launcher/error.h"
+#include "launcher/job/restarts.h"
 #include "launcher/job/session_job.h"
+#include "launcher/remote/health_report.h"
 #include "launcher/job/slurm_job.h"
 #include "launcher/json_fields.h"
 #include "launcher/local/node_launch.h"
@@ -101,7 +104,7 @@ std::optional<MpiWorld> mpi_world(const JobOptions& options, const RankPlan& pla
 // machine twice (localhost and 127.0.0.1) runs both entries' ranks here, which is how a
 // duplicated machine shows up in smoke's hellos.
 LaunchedJob run_here(ClusterContext& context, const JobOptions& options,
-                     const OutputFactory& make_output) {
+                     const OutputFactory& make_output, int restart_count, std::set<int>& used_ports) {
   // 1. What this machine is made of, and which rank runs where.
   ClusterSpec& cluster = context.cluster();
   HwlocTopologySource this_machine;
@@ -114,8 +117,15 @@ LaunchedJob run_here(ClusterContext& context, const JobOptions& options,
   if (options.command.front() != kMusterSelf) check_command_runs(options.command.front(), muster_env);
   LaunchRequest request = launch_request(options, cluster, muster_env);
   request.job.master_addr = "127.0.0.1";  // every rank is on this machine
-  request.job.master_port = find_free_tcp_port();
-  request.job.jax_coordinator_port = find_free_tcp_port();
+  request.job.restart_count = restart_count;
+  // A port no earlier attempt used: a rank of one may still hold it, or a peer dial it.
+  auto fresh_port = [&] {
+    for (int tries = 0; tries < 20; ++tries)
+      if (int port = find_free_tcp_port(); used_ports.insert(port).second) return port;
+    throw Error(ErrorKind::Runtime, "this machine offered only ports an earlier attempt of the job used");
+  };
+  request.job.master_port = fresh_port();
+  request.job.jax_coordinator_port = fresh_port();
   std::vector<RankProcess> ranks;
   for (const auto& node : job.plan.nodes)
     for (auto& r : rank_processes_for_node(node_view(job.plan, node.node_rank), request, muster_env, topology))
@@ -137,6 +147,47 @@ LaunchedJob run_here(ClusterContext& context, const JobOptions& options,
   output->flush();
   return job;
 }
+
+std::vector<LaunchedJob::Attempt> attempts_of(const RestartedJob& restarted, const ClusterSpec& cluster) {
+  std::vector<LaunchedJob::Attempt> out;
+  for (const auto& a : restarted.attempts) {
+    LaunchedJob::Attempt attempt{a.number, {}, a.started_s, a.end, a.ended_by, a.action, a.seconds_to_running};
+    for (size_t n : a.nodes) attempt.hosts.push_back(cluster.nodes[n].host);
+    out.push_back(std::move(attempt));
+  }
+  return out;
+}
+
+// Attempts on this machine alone: there is no other node to move to, so every restart is in
+// place.
+class LocalAttempts : public AttemptRunner {
+ public:
+  LocalAttempts(ClusterContext& context, const JobOptions& options, const OutputFactory& make_output)
+      : context_(context), options_(options), make_output_(make_output) {}
+  AttemptEnd run_attempt(int number, const std::vector<size_t>&) override {
+    AttemptEnd end;
+    const auto started = std::chrono::steady_clock::now();
+    job = run_here(context_, options_, make_output_, number, used_ports_);
+    end.result = job.result;
+    end.ranks_running = started;
+    if (end.result.end != JobEnd::Completed) end.failure_seen = std::chrono::steady_clock::now();
+    for (const auto& r : end.result.ranks)
+      if (end.result.first_failed_rank && r.rank == *end.result.first_failed_rank && r.status)
+        end.ended_by = fmt::format("rank {} {}", r.rank, r.status->describe());
+    if (end.ended_by.empty())
+      end.ended_by = end.result.end == JobEnd::Completed ? "every rank exited 0" : end.result.start_error;
+    return end;
+  }
+  std::map<size_t, std::string> check_nodes(const std::vector<size_t>&) override { return {}; }
+  std::string host(size_t node) const override { return context_.cluster().nodes[node].host; }
+  LaunchedJob job;  // the last attempt's
+
+ private:
+  ClusterContext& context_;
+  const JobOptions& options_;
+  const OutputFactory& make_output_;
+  std::set<int> used_ports_;
+};
 
 // Two ports free on the node that serves the rendezvous, asked for now: a port free when
 // the node said hello may have been taken since.
@@ -190,14 +241,173 @@ std::vector<std::string> check_pmix_on_every_node(ClusterContext& context, const
   return lacking;
 }
 
-// Ranks on other machines: the session's agents.
+// The job's plan with its k-th share on nodes[k]: the share keeps the slots, and so the rank
+// numbers, of the k-th working node of the cluster; the node running it gives its GPUs.
+RankPlan plan_on_nodes(ClusterContext& context, std::optional<int> ranks, MapBy map_by,
+                       const std::vector<size_t>& nodes) {
+  const ClusterSpec& cluster = context.cluster();
+  ClusterSession& session = context.session();
+  const std::vector<size_t> working = working_and_spare_nodes(cluster).first;
+  ClusterSpec shares;
+  shares.source = cluster.source;
+  for (size_t k = 0; k < nodes.size(); ++k) {
+    NodeSpec first = cluster.nodes[working[k]];
+    first.gpu_count = session.hellos()[working[k]].gpus;
+    NodeSpec share = cluster.nodes[nodes[k]];
+    share.gpu_count = session.hellos()[nodes[k]].gpus;
+    // A node the session could not reach, or has lost, runs none (as plan_job).
+    share.slots.fixed = session.usable(nodes[k]) ? resolved_slots(first) : 0;
+    shares.nodes.push_back(std::move(share));
+  }
+  RankPlan by_share = make_rank_plan(shares, ranks, map_by);
+  RankPlan plan;
+  for (size_t i = 0; i < cluster.nodes.size(); ++i) plan.nodes.push_back(NodePlan{int(i), cluster.nodes[i].host, 0, {}});
+  for (size_t k = 0; k < nodes.size(); ++k) {
+    NodePlan& node = plan.nodes[nodes[k]];
+    node = by_share.nodes[k];
+    node.node_rank = int(nodes[k]);
+  }
+  plan.ranks = std::move(by_share.ranks);
+  for (auto& r : plan.ranks) r.node_rank = int(nodes[size_t(r.node_rank)]);
+  return plan;
+}
+
+// What ended an attempt, in a few words for the timeline.
+std::string what_ended(const JobResult& result, const RankPlan& plan, const SessionRunFacts& facts) {
+  auto rank_on = [&](int rank) {
+    return fmt::format("rank {} ({})", rank, rank >= 0 && rank < plan.world_size() ? plan.ranks[size_t(rank)].host : "?");
+  };
+  switch (result.end) {
+    case JobEnd::Completed: return "every rank exited 0";
+    case JobEnd::RankFailed:
+      if (result.aborted) return result.aborted->said;
+      for (const auto& r : result.ranks)
+        if (result.first_failed_rank && r.rank == *result.first_failed_rank && r.status)
+          return fmt::format("{} {}", rank_on(r.rank), r.status->describe());
+      return "a rank failed";
+    case JobEnd::StartFailed: return fmt::format("a start failed: {}", result.start_error);
+    case JobEnd::NodeLost:
+      for (const auto& [node, why] : facts.faulty) return fmt::format("lost contact with {}: {}", plan.nodes[node].host, why);
+      return "a node was lost";
+    case JobEnd::Interrupted: return fmt::format("interrupted by signal {}", result.received_signal);
+    case JobEnd::TimedOut: return "ran past --timeout";
+    case JobEnd::TimeLimit: return "Slurm's time limit";
+  }
+  return "";
+}
+
+// Attempts over the context's session: each planned on its nodes, with a rendezvous port no
+// earlier attempt used (a rank of a lost attempt may still hold one, or a peer still dial it).
+class SessionAttempts : public AttemptRunner {
+ public:
+  SessionAttempts(ClusterContext& context, const JobOptions& options, LaunchRequest request,
+                  const OutputFactory& make_output)
+      : context_(context), options_(options), request_(std::move(request)), make_output_(make_output) {}
+
+  AttemptEnd run_attempt(int number, const std::vector<size_t>& nodes) override {
+    const PingReport& network = context_.network();
+    LaunchRequest request = request_;
+    request.job.restart_count = number;
+    plan = plan_on_nodes(context_, options_.ranks, options_.map_by, nodes);
+    const size_t rendezvous = size_t(plan.ranks.front().node_rank);
+    request.job.master_addr = master_addr(network, rendezvous);
+    std::tie(request.job.master_port, request.job.jax_coordinator_port) = fresh_ports(rendezvous);
+
+    request.mpi = mpi_world(options_, plan, request.job.job_id,
+                            [&](int node) { return context_.session().hellos()[size_t(node)].hostname; });
+    std::vector<std::string> mpi_warnings;
+    if (request.mpi) mpi_warnings = check_pmix_on_every_node(context_, plan, *request.mpi);
+
+    auto output = make_output_(plan);
+    if (number == 0) {
+      for (const auto& warning : mpi_warnings) output->launch_warning(warning);
+      for (const auto& p : network.problems)
+        if (p.kind == FindingKind::Pair || p.kind == FindingKind::Interfaces) output->launch_warning(p.message);
+    }
+    AttemptEnd end;
+    SessionRunFacts facts;
+    end.result = run_over_session(context_.session(), plan, request, teardown_policy(options_), *output,
+                                  context_.interrupt_fds(), &facts);
+    output->flush();
+    end.ended_by = what_ended(end.result, plan, facts);
+    end.faulty = std::move(facts.faulty);
+    end.ranks_running = facts.ranks_running;
+    end.failure_seen = facts.failure_seen;
+    return end;
+  }
+
+  // Reach and health at once: each node's own checks, answered within a few seconds, against
+  // the cluster file's expectations. A node that does not answer, or fails a check, is at fault.
+  std::map<size_t, std::string> check_nodes(const std::vector<size_t>& nodes) override {
+    ClusterSession& session = context_.session();
+    std::map<size_t, std::string> faulty;
+    std::vector<std::pair<size_t, std::string>> asks;
+    for (size_t n : nodes) {
+      if (!session.usable(n)) faulty[n] = session.why_unusable(n);
+      else asks.emplace_back(n, health_request_json(context_.cluster().expect));
+    }
+    const auto limit = std::chrono::seconds(5);
+    auto answers = session.ask(asks, limit, context_.interrupt_fds());
+    for (size_t k = 0; k < asks.size(); ++k) {
+      const size_t n = asks[k].first;
+      if (!answers[k].payload) {
+        faulty[n] = session.usable(n) ? "it did not answer a check of its health within 5 s" : session.why_unusable(n);
+        continue;
+      }
+      try {
+        const NodeHealth health = node_health_from_json(*answers[k].payload);
+        std::vector<std::string> failed;
+        for (const auto& f : health.findings)
+          if (f.status == HealthStatus::Fail) failed.push_back(f.summary());
+        if (!failed.empty()) faulty[n] = fmt::format("failed its health check: {}", fmt::join(failed, "; "));
+      } catch (const Error& e) {
+        faulty[n] = fmt::format("its health report was malformed ({})", e.what());
+      }
+    }
+    return faulty;
+  }
+
+  std::string host(size_t node) const override { return context_.cluster().nodes[node].host; }
+
+  RankPlan plan;  // the last attempt's
+
+ private:
+  // The address the network pass chose for node 0, else the rendezvous node's own address in
+  // the chosen subnet (its interface there), else the one muster reached it at.
+  std::string master_addr(const PingReport& network, size_t node) {
+    if (node == 0) return *network.choice.master_addr;
+    if (auto it = network.choice.interface_of.find(int(node)); it != network.choice.interface_of.end())
+      for (const auto& a : context_.session().hellos()[node].addresses)
+        if (a.interface == it->second) return a.address;
+    return context_.cluster().nodes[node].address;
+  }
+
+  std::pair<int, int> fresh_ports(size_t node) {
+    for (int tries = 0; tries < 5; ++tries) {
+      auto ports = rendezvous_ports(context_, int(node));
+      if (used_ports_.count(ports.first) || used_ports_.count(ports.second) || ports.first == ports.second) continue;
+      used_ports_.insert(ports.first);
+      used_ports_.insert(ports.second);
+      return ports;
+    }
+    throw Error(ErrorKind::Runtime, fmt::format("{} offered only rendezvous ports an earlier attempt of the job used",
+                                                context_.cluster().nodes[node].host));
+  }
+
+  ClusterContext& context_;
+  const JobOptions& options_;
+  const LaunchRequest request_;
+  const OutputFactory& make_output_;
+  std::set<int> used_ports_;
+};
+
+// Ranks on other machines: the session's agents, started again as --restarts allows.
 LaunchedJob run_across_nodes(ClusterContext& context, const JobOptions& options,
                              const OutputFactory& make_output) {
-  // 1. Every node reached, and the plan made from what they reported.
+  // 1. Every node reached; the request every attempt shares.
   const Environment muster_env = node_environment();
   LaunchRequest request = launch_request(options, context.cluster(), muster_env);
-  LaunchedJob job;
-  job.plan = plan_job(context, options.ranks, options.map_by);
+  context.session();
 
   // 2. Rank 0's rendezvous and each node's interfaces, chosen from what was measured: an
   //    address of rank 0's node every node reached, and per node the interface in the subnet
@@ -208,7 +418,6 @@ LaunchedJob run_across_nodes(ClusterContext& context, const JobOptions& options,
     blocking.push_back("nothing was started; 'muster ping -f FILE' shows the whole picture");
     throw Error(ErrorKind::Runtime, blocking);
   }
-  request.job.master_addr = *network.choice.master_addr;
   for (const auto& [node, name] : network.choice.interface_of) {
     request.job.node_env[node] = {{"NCCL_SOCKET_IFNAME", "=" + name}, {"GLOO_SOCKET_IFNAME", name}};
     // MPI's own transport on the same network: Open MPI's TCP BTL, and on a node without RDMA
@@ -217,23 +426,16 @@ LaunchedJob run_across_nodes(ClusterContext& context, const JobOptions& options,
     request.job.node_defaults[node] = {{"OMPI_MCA_btl_tcp_if_include", name}};
     if (!context.session().hellos()[size_t(node)].rdma) request.job.node_defaults[node]["UCX_NET_DEVICES"] = name;
   }
-  std::tie(request.job.master_port, request.job.jax_coordinator_port) =
-      rendezvous_ports(context, job.plan.ranks.front().node_rank);
 
-  // 3. What each rank's MPI library is served; PMIx only where every node can serve it.
-  request.mpi = mpi_world(options, job.plan, request.job.job_id,
-                          [&](int node) { return context.session().hellos()[size_t(node)].hostname; });
-  std::vector<std::string> mpi_warnings;
-  if (request.mpi) mpi_warnings = check_pmix_on_every_node(context, job.plan, *request.mpi);
-
-  // 4. Start every node's ranks and supervise them as one job.
-  auto output = make_output(job.plan);
-  for (const auto& warning : mpi_warnings) output->launch_warning(warning);
-  for (const auto& p : network.problems)
-    if (p.kind == FindingKind::Pair || p.kind == FindingKind::Interfaces) output->launch_warning(p.message);
-  job.result = run_over_session(context.session(), job.plan, request, teardown_policy(options), *output,
-                                context.interrupt_fds());
-  output->flush();
+  // 3. Each attempt: the plan on its nodes, a fresh rendezvous, the MPI service, the ranks.
+  auto [working, spares] = working_and_spare_nodes(context.cluster());
+  SessionAttempts runner(context, options, std::move(request), make_output);
+  RestartedJob restarted = run_with_restarts(runner, working, spares, options.restarts);
+  LaunchedJob job;
+  job.plan = std::move(runner.plan);
+  job.result = std::move(restarted.result);
+  job.attempts = attempts_of(restarted, context.cluster());
+  for (const auto& [node, why] : restarted.left_out) job.left_out.emplace_back(context.cluster().nodes[node].host, why);
   return job;
 }
 
@@ -250,6 +452,7 @@ RankPlan plan_job(ClusterContext& context, std::optional<int> ranks, MapBy map_b
   for (size_t i = 0; i < cluster.nodes.size(); ++i) {
     if (session.usable(i)) cluster.nodes[i].gpu_count = session.hellos()[i].gpus;
     else cluster.nodes[i].slots.fixed = 0;  // left out: it was not reached, or was lost
+    if (cluster.nodes[i].spare) cluster.nodes[i].slots.fixed = 0;  // held back for restarts
   }
   return make_rank_plan(cluster, ranks, map_by);
 }
@@ -270,8 +473,17 @@ void refuse_this_machine_listed_twice(const ClusterContext& context) {
 
 LaunchedJob launch_job(ClusterContext& context, const JobOptions& options,
                        const OutputFactory& make_output) {
-  LaunchedJob job = context.is_local() ? run_here(context, options, make_output)
-                                       : run_across_nodes(context, options, make_output);
+  LaunchedJob job;
+  if (context.is_local()) {
+    LocalAttempts runner(context, options, make_output);
+    std::vector<size_t> nodes(context.cluster().nodes.size());
+    for (size_t i = 0; i < nodes.size(); ++i) nodes[i] = i;
+    RestartedJob restarted = run_with_restarts(runner, nodes, {}, options.restarts);
+    job = std::move(runner.job);
+    job.attempts = attempts_of(restarted, context.cluster());
+  } else {
+    job = run_across_nodes(context, options, make_output);
+  }
   // A SIGTERM inside an allocation is Slurm's: its time limit, scancel or a preemption. (The
   // query asks slurmctld only for such an end.)
   explain_slurm_signal(job.result, Environment::current(), *scontrol_job_query(std::chrono::milliseconds(2000)));

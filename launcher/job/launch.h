@@ -36,11 +36,25 @@ struct JobOptions {
   // that cannot enter it fails. Unset: the cluster file's launch.chdir, else the caller's
   // directory, with $HOME on the nodes that lack it (as mpirun's remote ranks).
   std::optional<std::string> chdir;
+  // How many times the job is started again after a failure (--restarts, launch.restarts);
+  // see launcher/job/restarts.h for whose fault a failure is and what is done about it.
+  int restarts = 0;
 };
 
 struct LaunchedJob {
-  RankPlan plan;
-  JobResult result;
+  RankPlan plan;     // the last attempt's
+  JobResult result;  // the last attempt's: its exit status is the job's
+  // Each attempt, for the timeline (one, unless the job was started again).
+  struct Attempt {
+    int number = 0;
+    std::vector<std::string> hosts;  // the nodes it ran on
+    double started_s = 0;            // since the first attempt started
+    JobEnd end = JobEnd::Completed;
+    std::string ended_by, action;
+    std::optional<double> seconds_to_running;  // from its failure to the next attempt's ranks running
+  };
+  std::vector<Attempt> attempts;
+  std::vector<std::pair<std::string, std::string>> left_out;  // host, why
 };
 
 using OutputFactory = std::function<std::unique_ptr<JobOutput>(const RankPlan&)>;

@@ -35,6 +35,8 @@ class SessionRun {
         interrupt_fds_(interrupt_fds), status_(size_t(plan.world_size())),
         stopped_(status_.size(), false) {}
 
+  SessionRunFacts facts_;
+
   JobResult run() {
     check_every_node_is_usable();
     open_control_socket();
@@ -119,6 +121,7 @@ class SessionRun {
           const NodeBound bound = node_bound_from_json(f.payload);
           for (const auto& [rank, report] : bound.ranks) output_.rank_bound(rank, report);
           bound_.insert(e.node);
+          if (!facts_.ranks_running && bound_.size() == reported_.size()) facts_.ranks_running = Clock::now();
           if (bound.went_home) went_home_.push_back(host(e.node));
           break;
         }
@@ -247,6 +250,7 @@ class SessionRun {
     result_.escaped_killed = int(std::min<long>(long(result_.escaped_killed) + done.escaped_killed, INT_MAX));
     if (!done.start_error.empty()) {
       result_.start_error = fmt::format("{}: {}", host(node), done.start_error);
+      facts_.faulty[node] = fmt::format("its ranks could not start: {}", done.start_error);
       if (result_.end == JobEnd::RankFailed || result_.end == JobEnd::Completed)
         result_.end = JobEnd::StartFailed;
     }
@@ -259,6 +263,7 @@ class SessionRun {
     result_.notes.push_back(fmt::format("{}: the agent failed: {}", host(node), why));
     if (tearing_down_) return;
     result_.start_error = fmt::format("{}: {}", host(node), why);
+    facts_.faulty[node] = fmt::format("its agent failed: {}", why);
     result_.first_failed_rank = plan_.nodes[node].ranks.front();
     stop_everything(JobEnd::StartFailed);
   }
@@ -271,6 +276,7 @@ class SessionRun {
     session_.lose(node, what);
     if (!in_run) return;
     reported_[node] = true;
+    facts_.faulty.emplace(node, why);
     std::optional<int> running;
     for (int rank : plan_.nodes[node].ranks)
       if (!status_[size_t(rank)] && !running) running = rank;
@@ -410,6 +416,7 @@ class SessionRun {
   void stop_everything(JobEnd why) {
     if (tearing_down_) return;
     tearing_down_ = true;
+    facts_.failure_seen = Clock::now();
     result_.end = why;
     for (size_t r = 0; r < status_.size(); ++r) stopped_[r] = !status_[r].has_value();
     send_stop();
@@ -524,8 +531,10 @@ class SessionRun {
 
 JobResult run_over_session(ClusterSession& session, const RankPlan& plan, const LaunchRequest& request,
                            const TeardownPolicy& policy, JobOutput& output,
-                           const std::vector<int>& interrupt_fds) {
-  JobResult result = SessionRun(session, plan, request, policy, output, interrupt_fds).run();
+                           const std::vector<int>& interrupt_fds, SessionRunFacts* facts) {
+  SessionRun run(session, plan, request, policy, output, interrupt_fds);
+  JobResult result = run.run();
+  if (facts) *facts = std::move(run.facts_);
   // A scheduler that ended the agents (scancel, a time limit, a failed node) signals the
   // ranks or loses a node, and says so a moment later: its words are the cause, and a time
   // limit is a timeout. A rank that just failed on its own costs no wait.

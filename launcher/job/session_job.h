@@ -4,6 +4,10 @@
 // only carries frames to and from the agents.
 #pragma once
 
+#include <chrono>
+#include <map>
+#include <optional>
+#include <string>
 #include <vector>
 
 #include "launcher/cluster/rank_plan.h"
@@ -12,12 +16,20 @@
 
 namespace muster {
 
+// What a run learnt beyond its result, for a restart: whose fault, and when.
+struct SessionRunFacts {
+  // The nodes it lost, or whose agent failed to start their ranks, with why.
+  std::map<size_t, std::string> faulty;
+  std::optional<std::chrono::steady_clock::time_point> ranks_running;  // every node had started its ranks
+  std::optional<std::chrono::steady_clock::time_point> failure_seen;   // teardown began
+};
+
 // Starts the plan's ranks on their nodes and supervises them until all ended: the first
 // failure anywhere stops every node, as do a byte on `interrupt_fds` (a second one: SIGKILL
 // at once), the policy's timeout and a node that falls silent. Throws Error(Runtime) before
 // starting anything when a node that holds ranks is not usable.
 JobResult run_over_session(ClusterSession& session, const RankPlan& plan, const LaunchRequest& request,
                            const TeardownPolicy& policy, JobOutput& output,
-                           const std::vector<int>& interrupt_fds);
+                           const std::vector<int>& interrupt_fds, SessionRunFacts* facts = nullptr);
 
 }  // namespace muster

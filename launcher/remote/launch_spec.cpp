@@ -42,6 +42,7 @@ std::string to_json(const NodeLaunchSpec& spec) {
       {"bind", bind_policy_name(spec.request.bind)},
       {"job", {{"job_id", job.job_id}, {"master_addr", job.master_addr},
                {"master_port", job.master_port}, {"jax_coordinator_port", job.jax_coordinator_port},
+               {"restart_count", job.restart_count},
                {"launch_env", job.launch_env}, {"exports", job.exports},
                {"node_env", [&] {
                   json by_node = json::object();
@@ -80,6 +81,7 @@ NodeLaunchSpec node_launch_spec_from_json(const std::string& text) {
     spec.request.job.master_addr = job.at("master_addr");
     spec.request.job.master_port = job.at("master_port");
     spec.request.job.jax_coordinator_port = job.at("jax_coordinator_port");
+    spec.request.job.restart_count = job.at("restart_count");
     spec.request.job.launch_env = job.at("launch_env").get<std::map<std::string, std::string>>();
     spec.request.job.exports = job.at("exports").get<std::map<std::string, std::string>>();
     for (const auto& [node, vars] : job.at("node_env").items())

@@ -150,7 +150,7 @@ TEST(ClusterFile, UnknownKeyFarFromAnyGetsTheListOfKnownKeys) {
   auto problems = problems_of("nodes: [a]\nlaunch: {zzzzzz: 1}\n");
   ASSERT_EQ(problems.size(), 1u);
   EXPECT_EQ(problems[0], "cluster.yaml:2:10: unknown key 'zzzzzz' in 'launch'; known keys are "
-                         "slots, env, chdir, mpi, workdir");
+                         "slots, env, chdir, mpi, workdir, restarts");
 }
 
 TEST(ClusterFile, LaunchMpiTakesTheWordsOfMpiAndNamesThemWhenWrong) {

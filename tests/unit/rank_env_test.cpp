@@ -35,9 +35,19 @@ TEST(RankEnvironment, CarriesWhatTorchJaxAndOpenMpiRead) {
       // the node's index.
       {"OMPI_COMM_WORLD_NODE_RANK", "2"},
       {"MUSTER_JOB_ID", "0123456789abcdef"}, {"MUSTER_NNODES", "2"}, {"MUSTER_NODE_RANK", "1"},
+      {"MUSTER_RESTART_COUNT", "0"}, {"TORCHELASTIC_RESTART_COUNT", "0"},
       {"OMP_NUM_THREADS", "1"}, {"CUDA_DEVICE_ORDER", "PCI_BUS_ID"},
   };
   EXPECT_EQ(env.vars(), expected);
+}
+
+TEST(RankEnvironment, ARestartedJobSaysHowManyTimesItWasRestarted) {
+  RankPlan plan = make_rank_plan(parse_host_option("a:1"), std::nullopt, MapBy::Slot);
+  JobEnvironment job = a_job();
+  job.restart_count = 2;
+  Environment env = rank_environment(Environment(), plan, 0, job);
+  EXPECT_EQ(env.get("MUSTER_RESTART_COUNT"), "2");
+  EXPECT_EQ(env.get("TORCHELASTIC_RESTART_COUNT"), "2");
 }
 
 TEST(RankEnvironment, JaxIsToldItsProcessCountIdAndTheRanksOwnGpu) {

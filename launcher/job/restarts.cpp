@@ -1,0 +1,117 @@
+#include "launcher/job/restarts.h"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "launcher/error.h"
+
+namespace muster {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_between(SteadyTime from, SteadyTime to) { return std::chrono::duration<double>(to - from).count(); }
+
+}  // namespace
+
+bool end_calls_for_restart(JobEnd end) {
+  // A timeout, a time limit or Ctrl-C is someone's decision to stop the job, not a failure
+  // to recover from.
+  return end == JobEnd::RankFailed || end == JobEnd::StartFailed || end == JobEnd::NodeLost;
+}
+
+RestartedJob run_with_restarts(AttemptRunner& runner, std::vector<size_t> nodes, std::vector<size_t> spares,
+                               int restarts) {
+  RestartedJob job;
+  const SteadyTime first_start = Clock::now();
+  std::optional<SteadyTime> previous_failure;
+  for (int number = 0;; ++number) {
+    AttemptRecord record;
+    record.number = number;
+    record.nodes = nodes;
+    record.started_s = seconds_between(first_start, Clock::now());
+    AttemptEnd end = runner.run_attempt(number, nodes);
+    if (previous_failure && end.ranks_running && !job.attempts.empty())
+      job.attempts.back().seconds_to_running = seconds_between(*previous_failure, *end.ranks_running);
+    record.end = end.result.end;
+    record.ended_by = end.ended_by;
+    job.result = std::move(end.result);
+    job.nodes = nodes;
+    auto finish = [&](std::string action) {
+      record.action = std::move(action);
+      job.attempts.push_back(std::move(record));
+      return job;
+    };
+    if (!end_calls_for_restart(record.end)) return finish("");
+    if (number >= restarts)
+      return finish(restarts == 0 ? "" : fmt::format("none: the {} restart{} were spent", restarts,
+                                                     restarts == 1 ? "" : "s"));
+
+    // Whose fault: the nodes the attempt lost or could not start on, and those of its other
+    // nodes and the spares that fail a quick check now. A spare that fails is not used.
+    std::map<size_t, std::string> faulty = end.faulty;
+    std::vector<size_t> to_check;
+    for (size_t n : nodes)
+      if (!faulty.count(n)) to_check.push_back(n);
+    to_check.insert(to_check.end(), spares.begin(), spares.end());
+    for (auto& [node, why] : runner.check_nodes(to_check)) {
+      if (std::find(nodes.begin(), nodes.end(), node) != nodes.end()) faulty[node] = why;
+      else if (auto it = std::find(spares.begin(), spares.end(), node); it != spares.end()) {
+        spares.erase(it);
+        job.left_out[node] = why;
+      }
+    }
+
+    std::vector<std::string> moves;
+    for (size_t k = 0; k < nodes.size(); ++k) {
+      const auto it = faulty.find(nodes[k]);
+      if (it == faulty.end()) continue;
+      // Why, once, in the job's list of nodes left out: a lost node's words already ended the attempt.
+      const std::string bad = fmt::format("{} left out", runner.host(nodes[k]));
+      job.left_out[nodes[k]] = it->second;
+      if (spares.empty()) {
+        const std::string said = fmt::format("{} was left out ({}) and no spare node was left; the job ends",
+                                             runner.host(nodes[k]), it->second);
+        job.result.notes.push_back(said);
+        return finish(fmt::format("none: {}, no spare was left", bad));
+      }
+      moves.push_back(fmt::format("{}; its ranks moved to {}", bad, runner.host(spares.front())));
+      nodes[k] = spares.front();
+      spares.erase(spares.begin());
+    }
+    previous_failure = end.failure_seen.value_or(Clock::now());
+    record.action = (moves.empty() ? "restarted in place: no node at fault" : fmt::format("{}", fmt::join(moves, "; ")));
+    job.attempts.push_back(std::move(record));
+  }
+}
+
+void mark_last_nodes_spare(ClusterSpec& cluster, int count) {
+  if (count == 0) return;
+  if (cluster.is_this_machine)
+    throw Error(ErrorKind::Usage, "--spares needs a cluster of several nodes (-H, --hostfile or -f); "
+                                  "this machine alone has none to spare");
+  if (count < 0 || size_t(count) >= cluster.nodes.size())
+    throw Error(ErrorKind::Usage,
+                fmt::format("--spares {} leaves no node of the {} in {} to run the job; give fewer spares than nodes",
+                            count, cluster.nodes.size(), cluster.source.empty() ? "the cluster" : cluster.source));
+  for (size_t i = cluster.nodes.size() - size_t(count); i < cluster.nodes.size(); ++i) cluster.nodes[i].spare = true;
+}
+
+void check_spares(const ClusterSpec& cluster) {
+  if (!cluster.nodes.empty() && std::all_of(cluster.nodes.begin(), cluster.nodes.end(),
+                                            [](const NodeSpec& n) { return n.spare; }))
+    throw Error(ErrorKind::Config,
+                fmt::format("every node of {} is a spare: none is left to run the job; take 'spare: true' off "
+                            "the nodes that run it",
+                            cluster.source.empty() ? "the cluster" : cluster.source));
+}
+
+std::pair<std::vector<size_t>, std::vector<size_t>> working_and_spare_nodes(const ClusterSpec& cluster) {
+  std::pair<std::vector<size_t>, std::vector<size_t>> out;
+  for (size_t i = 0; i < cluster.nodes.size(); ++i) (cluster.nodes[i].spare ? out.second : out.first).push_back(i);
+  return out;
+}
+
+}  // namespace muster

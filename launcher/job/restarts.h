@@ -1,0 +1,84 @@
+// A job that survives a node: the attempts of one job, and whose fault each end was. A node
+// that was lost, failed to start its ranks, or fails a quick check of health and reach after
+// a failure is left out for the rest of the job and its share moves to a spare; a rank that
+// failed on a node that checks healthy is started again in place, so that a bug in the
+// user's code does not use up the spares. How an attempt runs is the runner's: the loop here
+// only decides, and a recording fake drives it in the unit tests.
+#pragma once
+
+#include <chrono>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "launcher/cluster/cluster_spec.h"
+#include "launcher/local/local_job.h"
+
+namespace muster {
+
+using SteadyTime = std::chrono::steady_clock::time_point;
+
+// How one attempt ended, as the runner saw it.
+struct AttemptEnd {
+  JobResult result;
+  // Nodes the attempt itself found at fault, with why: lost, or their agent failed to start
+  // the ranks. (Which nodes the ranks failed on is a rank failure, not a node's fault.)
+  std::map<size_t, std::string> faulty;
+  std::string ended_by;  // in words: "rank 3 (node2) exited with status 3", "lost contact with node3: ..."
+  std::optional<SteadyTime> ranks_running;  // every node of the attempt had started its ranks
+  std::optional<SteadyTime> failure_seen;   // the first failure, which began the teardown
+};
+
+// Runs one attempt at a time, and checks nodes between them.
+class AttemptRunner {
+ public:
+  virtual ~AttemptRunner() = default;
+  // Starts attempt `number` (0 is the first) with the k-th share of the job on `nodes[k]`,
+  // and supervises it until it ended.
+  virtual AttemptEnd run_attempt(int number, const std::vector<size_t>& nodes) = 0;
+  // After a failure: which of `nodes` fail a quick check of their health and reach, with why.
+  virtual std::map<size_t, std::string> check_nodes(const std::vector<size_t>& nodes) = 0;
+  virtual std::string host(size_t node) const = 0;
+};
+
+// One attempt, for the timeline.
+struct AttemptRecord {
+  int number = 0;
+  std::vector<size_t> nodes;   // the k-th share's node
+  double started_s = 0;        // since the first attempt started
+  JobEnd end = JobEnd::Completed;
+  std::string ended_by;        // "rank 3 (node2) exited with status 3", "lost contact with node3: ..."
+  std::string action;          // "restarted in place", "node3 left out (...); its ranks moved to node5", "none: ..."
+  std::optional<double> seconds_to_running;  // from the failure to the next attempt's ranks running
+};
+
+struct RestartedJob {
+  JobResult result;                      // the last attempt's: its exit status is the job's
+  std::vector<AttemptRecord> attempts;
+  std::vector<size_t> nodes;             // the last attempt's nodes
+  std::map<size_t, std::string> left_out;  // by node: why
+};
+
+// Runs attempts on `nodes` until one needs no restart (it completed, timed out, was
+// interrupted or hit a time limit), `restarts` restarts are spent, or a node left out has no
+// spare left among `spares` (taken in order); then the last attempt's result is the job's,
+// with a note when a node had no spare.
+RestartedJob run_with_restarts(AttemptRunner& runner, std::vector<size_t> nodes, std::vector<size_t> spares,
+                               int restarts);
+
+// Whether an attempt that ended so is started again, when restarts are left: a failure is;
+// a job that completed, timed out or was interrupted is not.
+bool end_calls_for_restart(JobEnd end);
+
+// Marks the last `count` nodes of `cluster` as spares (--spares K). Throws Error(Usage) when
+// that leaves no node to run on, or the cluster is this machine alone.
+void mark_last_nodes_spare(ClusterSpec& cluster, int count);
+
+// Throws Error(Config) naming the problem when the cluster's spares leave no node to run on.
+void check_spares(const ClusterSpec& cluster);
+
+// The nodes that run the job (not spares) and the spares, each in cluster order.
+std::pair<std::vector<size_t>, std::vector<size_t>> working_and_spare_nodes(const ClusterSpec& cluster);
+
+}  // namespace muster

@@ -1,0 +1,184 @@
+// Whose fault an attempt's end was and what is done about it, with a recording runner.
+#include "launcher/job/restarts.h"
+
+#include <deque>
+
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include "launcher/cluster/cluster_file.h"
+#include "launcher/error.h"
+
+namespace muster {
+namespace {
+
+// Plays the attempts it is given, in order, and records which nodes each ran on and which
+// nodes were checked.
+class RecordingRunner : public AttemptRunner {
+ public:
+  std::deque<AttemptEnd> ends;
+  std::map<size_t, std::string> unhealthy;     // what check_nodes finds, of the nodes asked
+  std::vector<std::vector<size_t>> ran_on;     // per attempt
+  std::vector<int> numbers;
+  std::vector<std::vector<size_t>> checked;
+
+  AttemptEnd run_attempt(int number, const std::vector<size_t>& nodes) override {
+    numbers.push_back(number);
+    ran_on.push_back(nodes);
+    AttemptEnd end = ends.front();
+    ends.pop_front();
+    return end;
+  }
+  std::map<size_t, std::string> check_nodes(const std::vector<size_t>& nodes) override {
+    checked.push_back(nodes);
+    std::map<size_t, std::string> out;
+    for (size_t n : nodes)
+      if (unhealthy.count(n)) out[n] = unhealthy.at(n);
+    return out;
+  }
+  std::string host(size_t node) const override { return fmt::format("node{}", node + 1); }
+};
+
+AttemptEnd completed() { return {}; }
+AttemptEnd rank_failed(int code) {
+  AttemptEnd end;
+  end.result.end = JobEnd::RankFailed;
+  end.result.first_failed_rank = 0;
+  RankOutcome o;
+  o.status = ExitStatus::exited(code);
+  end.result.ranks.push_back(o);
+  end.ended_by = fmt::format("rank 0 exited with status {}", code);
+  return end;
+}
+AttemptEnd node_lost(size_t node) {
+  AttemptEnd end;
+  end.result.end = JobEnd::NodeLost;
+  end.result.first_failed_rank = 0;
+  end.faulty[node] = "nothing heard from it for 5 s";
+  end.ended_by = "lost a node";
+  return end;
+}
+
+TEST(Restarts, ALostNodeIsLeftOutAndItsShareMovesToASpare) {
+  RecordingRunner runner;
+  runner.ends = {node_lost(2), completed()};
+  RestartedJob job = run_with_restarts(runner, {0, 1, 2, 3}, {4}, 3);
+  ASSERT_EQ(runner.ran_on.size(), 2u);
+  EXPECT_EQ(runner.ran_on[1], (std::vector<size_t>{0, 1, 4, 3}));  // the share keeps its place
+  EXPECT_EQ(runner.numbers, (std::vector<int>{0, 1}));
+  EXPECT_EQ(job.result.exit_code(), 0);
+  ASSERT_EQ(job.left_out.size(), 1u);
+  EXPECT_EQ(job.left_out.at(2), "nothing heard from it for 5 s");
+  ASSERT_EQ(job.attempts.size(), 2u);
+  EXPECT_EQ(job.attempts[0].action, "node3 left out; its ranks moved to node5");
+  EXPECT_EQ(job.attempts[1].end, JobEnd::Completed);
+  // The lost node is not asked again; the others and the spare are.
+  ASSERT_EQ(runner.checked.size(), 1u);
+  EXPECT_EQ(runner.checked[0], (std::vector<size_t>{0, 1, 3, 4}));
+}
+
+TEST(Restarts, ARankThatFailsOnAHealthyNodeIsRestartedInPlace) {
+  RecordingRunner runner;
+  runner.ends = {rank_failed(3), completed()};
+  RestartedJob job = run_with_restarts(runner, {0, 1}, {2}, 1);
+  ASSERT_EQ(runner.ran_on.size(), 2u);
+  EXPECT_EQ(runner.ran_on[1], (std::vector<size_t>{0, 1}));
+  EXPECT_TRUE(job.left_out.empty());
+  EXPECT_EQ(job.attempts[0].action, "restarted in place: no node at fault");
+  EXPECT_EQ(job.result.exit_code(), 0);
+}
+
+TEST(Restarts, ANodeThatFailsItsCheckAfterARankFailureIsLeftOut) {
+  RecordingRunner runner;
+  runner.ends = {rank_failed(1), completed()};
+  runner.unhealthy[1] = "GPU0: Xid 79";
+  RestartedJob job = run_with_restarts(runner, {0, 1}, {2}, 1);
+  ASSERT_EQ(runner.ran_on.size(), 2u);
+  EXPECT_EQ(runner.ran_on[1], (std::vector<size_t>{0, 2}));
+  EXPECT_EQ(job.left_out.at(1), "GPU0: Xid 79");
+}
+
+TEST(Restarts, WithoutASpareTheJobEndsNamingTheNode) {
+  RecordingRunner runner;
+  runner.ends = {node_lost(1)};
+  RestartedJob job = run_with_restarts(runner, {0, 1, 2}, {}, 5);
+  EXPECT_EQ(runner.ran_on.size(), 1u);
+  EXPECT_EQ(job.result.end, JobEnd::NodeLost);
+  EXPECT_EQ(job.result.exit_code(), 255);
+  ASSERT_FALSE(job.result.notes.empty());
+  EXPECT_EQ(job.result.notes.back(),
+            "node2 was left out (nothing heard from it for 5 s) and no spare node was left; the job ends");
+  EXPECT_EQ(job.attempts.back().action, "none: node2 left out, no spare was left");
+}
+
+TEST(Restarts, ASpareThatFailsItsCheckIsNotUsed) {
+  RecordingRunner runner;
+  runner.ends = {node_lost(0), completed()};
+  runner.unhealthy[2] = "unreachable";
+  RestartedJob job = run_with_restarts(runner, {0, 1}, {2, 3}, 1);
+  ASSERT_EQ(runner.ran_on.size(), 2u);
+  EXPECT_EQ(runner.ran_on[1], (std::vector<size_t>{3, 1}));
+  EXPECT_EQ(job.left_out.at(2), "unreachable");
+}
+
+TEST(Restarts, WhenTheRestartsAreSpentTheJobExitsAsItWouldHaveWithoutThem) {
+  RecordingRunner runner;
+  runner.ends = {rank_failed(3), rank_failed(3), rank_failed(3)};
+  RestartedJob job = run_with_restarts(runner, {0, 1}, {}, 2);
+  EXPECT_EQ(runner.ran_on.size(), 3u);
+  for (const auto& nodes : runner.ran_on) EXPECT_EQ(nodes, (std::vector<size_t>{0, 1}));
+  EXPECT_EQ(job.result.exit_code(), 3);
+  ASSERT_EQ(job.attempts.size(), 3u);
+  EXPECT_EQ(job.attempts[2].action, "none: the 2 restarts were spent");
+}
+
+TEST(Restarts, ATimeoutOrCtrlCIsNotRestarted) {
+  for (JobEnd end : {JobEnd::TimedOut, JobEnd::Interrupted, JobEnd::TimeLimit}) {
+    RecordingRunner runner;
+    AttemptEnd stopped;
+    stopped.result.end = end;
+    runner.ends = {stopped};
+    RestartedJob job = run_with_restarts(runner, {0}, {1}, 3);
+    EXPECT_EQ(runner.ran_on.size(), 1u);
+    EXPECT_TRUE(runner.checked.empty());
+  }
+}
+
+TEST(Restarts, TheTimelineHasTheTimeToRanksRunningAgain) {
+  RecordingRunner runner;
+  AttemptEnd lost = node_lost(0);
+  const auto t = std::chrono::steady_clock::now();
+  lost.failure_seen = t;
+  AttemptEnd done = completed();
+  done.ranks_running = t + std::chrono::milliseconds(1500);
+  runner.ends = {lost, done};
+  RestartedJob job = run_with_restarts(runner, {0}, {1}, 1);
+  ASSERT_TRUE(job.attempts[0].seconds_to_running);
+  EXPECT_DOUBLE_EQ(*job.attempts[0].seconds_to_running, 1.5);
+}
+
+TEST(Restarts, SparesAreTheLastNodesOfAHostList) {
+  ClusterSpec cluster;
+  for (int i = 0; i < 4; ++i) cluster.nodes.push_back(NodeSpec{fmt::format("n{}", i), "", {1}, {}, {}, {}});
+  mark_last_nodes_spare(cluster, 1);
+  auto [working, spares] = working_and_spare_nodes(cluster);
+  EXPECT_EQ(working, (std::vector<size_t>{0, 1, 2}));
+  EXPECT_EQ(spares, (std::vector<size_t>{3}));
+  EXPECT_THROW(mark_last_nodes_spare(cluster, 4), Error);
+  EXPECT_THROW(mark_last_nodes_spare(cluster, -1), Error);
+}
+
+TEST(Restarts, TheClusterFileNamesSparesAndRestarts) {
+  ClusterSpec c = parse_cluster_yaml("launch:\n  restarts: 3\nnodes:\n  - host: n[1-2]\n  - host: n3\n    spare: true\n",
+                                     "c.yaml");
+  EXPECT_EQ(c.launch.restarts, 3);
+  ASSERT_EQ(c.nodes.size(), 3u);
+  EXPECT_FALSE(c.nodes[1].spare);
+  EXPECT_TRUE(c.nodes[2].spare);
+  EXPECT_THROW(parse_cluster_yaml("launch:\n  restarts: -1\nnodes: [n1]\n", "c.yaml"), Error);
+  EXPECT_THROW(parse_cluster_yaml("nodes:\n  - host: n1\n    spare: maybe\n", "c.yaml"), Error);
+  EXPECT_THROW(check_spares(parse_cluster_yaml("nodes:\n  - host: n1\n    spare: true\n", "c.yaml")), Error);
+}
+
+}  // namespace
+}  // namespace muster
