@@ -1,0 +1,72 @@
+// The job's control socket for `muster stacks`: in a directory of this user's alone, found by
+// listing, and answering a stacks request; a directory others could write in is refused.
+#include "launcher/job/control_socket.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <thread>
+
+#include <gtest/gtest.h>
+
+#include "launcher/error.h"
+
+namespace muster {
+namespace {
+
+class ControlSocket : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char pattern[] = "/tmp/muster-control-test-XXXXXX";
+    ASSERT_NE(mkdtemp(pattern), nullptr);
+    runtime_ = pattern;
+    const char* old = std::getenv("XDG_RUNTIME_DIR");
+    if (old) saved_ = old;
+    setenv("XDG_RUNTIME_DIR", runtime_.c_str(), 1);
+  }
+  void TearDown() override {
+    if (saved_.empty()) unsetenv("XDG_RUNTIME_DIR");
+    else setenv("XDG_RUNTIME_DIR", saved_.c_str(), 1);
+    std::filesystem::remove_all(runtime_);
+  }
+  std::string runtime_, saved_;
+};
+
+TEST_F(ControlSocket, AJobIsListedAndAnswersAStacksRequest) {
+  JobControlSocket socket("00000000000000ab", {"", "python3 hang.py", 8, "node[1-4]"});
+  struct stat st {};
+  ASSERT_EQ(stat((runtime_ + "/muster").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0700u);
+  std::thread head([&] {
+    for (int i = 0; i < 2000; ++i) {
+      if (auto client = socket.take_stacks_request()) return JobControlSocket::answer(*client, "the report");
+      usleep(5000);
+    }
+  });
+  EXPECT_EQ(ask_job_for_stacks("00000000000000ab", std::chrono::seconds(10)), "the report");
+  head.join();
+  std::thread lister([&] {
+    for (int i = 0; i < 400 && !socket.take_stacks_request(); ++i) usleep(5000);
+  });
+  const auto jobs = running_jobs();
+  lister.join();
+  ASSERT_EQ(jobs.size(), 1u);
+  EXPECT_EQ(jobs[0].id, "00000000000000ab");
+  EXPECT_EQ(jobs[0].command, "python3 hang.py");
+  EXPECT_EQ(jobs[0].ranks, 8);
+}
+
+TEST_F(ControlSocket, ADirectoryOthersMayEnterIsRefusedAndNothingListens) {
+  ASSERT_EQ(mkdir((runtime_ + "/muster").c_str(), 0755), 0);
+  EXPECT_THROW(JobControlSocket("00000000000000ab", {}), Error);
+  EXPECT_FALSE(std::filesystem::exists(runtime_ + "/muster/00000000000000ab.sock"));
+}
+
+TEST_F(ControlSocket, AJobIdThatIsNotOneIsRefusedBeforeAnyPathIsMade) {
+  EXPECT_THROW(ask_job_for_stacks("../../etc/x", std::chrono::seconds(1)), Error);
+}
+
+}  // namespace
+}  // namespace muster
