@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include "tests/support/command_runner.h"
 #include "tests/support/node_tree.h"
 #include "tests/support/test_cluster.h"
 
@@ -53,6 +54,32 @@ bool all_gone_within(const std::map<std::string, RankRecord>& records, milliseco
   return wait_until([&] {
     return std::none_of(records.begin(), records.end(), [](const auto& r) { return process_alive(r.second.pid); });
   }, limit);
+}
+
+// Bad input is an error naming the problem, and nothing starts (the ranks would touch a file).
+TEST(RestartsCli, BadInputStartsNothingAndExits2) {
+  TempDir dir;
+  const std::vector<std::string> job = {"--", "touch", dir.file("started")};
+  auto with = [&](std::vector<std::string> args) {
+    args.insert(args.begin(), "run");
+    args.insert(args.end(), job.begin(), job.end());
+    return run_muster(args);
+  };
+  auto negative = with({"--restarts", "-1"});
+  EXPECT_EQ(negative.exit_code, 2);
+  EXPECT_NE(negative.err.find("--restarts: -1 is out of range"), std::string::npos) << negative.err;
+  auto all_spare = with({"-H", "a,b", "--spares", "2"});
+  EXPECT_EQ(all_spare.exit_code, 2);
+  EXPECT_NE(all_spare.err.find("--spares 2 leaves no node of the 2 in -H to run the job"), std::string::npos)
+      << all_spare.err;
+  auto here = with({"--spares", "1"});
+  EXPECT_EQ(here.exit_code, 2);
+  EXPECT_NE(here.err.find("--spares needs a cluster of several nodes"), std::string::npos) << here.err;
+  dir.write("all-spare.yaml", "nodes:\n  - host: a\n    spare: true\n");
+  auto file = with({"-f", dir.file("all-spare.yaml")});
+  EXPECT_EQ(file.exit_code, 2);
+  EXPECT_NE(file.err.find("every node of"), std::string::npos) << file.err;
+  EXPECT_FALSE(std::filesystem::exists(dir.file("started")));
 }
 
 class RestartsCluster : public ::testing::Test {

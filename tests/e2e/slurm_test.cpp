@@ -206,6 +206,21 @@ TEST_F(SlurmTestCluster, ANodeLostMidJobEndsItNamingTheNodeAndNothingIsLeft) {
   cluster_ = new SlurmCluster(4);
 }
 
+// Under Slurm a rank that always fails is restarted in place over the same step's agents, each
+// attempt told its count, until the restarts are spent; then the rank's own status.
+TEST_F(SlurmTestCluster, ARankThatAlwaysFailsIsRestartedInPlaceUntilTheRestartsAreSpent) {
+  const std::string mark = "MUSTER_TEST_MARK=restarts-" + std::to_string(getpid());
+  auto r = run_command(cluster_->salloc_muster(
+      2, {"run", "--restarts", "2", "-x", mark, "--", "sh", "-c",
+          "echo count=$MUSTER_RESTART_COUNT; if [ $RANK = 1 ]; then exit 3; fi; sleep 30"}));
+  EXPECT_EQ(r.exit_code, 3) << r.err;
+  for (int count = 0; count < 3; ++count)
+    EXPECT_NE(r.out.find(fmt::format("[1] count={}", count)), std::string::npos) << r.out;
+  EXPECT_NE(r.err.find("muster: 3 attempts:"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("none: the 2 restarts were spent"), std::string::npos) << r.err;
+  EXPECT_TRUE(nothing_left(mark)) << "ranks were left behind";
+}
+
 // A fake agent that calls the head back without the session's secret (the address and port
 // are on srun's command line, which every local user reads) gets the head's challenge and
 // nothing more: no proof, no spec. The job it tried to join runs on unharmed.
