@@ -98,9 +98,10 @@ Check health_check_of(const HealthFinding& finding, std::optional<std::string> n
 // `muster health`: this node's checks alone, as one "health" stage, cut at `deadline`:
 // reading under `snapshot` (a node's files copied elsewhere: this machine's NVML is not
 // asked), or when it is empty, this node as its agent reads it. `cluster` gives the
-// expectations (its `expect:`); its nodes are not reached.
+// expectations (its `expect:`, and its checks.stress*); its nodes are not reached. `stress`:
+// the GPU stress tests run whatever the file says.
 DoctorReport run_node_health(const ClusterInput& cluster, const std::string& snapshot,
-                             std::chrono::milliseconds deadline);
+                             std::chrono::milliseconds deadline, bool stress = false);
 
 // Runs every selected stage. Throws Error(Usage) for an unknown stage name in only/skip;
 // everything else, an invalid cluster file included, is reported as checks.
