@@ -234,7 +234,7 @@ class Doctor {
       add("health", "node", std::nullopt, CheckStatus::Skip, "needs the ssh stage, which did not run");
       return;
     }
-    health_ = check_cluster_health(*context_, request_.health_limit);
+    health_ = check_cluster_health(*context_, request_.health_limit, request_.stress);
     for (const auto& n : health_->nodes) {
       if (!n.health) {
         // A check that hung fails, as it does in muster health: a node that cannot answer

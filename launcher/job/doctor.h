@@ -74,6 +74,9 @@ struct DoctorRequest {
   // How long the nodes have to answer for their health: their checks take well under a
   // second; a hung NVML or file system costs this, no more.
   std::chrono::milliseconds health_limit{20000};
+  // The GPU stress tests in the health stage whatever the cluster file's checks.stress says
+  // (their 8 s budget is within the agents' 15 s and this limit).
+  bool stress = false;
 };
 
 // What doctor tells as it goes, for a progress display.

@@ -49,7 +49,8 @@ RecordedNode record_this_node(const std::string& root, GpuLibrariesAsked gpus = 
 // Every usable node's checks at once, each answer awaited at most `limit` (a check that
 // hangs, as NVML does on a wedged GPU, then costs that and no more). The differences
 // across nodes are added to each node's findings.
-ClusterHealth check_cluster_health(ClusterContext& context, std::chrono::milliseconds limit);
+// `stress`: the GPU stress tests run whatever the cluster file's checks.stress says.
+ClusterHealth check_cluster_health(ClusterContext& context, std::chrono::milliseconds limit, bool stress = false);
 
 // The same nodes' error counters read again: what grew since `start`, by node rank.
 std::vector<std::pair<size_t, HealthFinding>> counters_grown_since(ClusterContext& context,

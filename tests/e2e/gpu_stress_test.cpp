@@ -13,6 +13,7 @@
 #include "tests/support/command_runner.h"
 #include "tests/support/fake_gpus.h"
 #include "tests/support/node_tree.h"
+#include "tests/support/test_cluster.h"
 
 namespace muster::testing {
 namespace {
@@ -69,8 +70,8 @@ TEST_F(GpuStress, HealthyTwoAndEightGpuNodesPassAndTheJsonCarriesEveryFigure) {
       EXPECT_NE(c["finding"]["device"].get<std::string>().find("GPU-8b0c0000-0000-4000-8000-00000000000"),
                 std::string::npos) << c.dump();
       // The fake's 50 GB/s each way, as its events timed it.
-      EXPECT_NEAR(c["values"]["h2d_bytes_per_second"].get<double>(), 50e9, 1e6) << c.dump();
-      EXPECT_NEAR(c["values"]["d2h_all_bytes_per_second"].get<double>(), 50e9, 1e6) << c.dump();
+      EXPECT_NEAR(c["values"]["h2d_gigabytes_per_second"].get<double>(), 50, 1e-3) << c.dump();
+      EXPECT_NEAR(c["values"]["d2h_all_gigabytes_per_second"].get<double>(), 50, 1e-3) << c.dump();
     }
   }
 
@@ -85,20 +86,20 @@ TEST_F(GpuStress, HealthyTwoAndEightGpuNodesPassAndTheJsonCarriesEveryFigure) {
   for (const auto& c : checks8) {
     const auto& v = c["values"];
     if (c["name"] == "gpu_host_copy") {
-      for (const char* key : {"h2d_bytes_per_second", "d2h_bytes_per_second", "h2d_all_bytes_per_second",
-                              "d2h_all_bytes_per_second"})
+      for (const char* key : {"h2d_gigabytes_per_second", "d2h_gigabytes_per_second", "h2d_all_gigabytes_per_second",
+                              "d2h_all_gigabytes_per_second"})
         EXPECT_TRUE(v.contains(key)) << key << " " << c.dump();
     }
     if (c["name"] == "gpu_memory_bandwidth") {
-      EXPECT_NEAR(v["hbm_bytes_per_second"].get<double>(), 2000e9, 1e8);
+      EXPECT_NEAR(v["hbm_gigabytes_per_second"].get<double>(), 2000, 1e-2);
     }
     if (c["name"] == "gpu_gemm") {
-      EXPECT_NEAR(v["gemm_flops_per_second"].get<double>(), 600e12, 1e9);
-      EXPECT_EQ(v["sm_clock_hertz"].get<double>(), 1980e6);
+      EXPECT_NEAR(v["gemm_teraflops"].get<double>(), 600, 1e-3);
+      EXPECT_EQ(v["sm_clock_megahertz"].get<double>(), 1980);
     }
     if (c["name"] == "gpu_peer_copy") {
-      EXPECT_NEAR(v["forward_bytes_per_second"].get<double>(), 360e9, 1e7);  // 18 NVLinks at 20 GB/s
-      EXPECT_NEAR(v["backward_bytes_per_second"].get<double>(), 360e9, 1e7);
+      EXPECT_NEAR(v["forward_gigabytes_per_second"].get<double>(), 360, 1e-3);  // 18 NVLinks at 20 GB/s
+      EXPECT_NEAR(v["backward_gigabytes_per_second"].get<double>(), 360, 1e-3);
       EXPECT_EQ(v["nvlinks"].get<double>(), 18);
     }
   }
@@ -144,6 +145,52 @@ TEST_F(GpuStress, EachSlowGpuOrPairFailsNamingExactlyThatOne) {
     EXPECT_EQ(stress_checks(report).size(), stress_checks(report, "pass").size() + 1) << r.out;
     EXPECT_NE(r.err.find(std::string("muster: health: FAIL ")), std::string::npos) << r.err;
   }
+}
+
+TEST_F(GpuStress, DoctorsHealthStageRunsThemWithStressOrTheClusterFilesChecksStress) {
+  // doctor on this machine alone: its health stage is this machine's, as an agent's would be.
+  auto r = run_muster({"doctor", "--only", "health", "--stress", "--json"}, fake_gpus("eight-gpus-slow-hbm"));
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  const auto failed = stress_checks(nlohmann::json::parse(r.out), "fail");
+  ASSERT_EQ(failed.size(), 1u) << r.out;
+  EXPECT_EQ(failed[0]["name"], "gpu_memory_bandwidth");
+  EXPECT_EQ(failed[0]["finding"]["device"].get<std::string>().rfind("GPU5 0000:ab:00.0", 0), 0u) << failed[0].dump();
+  // Without the flag, only the cluster file asks for them, and with its own bar.
+  TempDir dir;
+  dir.write("cluster.yaml", "checks:\n  stress: true\n  stress_peer_ratio: 0.4\nnodes: [a]\n");
+  auto lenient = run_muster({"health", "-f", dir.file("cluster.yaml"), "--json"}, fake_gpus("eight-gpus-slow-hbm"));
+  EXPECT_EQ(lenient.exit_code, 0) << lenient.out << lenient.err;  // 1000 GB/s is above 0.4x 2000
+  const auto report = nlohmann::json::parse(lenient.out);
+  EXPECT_EQ(count_of(stress_checks(report), "gpu_memory_bandwidth"), 8u) << lenient.out;
+  EXPECT_TRUE(stress_checks(report, "fail").empty()) << lenient.out;
+}
+
+class GpuStressOnTheTestCluster : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    MUSTER_REQUIRE_FAKE_NCCL();
+    MUSTER_REQUIRE_TEST_CLUSTER();
+  }
+};
+
+TEST_F(GpuStressOnTheTestCluster, DoctorNamesTheHostAndGpuWhoseGemmIsSlowThroughItsAgent) {
+  TestCluster cluster(2);
+  for (int h : {0, 1}) {
+    HostSetup host;
+    host.environment = fake_gpus(h == 1 ? "eight-gpus-slow-gemm" : "eight-gpus-nvswitch");
+    host.environment.push_back("ASAN_OPTIONS=detect_leaks=0");  // as in health_test.cpp
+    cluster.set_up_host(h, host);
+  }
+  const std::string file = cluster.write_cluster_file();
+  auto r = cluster.muster({"doctor", "-f", file, "--only", "cluster,ssh,health", "--stress", "--json"});
+  EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+  const auto report = nlohmann::json::parse(r.out);
+  const auto failed = stress_checks(report, "fail");
+  ASSERT_EQ(failed.size(), 1u) << r.out;
+  EXPECT_EQ(failed[0]["node"], cluster.host(1));
+  EXPECT_EQ(failed[0]["name"], "gpu_gemm");
+  EXPECT_EQ(failed[0]["finding"]["device"].get<std::string>().rfind("GPU7 0000:db:00.0", 0), 0u) << failed[0].dump();
+  EXPECT_EQ(count_of(stress_checks(report), "gpu_peer_copy"), 56u) << r.out;  // 28 pairs on each host
 }
 
 TEST(GpuStressWithoutGpus, GpusTheCudaRuntimeCannotMeasureAreUnknownNeverAPass) {

@@ -83,19 +83,19 @@ TEST(GpuStressJudge, HealthyTwoAndEightGpuNodesPassWithEveryFigureInTheValues) {
     for (const auto& f : findings) {
       SCOPED_TRACE(f.summary());
       if (f.check == "gpu_host_copy") {
-        EXPECT_EQ(f.values.at("h2d_bytes_per_second"), 53e9);
-        EXPECT_EQ(f.values.at("d2h_all_bytes_per_second"), 51e9);
+        EXPECT_EQ(f.values.at("h2d_gigabytes_per_second"), 53);
+        EXPECT_EQ(f.values.at("d2h_all_gigabytes_per_second"), 51);
       }
       if (f.check == "gpu_memory_bandwidth") {
-        EXPECT_EQ(f.values.at("hbm_bytes_per_second"), 2600e9);
+        EXPECT_EQ(f.values.at("hbm_gigabytes_per_second"), 2600);
       }
       if (f.check == "gpu_gemm") {
-        EXPECT_EQ(f.values.at("gemm_flops_per_second"), 650e12);
-        EXPECT_EQ(f.values.at("sm_clock_hertz"), 1980e6);
+        EXPECT_EQ(f.values.at("gemm_teraflops"), 650);
+        EXPECT_EQ(f.values.at("sm_clock_megahertz"), 1980);
       }
       if (f.check == "gpu_peer_copy") {
-        EXPECT_EQ(f.values.at("forward_bytes_per_second"), 370e9);
-        EXPECT_EQ(f.values.at("backward_bytes_per_second"), 370e9);
+        EXPECT_EQ(f.values.at("forward_gigabytes_per_second"), 370);
+        EXPECT_EQ(f.values.at("backward_gigabytes_per_second"), 370);
         EXPECT_EQ(f.values.at("nvlinks"), 18);
       }
     }
@@ -159,7 +159,7 @@ TEST(GpuStressJudge, OneSlowPairFailsNamingBothGpusAndNoOther) {
   EXPECT_EQ(bad[0].device.rfind("GPU2 0000:38:00.0", 0), 0u) << bad[0].device;
   EXPECT_NE(bad[0].device.find(" <-> GPU5 0000:68:00.0"), std::string::npos) << bad[0].device;
   EXPECT_EQ(bad[0].observed, "GPU2 to GPU5 90.0 GB/s");
-  EXPECT_EQ(bad[0].values.at("forward_bytes_per_second"), 90e9);
+  EXPECT_EQ(bad[0].values.at("forward_gigabytes_per_second"), 90);
 }
 
 TEST(GpuStressJudge, AllPairsSlowAgainstTheirNvlinksFailOnTheHardwareBar) {

@@ -145,8 +145,10 @@ HealthFinding combined(const char* check, const std::string& device, const std::
   return f;
 }
 
-void add_value(std::map<std::string, double>& values, const std::string& key, const StressFigure& f, double scale) {
-  if (f.value) values[key] = *f.value * scale;
+// Figures are kept in GB/s, TFLOPS and MHz, named so in the key, not in bytes and FLOPs a
+// second: the agent protocol refuses a float of 2^31 or more (json_fields.h).
+void add_value(std::map<std::string, double>& values, const std::string& key, const StressFigure& f) {
+  if (f.value) values[key] = *f.value;
 }
 
 }  // namespace
@@ -206,10 +208,10 @@ std::vector<HealthFinding> judge_gpu_stress(const StressMeasurements& m, const S
       std::vector<std::string> host_causes = causes;
       if (auto l = link_cause(link(i))) host_causes.insert(host_causes.begin(), *l);
       std::map<std::string, double> values;
-      add_value(values, "h2d_bytes_per_second", g.h2d, 1e9);
-      add_value(values, "d2h_bytes_per_second", g.d2h, 1e9);
-      add_value(values, "h2d_all_bytes_per_second", g.h2d_all, 1e9);
-      add_value(values, "d2h_all_bytes_per_second", g.d2h_all, 1e9);
+      add_value(values, "h2d_gigabytes_per_second", g.h2d);
+      add_value(values, "d2h_gigabytes_per_second", g.d2h);
+      add_value(values, "h2d_all_gigabytes_per_second", g.h2d_all);
+      add_value(values, "d2h_all_gigabytes_per_second", g.d2h_all);
       out.push_back(combined("gpu_host_copy", device, judged,
                              remedy_of(host_causes, "no throttle reason nor degraded link was seen: reseat the GPU and "
                                                     "check its PCIe switch or riser; drain the node if it stays slow"),
@@ -217,7 +219,7 @@ std::vector<HealthFinding> judge_gpu_stress(const StressMeasurements& m, const S
     }
     {
       std::map<std::string, double> values;
-      add_value(values, "hbm_bytes_per_second", g.hbm, 1e9);
+      add_value(values, "hbm_gigabytes_per_second", g.hbm);
       out.push_back(combined("gpu_memory_bandwidth", device,
                              {judge("copy within the GPU", g.hbm, bars(i, &GpuStressFigures::hbm, "GB/s", false), gbps_text)},
                              remedy_of(causes, "no throttle reason was seen: its memory is slow; drain the node and "
@@ -226,10 +228,10 @@ std::vector<HealthFinding> judge_gpu_stress(const StressMeasurements& m, const S
     }
     {
       std::map<std::string, double> values;
-      add_value(values, "gemm_flops_per_second", g.gemm, 1e12);
+      add_value(values, "gemm_teraflops", g.gemm);
       if (auto r = nvml(i)) {
-        if (r->sm_clock_mhz) values["sm_clock_hertz"] = *r->sm_clock_mhz * 1e6;
-        if (r->max_sm_clock_mhz) values["max_sm_clock_hertz"] = *r->max_sm_clock_mhz * 1e6;
+        if (r->sm_clock_mhz) values["sm_clock_megahertz"] = *r->sm_clock_mhz;
+        if (r->max_sm_clock_mhz) values["max_sm_clock_megahertz"] = *r->max_sm_clock_mhz;
         if (r->throttle_reasons) values["clocks_throttle_reasons"] = double(*r->throttle_reasons);
       }
       Judged j = judge("BF16 GEMM", g.gemm, bars(i, &GpuStressFigures::gemm, "TFLOPS", false), tflops_text);
@@ -283,7 +285,7 @@ std::vector<HealthFinding> judge_gpu_stress(const StressMeasurements& m, const S
                                            nvml(to) ? nvml(to)->index : unsigned(to),
                                            p->peer_access ? "" : " (no peer access: staged through the host)"),
                                p->gbps, pair_bars, gbps_text));
-        add_value(values, from == a ? "forward_bytes_per_second" : "backward_bytes_per_second", p->gbps, 1e9);
+        add_value(values, from == a ? "forward_gigabytes_per_second" : "backward_gigabytes_per_second", p->gbps);
         if (links) values["nvlinks"] = *links;
       }
       for (size_t g : {a, b}) {
