@@ -64,4 +64,10 @@ std::vector<std::pair<size_t, HealthFinding>> counters_grown_since(ClusterContex
 // and warns when none has, another GPU model or IB rate than a strict majority fails.
 std::vector<std::vector<HealthFinding>> differences_across_nodes(const std::vector<NodeSoftware>& nodes);
 
+// For each node, the GPU stress figures that passed on the node yet fall below `peer_ratio`
+// of the median of the same figure on GPUs of its model across the cluster (pairs with as
+// many NVLinks), with at least three nodes measured: a node whose GPUs are slow alike.
+std::vector<std::vector<HealthFinding>> stress_across_nodes(const std::vector<const NodeHealth*>& nodes,
+                                                            double peer_ratio);
+
 }  // namespace muster

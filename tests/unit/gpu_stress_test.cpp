@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include "launcher/job/health_check.h"
 #include "tests/support/node_tree.h"
 #include "topology/health/gpu_stress.h"
 #include "topology/health/health.h"
@@ -283,6 +284,31 @@ TEST(GpuStressFamily, NothingMeasurableIsUnknownWithTheReason) {
   ASSERT_EQ(found.size(), 1u);
   EXPECT_EQ(found[0].status, HealthStatus::Unknown);
   EXPECT_EQ(found[0].observed, "not measured: the CUDA runtime (libcudart.so) is not installed on this node");
+}
+
+TEST(GpuStressAcrossNodes, ANodeWhoseGpusAreSlowAlikeFailsAgainstItsModelAcrossTheCluster) {
+  // Four nodes of eight H100s; node 2's all run their GEMM at 300 TFLOPS, so it passes alone.
+  std::vector<NodeHealth> nodes(4);
+  for (size_t k = 0; k < nodes.size(); ++k) {
+    auto m = healthy(8);
+    if (k == 2)
+      for (auto& g : m.gpus) g.gemm.value = 300;
+    nodes[k].findings = judge_gpu_stress(m, context_of(8));
+    nodes[k].software.gpu_model = "NVIDIA H100 80GB HBM3";
+    ASSERT_TRUE(failures(nodes[k].findings).empty()) << dump(nodes[k].findings);
+  }
+  std::vector<const NodeHealth*> all;
+  for (const auto& n : nodes) all.push_back(&n);
+  const auto slow = stress_across_nodes(all, 0.7);
+  for (size_t k : {0u, 1u, 3u}) EXPECT_TRUE(slow[k].empty()) << k << ": " << dump(slow[k]);
+  ASSERT_EQ(slow[2].size(), 8u) << dump(slow[2]);
+  EXPECT_EQ(slow[2][0].check, "gpu_gemm");
+  EXPECT_EQ(slow[2][0].status, HealthStatus::Fail);
+  EXPECT_EQ(slow[2][0].expected, "at least 455.0");
+  EXPECT_NE(slow[2][0].expected_from.find("across 4 nodes"), std::string::npos) << slow[2][0].expected_from;
+  // Another model is not its peer: alone in its model, nothing is said.
+  nodes[2].software.gpu_model = "NVIDIA H100 PCIe";
+  EXPECT_TRUE(stress_across_nodes(all, 0.7)[2].empty());
 }
 
 }  // namespace
