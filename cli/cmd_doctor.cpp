@@ -30,6 +30,9 @@ CommandAction setup_doctor(CLI::App& app) {
                  "run only these stages (cluster,ssh,topology,health,network,launch,smoke)")
       ->delimiter(',');
   app.add_option("--skip", options->request.skip, "skip these stages")->delimiter(',');
+  app.add_flag("--stress", options->request.stress,
+               "the health stage also loads every GPU of every node (at most 10 s a node), as muster health "
+               "--stress; the cluster file's checks.stress: true does it too");
   add_report_flags(app, options->reports);
   app.footer("Without -f, -H or --hostfile: this machine (topology, health, then a smoke test over "
              "its slots).\nExit status: 0 when every check passed (warnings allowed unless --strict), "

@@ -29,6 +29,7 @@ struct HealthOptions {
   bool drain = false;
   bool accept_counters = false;
   bool record = false;
+  bool stress = false;
   ReportFlags reports{"health"};
 };
 
@@ -76,6 +77,9 @@ CommandAction setup_health(CLI::App& app) {
   app.add_flag("--record", options->record,
                "as NHC's nhc-genconf: record this healthy node's GPU count and model, PCIe links and active "
                "IB ports as what later runs expect (where the cluster file expects nothing)");
+  app.add_flag("--stress", options->stress,
+               "also load every GPU (at most 10 s): host copies, memory bandwidth, copies between GPUs and a "
+               "GEMM, each judged against the GPU's peers and its links; a slow GPU fails, named");
   add_report_flags(app, options->reports);
   app.footer("Checks PCIe links, InfiniBand ports, GPUs (NVML), Xids in the kernel log and software.\n"
              "Exit status: 0 healthy (warnings and unknowns allowed unless --strict), 1 a check failed,\n"
@@ -84,6 +88,9 @@ CommandAction setup_health(CLI::App& app) {
              "became of the node.");
   return [options]() {
     check_report_flags(options->reports);
+    if (options->stress && !options->fsroot.empty())
+      throw Error(ErrorKind::Usage, "--stress measures this node's GPUs, --fsroot reads a snapshot of a node: give one "
+                                    "of them");
     if (options->drain && !options->fsroot.empty())
       throw Error(ErrorKind::Usage, "--drain acts on this node, --fsroot reads a snapshot: give one of them");
     // Before the checks: a site without scontrol hears it at once, not after them.
@@ -108,7 +115,7 @@ CommandAction setup_health(CLI::App& app) {
       if (!recorded.saved) throw Error(ErrorKind::Runtime, "--record: " + recorded.why_not);
       print_note(fmt::format("health: recorded {} ({})", node_record_text(recorded.record), health_state_dir()));
     }
-    DoctorReport report = run_node_health(options->cluster, options->fsroot, deadline);
+    DoctorReport report = run_node_health(options->cluster, options->fsroot, deadline, options->stress);
     const int status = deliver_report(report, options->reports);
     // NHC's convention: one line that says why, for a drain reason or a log.
     const Check* failure = first_of(report, CheckStatus::Fail);

@@ -66,5 +66,8 @@ using DeviceGetNvLinkErrorCounter = nvmlReturn_t (*)(nvmlDevice_t, unsigned link
                                                      unsigned long long* value);
 using DeviceGetTemperature = nvmlReturn_t (*)(nvmlDevice_t, int sensor, unsigned* celsius);
 using DeviceGetTemperatureThreshold = nvmlReturn_t (*)(nvmlDevice_t, int threshold, unsigned* celsius);
+// nvmlDeviceGetClockInfo (now) and nvmlDeviceGetMaxClockInfo; `type` an nvmlClockType_t.
+constexpr int kClockSm = 1;                     // NVML_CLOCK_SM
+using DeviceGetClockInfo = nvmlReturn_t (*)(nvmlDevice_t, int type, unsigned* mhz);
 
 }  // namespace muster::nvml_api

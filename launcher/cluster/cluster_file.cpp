@@ -50,6 +50,11 @@ class ClusterFileReader {
                    if (key == "expect") spec.expect = read_expect(value);
                    if (key == "nodes") nodes = value;
                  });
+    // The stress tests run on each node with its other health checks, so that they travel
+    // with what a node is expected to be.
+    if (spec.checks.stress) spec.expect.stress.run = *spec.checks.stress;
+    if (spec.checks.stress_peer_ratio) spec.expect.stress.peer_ratio = *spec.checks.stress_peer_ratio;
+    if (spec.checks.stress_hardware_ratio) spec.expect.stress.hardware_ratio = *spec.checks.stress_hardware_ratio;
     if (!nodes) {
       diag_.add(at(root), "missing 'nodes:', the list of machines; add e.g. "
                           "'nodes: [{host: \"gpu[01-04]\"}]'");
@@ -279,13 +284,31 @@ class ClusterFileReader {
     if (!expect_map(node, "checks")) return checks;
     for_each_key(node, "'checks'",
                  {"gpus_per_node", "gpu_model", "max_rtt_ms", "max_clock_skew_ms",
-                  "min_bandwidth_gbps", "min_bandwidth_ratio", "min_busbw_gbps"},
+                  "min_bandwidth_gbps", "min_bandwidth_ratio", "min_busbw_gbps", "stress", "stress_peer_ratio",
+                  "stress_hardware_ratio"},
                  [&](const std::string& key, const YAML::Node& value) {
                    const std::string what = "checks." + key;
                    if (key == "gpus_per_node") {
                      if (auto n = read_int(value, what, 0, 1024)) checks.gpus_per_node = int(*n);
                    } else if (key == "gpu_model") {
                      read_optional_string(value, what, checks.gpu_model);
+                   } else if (key == "stress") {
+                     if (value.IsScalar() && (value.Scalar() == "true" || value.Scalar() == "false"))
+                       checks.stress = value.Scalar() == "true";
+                     else
+                       diag_.add(at(value), fmt::format("checks.stress must be true or false, not {}", describe(value)));
+                   } else if (key == "stress_peer_ratio" || key == "stress_hardware_ratio") {
+                     auto v = read_number(value, what);
+                     if (v && (*v <= 0 || *v > 1))
+                       diag_.add(at(value), fmt::format("{} must be above 0 and at most 1 (a fraction of {}), not {}",
+                                                        what,
+                                                        key == "stress_peer_ratio" ? "the GPU's peers' median"
+                                                                                   : "what its link implies",
+                                                        *v));
+                     else if (key == "stress_peer_ratio")
+                       checks.stress_peer_ratio = v;
+                     else
+                       checks.stress_hardware_ratio = v;
                    } else {
                      auto v = read_number(value, what);
                      if (key == "max_rtt_ms") checks.max_rtt_ms = v;

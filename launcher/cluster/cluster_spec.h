@@ -89,6 +89,11 @@ struct CheckThresholds {
   std::optional<double> min_bandwidth_gbps;
   std::optional<double> min_bandwidth_ratio;  // of the cluster median; unset, 0.5
   std::optional<double> min_busbw_gbps;
+  // The GPU stress tests in doctor and health (share/doc/health.md): whether they run without
+  // --stress, and their bars (StressSettings's defaults when unset).
+  std::optional<bool> stress;
+  std::optional<double> stress_peer_ratio;      // of the GPU's peers' median; unset, 0.7
+  std::optional<double> stress_hardware_ratio;  // of what its link implies; unset, 0.5
 };
 
 // How the agents reach their nodes: over SSH, or as one Slurm step (srun) inside an

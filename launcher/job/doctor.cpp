@@ -234,7 +234,7 @@ class Doctor {
       add("health", "node", std::nullopt, CheckStatus::Skip, "needs the ssh stage, which did not run");
       return;
     }
-    health_ = check_cluster_health(*context_, request_.health_limit);
+    health_ = check_cluster_health(*context_, request_.health_limit, request_.stress);
     for (const auto& n : health_->nodes) {
       if (!n.health) {
         // A check that hung fails, as it does in muster health: a node that cannot answer
@@ -547,7 +547,7 @@ Check health_check_of(const HealthFinding& f, std::optional<std::string> node) {
 }
 
 DoctorReport run_node_health(const ClusterInput& cluster, const std::string& snapshot,
-                             std::chrono::milliseconds deadline) {
+                             std::chrono::milliseconds deadline, bool stress) {
   auto started = std::chrono::steady_clock::now();
   DoctorReport report;
   HealthExpectations expect;
@@ -557,6 +557,7 @@ DoctorReport run_node_health(const ClusterInput& cluster, const std::string& sna
     expect = spec.expect;
     report.cluster = spec.name.empty() ? spec.source : spec.name;
   }
+  if (stress) expect.stress.run = true;
   char name[256] = {};
   gethostname(name, sizeof name - 1);
   const std::string node = name;

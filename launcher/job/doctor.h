@@ -74,6 +74,9 @@ struct DoctorRequest {
   // How long the nodes have to answer for their health: their checks take well under a
   // second; a hung NVML or file system costs this, no more.
   std::chrono::milliseconds health_limit{20000};
+  // The GPU stress tests in the health stage whatever the cluster file's checks.stress says
+  // (their 8 s budget is within the agents' 15 s and this limit).
+  bool stress = false;
 };
 
 // What doctor tells as it goes, for a progress display.
@@ -98,9 +101,10 @@ Check health_check_of(const HealthFinding& finding, std::optional<std::string> n
 // `muster health`: this node's checks alone, as one "health" stage, cut at `deadline`:
 // reading under `snapshot` (a node's files copied elsewhere: this machine's NVML is not
 // asked), or when it is empty, this node as its agent reads it. `cluster` gives the
-// expectations (its `expect:`); its nodes are not reached.
+// expectations (its `expect:`, and its checks.stress*); its nodes are not reached. `stress`:
+// the GPU stress tests run whatever the file says.
 DoctorReport run_node_health(const ClusterInput& cluster, const std::string& snapshot,
-                             std::chrono::milliseconds deadline);
+                             std::chrono::milliseconds deadline, bool stress = false);
 
 // Runs every selected stage. Throws Error(Usage) for an unknown stage name in only/skip;
 // everything else, an invalid cluster file included, is reported as checks.

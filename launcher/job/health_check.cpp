@@ -4,6 +4,8 @@
 #include <cstdlib>
 #include <functional>
 #include <map>
+#include <set>
+#include <tuple>
 
 #include <fmt/format.h>
 
@@ -211,9 +213,10 @@ std::vector<std::vector<HealthFinding>> differences_across_nodes(const std::vect
   return out;
 }
 
-ClusterHealth check_cluster_health(ClusterContext& context, std::chrono::milliseconds limit) {
+ClusterHealth check_cluster_health(ClusterContext& context, std::chrono::milliseconds limit, bool stress) {
   ClusterHealth result;
-  const HealthExpectations& expect = context.cluster().expect;
+  HealthExpectations expect = context.cluster().expect;
+  if (stress) expect.stress.run = true;
   if (context.is_local()) {
     result.nodes.push_back({0, check_this_node(health_root_of_this_node(), expect), ""});
     return result;
@@ -253,7 +256,66 @@ ClusterHealth check_cluster_health(ClusterContext& context, std::chrono::millise
   auto differences = differences_across_nodes(software);
   for (size_t k = 0; k < answered.size(); ++k)
     for (auto& f : differences[k]) answered[k]->findings.push_back(std::move(f));
+  std::vector<const NodeHealth*> judged(answered.begin(), answered.end());
+  auto slow = stress_across_nodes(judged, expect.stress.peer_ratio);
+  for (size_t k = 0; k < answered.size(); ++k)
+    for (auto& f : slow[k]) answered[k]->findings.push_back(std::move(f));
   return result;
+}
+
+std::vector<std::vector<HealthFinding>> stress_across_nodes(const std::vector<const NodeHealth*>& nodes,
+                                                            double peer_ratio) {
+  // Every figure of the stress tests that passed on its node, grouped by the node's GPU
+  // model, the check, the figure and (for a pair) its NVLinks: a node whose GPUs are all slow
+  // alike passes on its own, and only the cluster shows it.
+  struct Seen {
+    size_t node;
+    const HealthFinding* finding;
+    double value;
+  };
+  static const std::set<std::string> checks = {"gpu_host_copy", "gpu_memory_bandwidth", "gpu_gemm", "gpu_peer_copy"};
+  static const std::set<std::string> figures = {
+      "h2d_gigabytes_per_second", "d2h_gigabytes_per_second", "h2d_all_gigabytes_per_second",
+      "d2h_all_gigabytes_per_second", "hbm_gigabytes_per_second", "gemm_teraflops",
+      "forward_gigabytes_per_second", "backward_gigabytes_per_second"};
+  std::map<std::tuple<std::string, std::string, std::string, double>, std::vector<Seen>> groups;
+  for (size_t k = 0; k < nodes.size(); ++k)
+    for (const auto& f : nodes[k]->findings) {
+      if (!checks.count(f.check) || f.status != HealthStatus::Pass) continue;
+      const auto links = f.values.find("nvlinks");
+      for (const auto& [key, value] : f.values)
+        if (figures.count(key))
+          groups[{nodes[k]->software.gpu_model, f.check, key, links == f.values.end() ? -1 : links->second}]
+              .push_back({k, &f, value});
+    }
+  std::vector<std::vector<HealthFinding>> out(nodes.size());
+  for (const auto& [group, seen] : groups) {
+    std::set<size_t> on;
+    for (const auto& s : seen) on.insert(s.node);
+    if (on.size() < 3) continue;  // two nodes cannot say which one is slow
+    std::vector<double> values;
+    for (const auto& s : seen) values.push_back(s.value);
+    std::sort(values.begin(), values.end());
+    const double median = values.size() % 2 ? values[values.size() / 2]
+                                            : (values[values.size() / 2 - 1] + values[values.size() / 2]) / 2;
+    for (const auto& s : seen) {
+      if (s.value >= peer_ratio * median) continue;
+      HealthFinding f;
+      f.check = s.finding->check;
+      f.status = HealthStatus::Fail;
+      f.device = s.finding->device;
+      f.observed = fmt::format("{} {:.1f}", std::get<2>(group), s.value);
+      f.expected = fmt::format("at least {:.1f}", peer_ratio * median);
+      f.expected_from = fmt::format("{:g}x the median of {} figures of {} GPUs across {} nodes (checks.stress_peer_ratio)",
+                                    peer_ratio, values.size(), std::get<0>(group).empty() ? "its" : std::get<0>(group),
+                                    on.size());
+      f.remedy = "this node's GPUs are slow alike, or this one is: compare its clocks, power caps and links with a "
+                 "healthy node's";
+      f.values[std::get<2>(group)] = s.value;
+      out[s.node].push_back(std::move(f));
+    }
+  }
+  return out;
 }
 
 std::vector<std::pair<size_t, HealthFinding>> counters_grown_since(ClusterContext& context,

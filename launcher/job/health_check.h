@@ -56,7 +56,8 @@ AcceptedCounters accept_this_nodes_counters(const std::string& root,
 // Every usable node's checks at once, each answer awaited at most `limit` (a check that
 // hangs, as NVML does on a wedged GPU, then costs that and no more). The differences
 // across nodes are added to each node's findings.
-ClusterHealth check_cluster_health(ClusterContext& context, std::chrono::milliseconds limit);
+// `stress`: the GPU stress tests run whatever the cluster file's checks.stress says.
+ClusterHealth check_cluster_health(ClusterContext& context, std::chrono::milliseconds limit, bool stress = false);
 
 // The same nodes' error counters read again: what grew since `start`, by node rank.
 std::vector<std::pair<size_t, HealthFinding>> counters_grown_since(ClusterContext& context,
@@ -69,5 +70,11 @@ std::vector<std::pair<size_t, HealthFinding>> counters_grown_since(ClusterContex
 // IB ports than the most a node of its model has fails when a strict majority has that many
 // and warns when none has, another GPU model or IB rate than a strict majority fails.
 std::vector<std::vector<HealthFinding>> differences_across_nodes(const std::vector<NodeSoftware>& nodes);
+
+// For each node, the GPU stress figures that passed on the node yet fall below `peer_ratio`
+// of the median of the same figure on GPUs of its model across the cluster (pairs with as
+// many NVLinks), with at least three nodes measured: a node whose GPUs are slow alike.
+std::vector<std::vector<HealthFinding>> stress_across_nodes(const std::vector<const NodeHealth*>& nodes,
+                                                            double peer_ratio);
 
 }  // namespace muster

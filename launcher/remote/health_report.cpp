@@ -43,7 +43,12 @@ std::string health_request_json(const HealthExpectations& e) {
   if (e.ib_rate_gbps) expect["ib_rate_gbps"] = *e.ib_rate_gbps;
   if (e.ib_ports) expect["ib_ports"] = *e.ib_ports;
   if (e.driver_version) expect["driver_version"] = *e.driver_version;
-  return bytes_kept({{"op", "health"}, {"expect", expect}}).dump();  // as the cluster file wrote it
+  json request = {{"op", "health"}, {"expect", expect}};
+  if (e.stress.run)
+    request["stress"] = {{"peer_ratio", e.stress.peer_ratio},
+                         {"hardware_ratio", e.stress.hardware_ratio},
+                         {"budget_ms", e.stress.budget.count()}};
+  return bytes_kept(request).dump();  // as the cluster file wrote it
 }
 
 HealthExpectations expectations_from_request(std::string_view text) try {
@@ -64,6 +69,21 @@ HealthExpectations expectations_from_request(std::string_view text) try {
   if (x.contains("ib_rate_gbps")) e.ib_rate_gbps = x.at("ib_rate_gbps").get<double>();
   if (x.contains("gpu_model")) e.gpu_model = bounded(x, "gpu_model");
   if (x.contains("driver_version")) e.driver_version = bounded(x, "driver_version");
+  if (j.contains("stress")) {
+    // From the head, but bounded all the same: a budget is time the GPUs are held.
+    const json& st = j.at("stress");
+    auto ratio = [&](const char* key) {
+      const double v = st.at(key).get<double>();
+      if (!(v > 0 && v <= 1)) throw Error(ErrorKind::Runtime, std::string("stress.") + key + " out of range");
+      return v;
+    };
+    e.stress.run = true;
+    e.stress.peer_ratio = ratio("peer_ratio");
+    e.stress.hardware_ratio = ratio("hardware_ratio");
+    const long long budget = st.at("budget_ms").get<long long>();
+    if (budget < 100 || budget > 10000) throw Error(ErrorKind::Runtime, "stress.budget_ms out of range");
+    e.stress.budget = std::chrono::milliseconds(budget);
+  }
   return e;
 } catch (const nlohmann::json::exception& e) {
   throw Error(ErrorKind::Runtime, std::string("not a health request: ") + e.what());

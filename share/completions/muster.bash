@@ -47,8 +47,8 @@ _muster() {
         exec) flags="$cluster --fanout --fold -N --no-prefix --tag" ;;
         ping) flags="$cluster $remote --count --bandwidth --search --matrix --json --html" ;;
         smoke) flags="$cluster -n --np --map-by $remote -x --export --bind --backend --min-bytes --max-bytes --step-factor --iters --warmup --split --pairs --timeout --json --html" ;;
-        doctor) flags="$cluster -n --np --map-by $remote --only --skip --strict --json --junit --prometheus --html" ;;
-        health) flags="-f --cluster --file --fsroot --timeout --drain --record --accept-counters --strict --json --junit --prometheus --html" ;;
+        doctor) flags="$cluster -n --np --map-by $remote --only --skip --stress --strict --json --junit --prometheus --html" ;;
+        health) flags="-f --cluster --file --fsroot --timeout --drain --record --accept-counters --stress --strict --json --junit --prometheus --html" ;;
         hostlist) flags="-e --expand --fold -c --count" ;;
         bundle) flags="" ;;
         help) COMPREPLY=($(compgen -W "${subcommands% help}" -- "$cur")); return ;;

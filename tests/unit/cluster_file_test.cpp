@@ -43,6 +43,18 @@ TEST(ClusterFile, ReadsTheAnnotatedExample) {
   EXPECT_DOUBLE_EQ(*spec.checks.min_bandwidth_ratio, 0.5);
 }
 
+TEST(ClusterFile, TheStressKeysReachEveryNodesHealthExpectations) {
+  ClusterSpec plain = parse_cluster_yaml("nodes: [a]\n", "c.yaml");
+  EXPECT_FALSE(plain.expect.stress.run);
+  EXPECT_DOUBLE_EQ(plain.expect.stress.peer_ratio, 0.7);
+  EXPECT_DOUBLE_EQ(plain.expect.stress.hardware_ratio, 0.5);
+  ClusterSpec spec = parse_cluster_yaml(
+      "checks:\n  stress: true\n  stress_peer_ratio: 0.8\n  stress_hardware_ratio: 0.6\nnodes: [a]\n", "c.yaml");
+  EXPECT_TRUE(spec.expect.stress.run);
+  EXPECT_DOUBLE_EQ(spec.expect.stress.peer_ratio, 0.8);
+  EXPECT_DOUBLE_EQ(spec.expect.stress.hardware_ratio, 0.6);
+}
+
 TEST(ClusterFile, LaunchSlotsAreTheDefaultWhereverLaunchIsWritten) {
   ClusterSpec spec = parse_cluster_yaml("nodes: [a, {host: b, slots: 2}]\nlaunch: {slots: 3}\n",
                                         "c.yaml");
@@ -69,6 +81,11 @@ TEST(ClusterFile, EachProblemIsNamedWithLineAndColumn) {
       {"checks:\n  min_bandwidth_ratio: 2\nnodes: [a]\n",
        "cluster.yaml:2:24: checks.min_bandwidth_ratio must be above 0 and at most 1 (a fraction of the "
        "cluster median), not 2"},
+      {"checks:\n  stress: yes please\nnodes: [a]\n",
+       "cluster.yaml:2:11: checks.stress must be true or false, not 'yes please'"},
+      {"checks:\n  stress_peer_ratio: 1.5\nnodes: [a]\n",
+       "cluster.yaml:2:22: checks.stress_peer_ratio must be above 0 and at most 1 (a fraction of the GPU's peers' "
+       "median), not 1.5"},
       {"ssh:\n  port: abc\nnodes: [a]\n",
        "cluster.yaml:2:9: ssh.port must be a whole number, not 'abc'"},
       {"ssh:\n  port: 70000\nnodes: [a]\n",

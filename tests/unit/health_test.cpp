@@ -659,6 +659,19 @@ TEST(HealthReport, ARoundTripKeepsEveryFieldAndAnOversizedReportIsRefused) {
   // the node's own bytes, never a U+FFFD stand-in.
   e.gpu_model = "Tesla \xe9";
   EXPECT_EQ(expectations_from_request(health_request_json(e)).gpu_model, "Tesla \xe9");
+  // The GPU stress tests reach the agent with their bars, and only when asked for.
+  EXPECT_FALSE(e2.stress.run);
+  e.stress.run = true;
+  e.stress.peer_ratio = 0.8;
+  e.stress.budget = std::chrono::milliseconds(5000);
+  const HealthExpectations stressed = expectations_from_request(health_request_json(e));
+  EXPECT_TRUE(stressed.stress.run);
+  EXPECT_DOUBLE_EQ(stressed.stress.peer_ratio, 0.8);
+  EXPECT_DOUBLE_EQ(stressed.stress.hardware_ratio, 0.5);
+  EXPECT_EQ(stressed.stress.budget, std::chrono::milliseconds(5000));
+  EXPECT_THROW(expectations_from_request(R"({"op":"health","expect":{},"stress":{"peer_ratio":0.7,)"
+                                         R"("hardware_ratio":0.5,"budget_ms":3600000}})"),
+               Error);
 }
 
 }  // namespace

@@ -68,6 +68,7 @@ void check_gpus(const NodeReading& node, NodeHealth& out);       // gpu_nvml.cpp
 void check_xids(const NodeReading& node, NodeHealth& out);       // xid.cpp
 void read_software(const NodeReading& node, NodeHealth& out);    // software.cpp
 void read_link_counters(const NodeReading& node, NodeHealth& out);  // link_counters.cpp
+void check_gpu_stress(const NodeReading& node, NodeHealth& out);    // gpu_stress.cpp (only when asked)
 
 // Reads NVML and the PCI bus once, then runs every family of checks over them; `then` is
 // given the reading and the findings (health.cpp).
@@ -85,6 +86,8 @@ struct LinkAtBest {
   double speed_gts = 0;
 };
 std::optional<LinkAtBest> link_at_best(const NodeReading& node, const PciDevice& device);
+// The width and speed it trained at now; nullopt when unreadable.
+std::optional<LinkAtBest> link_now(const NodeReading& node, const PciDevice& device);
 // The IB/RoCE ports ACTIVE and LinkUp ("mlx5_0 port 1"), and the rate every active
 // InfiniBand port shares, if one (infiniband.cpp).
 struct ActivePorts {

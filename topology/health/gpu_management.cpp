@@ -39,6 +39,7 @@ struct NvmlHealthLibrary {
   nvml_api::DeviceGetNvLinkErrorCounter link_errors = nullptr;
   nvml_api::DeviceGetTemperature temperature = nullptr;
   nvml_api::DeviceGetTemperatureThreshold temperature_threshold = nullptr;
+  nvml_api::DeviceGetClockInfo clock = nullptr, max_clock = nullptr;
 
   NvmlHealthLibrary() = default;
   NvmlHealthLibrary(const NvmlHealthLibrary&) = delete;
@@ -70,6 +71,8 @@ struct NvmlHealthLibrary {
     bind(link_errors, "nvmlDeviceGetNvLinkErrorCounter");
     bind(temperature, "nvmlDeviceGetTemperature");
     bind(temperature_threshold, "nvmlDeviceGetTemperatureThreshold");
+    bind(clock, "nvmlDeviceGetClockInfo");
+    bind(max_clock, "nvmlDeviceGetMaxClockInfo");
   }
 };
 
@@ -158,6 +161,9 @@ void read_gpu(const NvmlHealthLibrary& nvml, nvmlDevice_t device, GpuHealthReadi
   if (nvml.temperature_threshold &&
       nvml.temperature_threshold(device, kTemperatureThresholdSlowdown, &celsius) == kSuccess)
     gpu.slowdown_temperature_c = celsius;
+  unsigned mhz = 0;
+  if (nvml.clock && nvml.clock(device, kClockSm, &mhz) == kSuccess) gpu.sm_clock_mhz = mhz;
+  if (nvml.max_clock && nvml.max_clock(device, kClockSm, &mhz) == kSuccess) gpu.max_sm_clock_mhz = mhz;
 }
 
 // As NCCL finds its net plugin (src/plugin/net.cc): NCCL_NET_PLUGIN=aws names
@@ -181,6 +187,9 @@ class NodeGpuLibraries final : public GpuLibraries {
  public:
   std::optional<NvmlHealthReading> read_nvml(std::string& why_not) override;
   NcclReading read_nccl() override;
+  std::optional<StressMeasurements> measure_stress(std::chrono::milliseconds budget, std::string& why_not) override {
+    return measure_gpus_with_cuda(budget, why_not);
+  }
 };
 
 std::optional<NvmlHealthReading> NodeGpuLibraries::read_nvml(std::string& why_not) {

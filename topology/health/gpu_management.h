@@ -11,6 +11,8 @@
 #include <string>
 #include <vector>
 
+#include "topology/health/gpu_measurements.h"
+
 namespace muster {
 
 // One NVLink of a GPU that NVML says the GPU has (links it answers NOT_SUPPORTED for are
@@ -44,6 +46,7 @@ struct GpuHealthReading {
   std::optional<std::uint64_t> throttle_reasons;  // nvmlClocksThrottleReason* bits
   std::vector<NvLinkReading> nvlinks;
   std::optional<unsigned> temperature_c, slowdown_temperature_c;
+  std::optional<unsigned> sm_clock_mhz, max_sm_clock_mhz;  // the SM clock now, and its most
 };
 
 inline constexpr int kNvmlNoPermission = 4;  // NVML_ERROR_NO_PERMISSION
@@ -83,6 +86,13 @@ class GpuLibraries {
   // load or NVML does not initialise.
   virtual std::optional<NvmlHealthReading> read_nvml(std::string& why_not) = 0;
   virtual NcclReading read_nccl() = 0;
+  // The GPUs under load (gpu_measurements.h), within `budget`; nullopt with the reason when
+  // nothing could be measured. A reader that cannot measure (a snapshot's) says so.
+  virtual std::optional<StressMeasurements> measure_stress(std::chrono::milliseconds budget, std::string& why_not) {
+    (void)budget;
+    why_not = "the GPUs are not measured here";
+    return std::nullopt;
+  }
 };
 
 // The node's own libraries, found as open_node_library finds them.

@@ -43,6 +43,7 @@ const std::vector<HealthCheck>& health_checks() {
       {"pcie_link", check_pcie},            // pcie_link.cpp, pcie_aer.cpp
       {"ib_port", check_ib},                // infiniband.cpp
       {"gpu", check_gpus},                  // gpu_nvml.cpp
+      {"gpu_stress", check_gpu_stress},     // gpu_stress.cpp: only when asked (--stress)
       {"xid", check_xids},                  // xid.cpp
       {"software", read_software},          // software.cpp
       {"link_errors", read_link_counters},  // link_counters.cpp

@@ -41,6 +41,15 @@ struct HealthFinding {
   std::string summary() const;
 };
 
+// The GPU stress tests (gpu_stress.cpp): whether they run, and the bars they judge by, from
+// `muster health --stress` and the cluster file's checks.stress* keys.
+struct StressSettings {
+  bool run = false;
+  double peer_ratio = 0.7;      // a figure below this times its peers' median fails (checks.stress_peer_ratio)
+  double hardware_ratio = 0.5;  // a copy below this times what its link implies fails (checks.stress_hardware_ratio)
+  std::chrono::milliseconds budget{8000};  // the node's whole measurement
+};
+
 // What the cluster file's `expect:` says a node should have; unset: the device's own
 // maximum, or what most nodes have.
 struct HealthExpectations {
@@ -58,6 +67,8 @@ struct HealthExpectations {
   // cluster file ("gpus_per_node", "pcie_gen", ...), and when it was made.
   std::set<std::string> recorded;
   std::string recorded_at;
+  // Whether the GPUs are measured under load too, and the bars (the cluster file's checks.).
+  StressSettings stress;
 
   // Where expectation `name` came from: "expect.NAME", or "this node's record of TIME".
   std::string from(const std::string& name) const;

@@ -34,14 +34,18 @@ NodeHealth check_node_health_within(const std::string& root, std::shared_ptr<Gpu
   if (finished) return std::move(*finished);
   const std::string stuck = progress->load();
   const bool in_nvml = stuck == "gpu";
+  const bool in_cuda = stuck == "gpu_stress";
   HealthFinding hung = finding(stuck, Status::Fail, "",
                                fmt::format("the health checks did not finish within {:g} s: stuck in the {} check "
                                            "({})", deadline.count() / 1e3, stuck,
-                                           in_nvml ? "NVML did not answer" : "a read of the node's files did not return"));
+                                           in_nvml   ? "NVML did not answer"
+                                           : in_cuda ? "the CUDA runtime did not return from the GPUs' work"
+                                                     : "a read of the node's files did not return"));
   hung.expected = "an answer";
   hung.expected_from = "the health checks' deadline";
-  hung.remedy = in_nvml ? "NVML hangs on a wedged GPU: drain the node; nvidia-smi will hang too; reset the GPU or reboot"
-                        : "a file system or driver stopped answering: drain the node and look at dmesg";
+  hung.remedy = in_nvml || in_cuda
+                    ? "a wedged GPU hangs NVML and CUDA: drain the node; nvidia-smi will hang too; reset the GPU or reboot"
+                    : "a file system or driver stopped answering: drain the node and look at dmesg";
   // A hang in NVML leaves the node's files to read: what they say (an Xid 79, a link gone)
   // names the GPU that hung. They are read under a deadline of their own, a quarter of this
   // one, so that the whole stays within what a caller waits for (an agent's 15 s and a

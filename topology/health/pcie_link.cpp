@@ -148,6 +148,12 @@ std::optional<LinkAtBest> link_at_best(const NodeReading& node, const PciDevice&
   return best;
 }
 
+std::optional<LinkAtBest> link_now(const NodeReading&, const PciDevice& device) {
+  const LinkState now = read_link(device.dir);
+  if (!now.speed || !now.width) return std::nullopt;
+  return LinkAtBest{*now.width, *now.speed};
+}
+
 void check_pcie(const NodeReading& node, NodeHealth& out) {
   const Root& root = node.root;
   const PciView& pci = node.pci;

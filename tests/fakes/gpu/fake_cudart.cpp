@@ -1,11 +1,19 @@
 // A fake CUDA runtime (libcudart.so.13), compiled against the real cuda_runtime_api.h so
 // that every signature, type and error code is the real ABI's. Devices are the GPUs of the
-// machine description (fake_machine.h); device memory is host memory; every stream has a
-// worker thread that runs its work asynchronously, as a GPU does: work enqueued returns at
-// once, cudaStreamQuery (and an event recorded after it) says cudaErrorNotReady until it has
-// run, and MUSTER_FAKE_CUDA_KERNEL_US makes each piece of work take that long. A timer that
-// stops before the stream is synchronised therefore measures nothing, and a test can tell. CUDA_VISIBLE_DEVICES narrows and
-// renumbers the devices as it does for the real runtime.
+// machine description (fake_machine.h); device and pinned memory are host memory; every
+// stream has a worker thread that runs its work asynchronously, as a GPU does: work enqueued
+// returns at once, cudaStreamQuery (and an event recorded after it) says cudaErrorNotReady
+// until it has run, and MUSTER_FAKE_CUDA_KERNEL_US makes each kernel take that long. A timer
+// that stops before the stream is synchronised therefore measures nothing, and a test can
+// tell. CUDA_VISIBLE_DEVICES narrows and renumbers the devices as it does for the real runtime.
+//
+// Async copies of more than 128 KiB move their ends only (copy_ends).
+// Each stream also keeps a clock of the time its work would take on the GPUs described: a
+// copy advances it by its bytes over the rate of its path (h2d, d2h, hbm, p2p lines; pageable
+// host memory and peers without peer access at half the rate, as a staged copy goes), a
+// GEMM by its FLOPs over the GPU's rate (fake_cublas.cpp). cudaEventElapsedTime reports the
+// time between two events on that clock, so that figures are exact and the tests never
+// depend on this machine's speed; the time between events of two streams is not modelled.
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
@@ -33,12 +41,14 @@ struct CUstream_st {
   std::mutex mutex;
   std::condition_variable changed;
   struct Work {
-    std::function<void()> run;
+    std::function<void(double clock_s)> run;  // given the stream's clock as it starts
     bool is_kernel;  // takes MUSTER_FAKE_CUDA_KERNEL_US; an event's mark takes no time
+    double seconds = 0;  // what it would take on the GPU described
   };
   std::deque<Work> work;
   bool busy = false;
   bool stopping = false;
+  double clock_s = 0;  // the work's time so far, on the GPUs described
   std::thread worker;
 
   CUstream_st() {
@@ -54,8 +64,9 @@ struct CUstream_st {
         busy = true;
         lock.unlock();
         if (next.is_kernel) std::this_thread::sleep_for(kernel);
-        next.run();
+        next.run(clock_s);  // only this thread writes the clock
         lock.lock();
+        clock_s += next.seconds;
         busy = false;
         changed.notify_all();
       }
@@ -70,6 +81,13 @@ struct CUstream_st {
     stopping = true;
     changed.notify_all();
   }
+  void enqueue(Work w) {
+    {
+      std::lock_guard lock(mutex);
+      work.push_back(std::move(w));
+    }
+    changed.notify_all();
+  }
   bool idle() {
     std::lock_guard lock(mutex);
     return work.empty() && !busy;
@@ -80,15 +98,28 @@ struct CUstream_st {
   }
 };
 
-// Never recorded: fired, as a new real event reports cudaSuccess.
+// Where an event was recorded: fired once the work before it ran, at that stream's clock.
+struct EventMark {
+  std::atomic<bool> fired{true};  // never recorded: fired, as a new real event reports cudaSuccess
+  std::atomic<double> at_s{0};
+  const CUstream_st* stream = nullptr;  // null: never recorded
+};
+
 struct CUevent_st {
-  std::shared_ptr<std::atomic<bool>> fired = std::make_shared<std::atomic<bool>>(true);
+  std::shared_ptr<EventMark> mark = std::make_shared<EventMark>();
+  unsigned flags = 0;
 };
 
 namespace {
 
 std::mutex g_mutex;
-std::map<const void*, size_t> g_device_memory;  // allocations, by start
+struct DeviceAllocation {
+  size_t size;
+  int device;  // the ordinal current when it was made
+};
+std::map<const void*, DeviceAllocation> g_device_memory;  // allocations, by start
+std::map<const void*, size_t> g_pinned_memory;            // cudaMallocHost's, by start
+std::set<std::pair<int, int>> g_peer_access;              // (device, peer) enabled
 std::set<cudaStream_t> g_streams;
 thread_local int g_device = 0;
 
@@ -133,15 +164,56 @@ const std::vector<size_t>& visible_devices() {
 
 int device_count() { return int(visible_devices().size()); }
 
-// The allocation `p` points into, if any.
-bool on_device(const void* p, size_t size) {
-  std::lock_guard lock(g_mutex);
-  auto it = g_device_memory.upper_bound(p);
-  if (it == g_device_memory.begin()) return false;
+// Whether [p, p+size) lies within one allocation of `allocations`.
+template <typename Allocations, typename SizeOf>
+const typename Allocations::mapped_type* within(const Allocations& allocations, const void* p, size_t size,
+                                                SizeOf size_of) {
+  auto it = allocations.upper_bound(p);
+  if (it == allocations.begin()) return nullptr;
   --it;
   auto start = static_cast<const char*>(it->first);
-  return static_cast<const char*>(p) >= start && static_cast<const char*>(p) + size <= start + it->second;
+  if (static_cast<const char*>(p) >= start && static_cast<const char*>(p) + size <= start + size_of(it->second))
+    return &it->second;
+  return nullptr;
 }
+
+// The device whose allocation `p` points into, or -1.
+int device_of(const void* p, size_t size) {
+  std::lock_guard lock(g_mutex);
+  const auto* a = within(g_device_memory, p, size, [](const DeviceAllocation& d) { return d.size; });
+  return a ? a->device : -1;
+}
+
+bool on_device(const void* p, size_t size) { return device_of(p, size) >= 0; }
+
+bool pinned(const void* p, size_t size) {
+  std::lock_guard lock(g_mutex);
+  return within(g_pinned_memory, p, size, [](size_t n) { return n; }) != nullptr;
+}
+
+const muster::fake_gpu::Gpu& gpu_at(int device) {
+  return muster::fake_gpu::machine()[visible_devices()[size_t(device)]];
+}
+
+bool peer_access(int device, int peer) {
+  std::lock_guard lock(g_mutex);
+  return g_peer_access.count({device, peer}) > 0;
+}
+
+// An async copy moves every byte up to 128 KiB, and beyond that its first and last 64 KiB:
+// the stress tests copy what a GPU copies in milliseconds, tens of gigabytes, which this
+// machine's memory could not in the time a test has. A test that reads a copy back reads its ends.
+void copy_ends(void* dst, const void* src, size_t count) {
+  constexpr size_t kEnd = 64 << 10;
+  if (count <= 2 * kEnd) {
+    std::memcpy(dst, src, count);
+    return;
+  }
+  std::memcpy(dst, src, kEnd);
+  std::memcpy(static_cast<char*>(dst) + count - kEnd, static_cast<const char*>(src) + count - kEnd, kEnd);
+}
+
+double seconds_at(size_t bytes, double gbps) { return gbps > 0 ? double(bytes) / (gbps * 1e9) : 0; }
 
 // cudaMemcpy waits for all work on the current device's blocking streams, as the legacy
 // default stream does (another device is another context, and is not waited for).
@@ -162,12 +234,23 @@ extern "C" {
 // How fake NCCL puts a collective on a stream: `run(arg)` runs on the stream's worker.
 int muster_fake_cuda_enqueue(cudaStream_t stream, void (*run)(void*), void* arg) {
   if (!stream) return cudaErrorInvalidResourceHandle;
-  {
-    std::lock_guard lock(stream->mutex);
-    stream->work.push_back({[run, arg] { run(arg); }, true});
-  }
-  stream->changed.notify_all();
+  stream->enqueue({[run, arg](double) { run(arg); }, true, 0});
   return cudaSuccess;
+}
+
+// How fake cuBLAS puts a kernel on a stream: it takes `seconds` on the stream's clock.
+int muster_fake_cuda_enqueue_kernel(cudaStream_t stream, double seconds) {
+  if (!stream) return cudaErrorInvalidResourceHandle;
+  stream->enqueue({[](double) {}, true, seconds});
+  return cudaSuccess;
+}
+
+// The ordinal of the device whose memory holds [p, p+size), or -1 (for fake cuBLAS).
+int muster_fake_cuda_device_of(const void* p, size_t size) { return device_of(p, size); }
+
+// The described GPU of a device ordinal: its GEMM rate (for fake cuBLAS); 0 for no device.
+double muster_fake_cuda_gemm_tflops(int device) {
+  return device >= 0 && device < device_count() ? gpu_at(device).gemm_tflops : 0;
 }
 
 cudaError_t cudaGetDeviceCount(int* count) {
@@ -200,7 +283,26 @@ cudaError_t cudaMalloc(void** p, size_t size) {
   *p = std::calloc(1, size ? size : 1);
   if (!*p) return cudaErrorMemoryAllocation;
   std::lock_guard lock(g_mutex);
-  g_device_memory[*p] = size;
+  g_device_memory[*p] = {size, g_device};
+  return cudaSuccess;
+}
+
+cudaError_t cudaMallocHost(void** p, size_t size) {
+  if (!p) return cudaErrorInvalidValue;
+  *p = std::calloc(1, size ? size : 1);
+  if (!*p) return cudaErrorMemoryAllocation;
+  std::lock_guard lock(g_mutex);
+  g_pinned_memory[*p] = size;
+  return cudaSuccess;
+}
+
+cudaError_t cudaFreeHost(void* p) {
+  if (!p) return cudaSuccess;
+  {
+    std::lock_guard lock(g_mutex);
+    if (!g_pinned_memory.erase(p)) return cudaErrorInvalidValue;
+  }
+  std::free(p);
   return cudaSuccess;
 }
 
@@ -228,6 +330,57 @@ cudaError_t cudaMemcpy(void* dst, const void* src, size_t count, enum cudaMemcpy
   return cudaSuccess;
 }
 
+// An async copy runs on its stream's worker and takes the time of its path: host to device
+// or back at the GPU's h2d/d2h rate (half from pageable memory, which the driver stages),
+// within one GPU at its HBM rate for the bytes read and written, between two at their p2p
+// rate. The legacy default stream (0) copies at once, as cudaMemcpy.
+cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t count, enum cudaMemcpyKind kind, cudaStream_t stream) {
+  const int dst_device = device_of(dst, count), src_device = device_of(src, count);
+  if (kind == cudaMemcpyDefault)
+    kind = dst_device >= 0 ? (src_device >= 0 ? cudaMemcpyDeviceToDevice : cudaMemcpyHostToDevice)
+                           : (src_device >= 0 ? cudaMemcpyDeviceToHost : cudaMemcpyHostToHost);
+  const bool to_device = kind == cudaMemcpyHostToDevice || kind == cudaMemcpyDeviceToDevice;
+  const bool from_device = kind == cudaMemcpyDeviceToHost || kind == cudaMemcpyDeviceToDevice;
+  if ((to_device && dst_device < 0) || (from_device && src_device < 0) || kind > cudaMemcpyDefault)
+    return cudaErrorInvalidValue;
+  if (!stream) return cudaMemcpy(dst, src, count, kind);
+  double seconds = 0;
+  if (kind == cudaMemcpyHostToDevice)
+    seconds = seconds_at(count, gpu_at(dst_device).h2d_gbps) * (pinned(src, count) ? 1 : 2);
+  else if (kind == cudaMemcpyDeviceToHost)
+    seconds = seconds_at(count, gpu_at(src_device).d2h_gbps) * (pinned(dst, count) ? 1 : 2);
+  else if (kind == cudaMemcpyDeviceToDevice && dst_device == src_device)
+    seconds = seconds_at(2 * count, gpu_at(dst_device).hbm_gbps);
+  else if (kind == cudaMemcpyDeviceToDevice)
+    seconds = seconds_at(count, muster::fake_gpu::p2p_gbps(gpu_at(src_device), gpu_at(dst_device))) *
+              (peer_access(src_device, dst_device) || peer_access(dst_device, src_device) ? 1 : 2);
+  stream->enqueue({[dst, src, count](double) { copy_ends(dst, src, count); }, false, seconds});
+  return cudaSuccess;
+}
+
+cudaError_t cudaMemcpyPeerAsync(void* dst, int dst_device, const void* src, int src_device, size_t count,
+                                cudaStream_t stream) {
+  if (dst_device < 0 || dst_device >= device_count() || src_device < 0 || src_device >= device_count())
+    return cudaErrorInvalidDevice;
+  if (device_of(dst, count) != dst_device || device_of(src, count) != src_device) return cudaErrorInvalidValue;
+  return cudaMemcpyAsync(dst, src, count, cudaMemcpyDeviceToDevice, stream);
+}
+
+cudaError_t cudaDeviceCanAccessPeer(int* can_access, int device, int peer) {
+  if (!can_access) return cudaErrorInvalidValue;
+  if (device < 0 || device >= device_count() || peer < 0 || peer >= device_count()) return cudaErrorInvalidDevice;
+  *can_access = device != peer;
+  return cudaSuccess;
+}
+
+cudaError_t cudaDeviceEnablePeerAccess(int peer, unsigned int flags) {
+  if (flags != 0) return cudaErrorInvalidValue;
+  if (peer < 0 || peer >= device_count() || peer == g_device) return cudaErrorInvalidDevice;
+  std::lock_guard lock(g_mutex);
+  if (!g_peer_access.insert({g_device, peer}).second) return cudaErrorPeerAccessAlreadyEnabled;
+  return cudaSuccess;
+}
+
 cudaError_t cudaStreamCreate(cudaStream_t* stream) {
   if (!stream) return cudaErrorInvalidValue;
   *stream = new CUstream_st;
@@ -250,24 +403,46 @@ cudaError_t cudaStreamDestroy(cudaStream_t stream) {
 cudaError_t cudaEventCreateWithFlags(cudaEvent_t* event, unsigned int flags) {
   if (!event || (flags & ~unsigned(cudaEventBlockingSync | cudaEventDisableTiming))) return cudaErrorInvalidValue;
   *event = new CUevent_st;
+  (*event)->flags = flags;
   return cudaSuccess;
 }
 
 cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
   if (!event || !stream) return cudaErrorInvalidResourceHandle;
-  auto fired = std::make_shared<std::atomic<bool>>(false);
-  event->fired = fired;  // a later record replaces an earlier one, as cudaEventRecord's does
-  {
-    std::lock_guard lock(stream->mutex);
-    stream->work.push_back({[fired] { *fired = true; }, false});
-  }
-  stream->changed.notify_all();
+  auto mark = std::make_shared<EventMark>();
+  mark->fired = false;
+  mark->stream = stream;
+  event->mark = mark;  // a later record replaces an earlier one, as cudaEventRecord's does
+  stream->enqueue({[mark](double clock_s) {
+                     mark->at_s = clock_s;
+                     mark->fired = true;
+                   },
+                   false, 0});
   return cudaSuccess;
 }
 
 cudaError_t cudaEventQuery(cudaEvent_t event) {
   if (!event) return cudaErrorInvalidResourceHandle;
-  return *event->fired ? cudaSuccess : cudaErrorNotReady;
+  return event->mark->fired ? cudaSuccess : cudaErrorNotReady;
+}
+
+cudaError_t cudaEventSynchronize(cudaEvent_t event) {
+  if (!event) return cudaErrorInvalidResourceHandle;
+  const auto mark = event->mark;
+  while (!mark->fired) std::this_thread::sleep_for(std::chrono::microseconds(50));
+  return cudaSuccess;
+}
+
+// As the real one: both events recorded, fired, and made without cudaEventDisableTiming.
+cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t start, cudaEvent_t end) {
+  if (!ms) return cudaErrorInvalidValue;
+  if (!start || !end || (start->flags | end->flags) & cudaEventDisableTiming) return cudaErrorInvalidResourceHandle;
+  const auto a = start->mark, b = end->mark;
+  if (!a->stream || !b->stream) return cudaErrorInvalidResourceHandle;
+  if (!a->fired || !b->fired) return cudaErrorNotReady;
+  if (a->stream != b->stream) return cudaErrorNotSupported;  // the fake keeps one clock per stream
+  *ms = float((b->at_s - a->at_s) * 1e3);
+  return cudaSuccess;
 }
 
 cudaError_t cudaEventDestroy(cudaEvent_t event) {
@@ -301,6 +476,8 @@ const char* cudaGetErrorString(cudaError_t error) {
     case cudaErrorInvalidDevice: return "invalid device ordinal";
     case cudaErrorInvalidResourceHandle: return "invalid resource handle";
     case cudaErrorNotReady: return "device not ready";
+    case cudaErrorPeerAccessAlreadyEnabled: return "peer access is already enabled";
+    case cudaErrorNotSupported: return "operation not supported";
     default: return "unknown error";
   }
 }

@@ -25,6 +25,15 @@
 //   lost BUS_ID                      the GPU fell off the bus: NVML counts it, cannot open it
 //   hang BUS_ID                      NVML never returns from opening it by index, as on a
 //                                    wedged GPU (it is found by bus id as usual)
+//   clocks BUS_ID SM_MHZ MAX_SM_MHZ  the SM clock now and its maximum (1980 1980)
+// and, for the fake CUDA runtime and cuBLAS, how fast a GPU's work runs: copies and GEMMs
+// take the time these rates imply, and the events around them report that time.
+//   h2d BUS_ID GBPS                  host to device from pinned memory (50)
+//   d2h BUS_ID GBPS                  device to host into pinned memory (50)
+//   hbm BUS_ID GBPS                  a copy within the GPU, bytes read and written (2000)
+//   p2p BUS_ID BUS_ID GBPS           a copy between the two GPUs, either way (20 a shared
+//                                    NVLink or an NVSwitch link both have, else 20 for PCIe)
+//   gemm BUS_ID TFLOPS               an FP16 or BF16 GEMM through cuBLAS (600)
 // '#' starts a comment. No file (or no GPU in it): a machine without GPUs.
 #pragma once
 
@@ -62,6 +71,10 @@ struct Gpu {
   unsigned temperature_c = 40, slowdown_temperature_c = 90;
   std::set<unsigned> down_links;
   std::map<unsigned, std::array<unsigned long long, 4>> link_errors;  // replay, recovery, CRC flit, CRC data
+  unsigned sm_clock_mhz = 1980, max_sm_clock_mhz = 1980;
+  // How fast its work runs, in GB/s and TFLOPS.
+  double h2d_gbps = 50, d2h_gbps = 50, hbm_gbps = 2000, gemm_tflops = 600;
+  std::map<std::string, double> p2p_gbps;  // by the peer's bus id, where a line set it
 
   // The link indices NVML says this GPU has: its NVLinks and any link marked down.
   unsigned link_count() const {
@@ -157,6 +170,24 @@ inline Machine read_description(std::istream& in) {
         g->lost = true;
       } else if (kind == "hang") {
         g->hangs = true;
+      } else if (kind == "clocks") {
+        words >> g->sm_clock_mhz >> g->max_sm_clock_mhz;
+      } else if (kind == "h2d") {
+        words >> g->h2d_gbps;
+      } else if (kind == "d2h") {
+        words >> g->d2h_gbps;
+      } else if (kind == "hbm") {
+        words >> g->hbm_gbps;
+      } else if (kind == "gemm") {
+        words >> g->gemm_tflops;
+      } else if (kind == "p2p") {
+        std::string peer;
+        double gbps = 0;
+        if (words >> peer >> gbps)
+          if (Gpu* p = find(peer)) {
+            g->p2p_gbps[p->bus_id] = gbps;
+            p->p2p_gbps[g->bus_id] = gbps;
+          }
       }
     }
   }
@@ -164,6 +195,21 @@ inline Machine read_description(std::istream& in) {
 }
 
 inline std::vector<Gpu> read_machine(std::istream& in) { return read_description(in).gpus; }
+
+// The rate of a copy between two GPUs: a `p2p` line's, else 20 GB/s for each NVLink they
+// share (directly, or through NVSwitches both reach), else 20 GB/s over PCIe.
+inline double p2p_gbps(const Gpu& a, const Gpu& b) {
+  if (auto it = a.p2p_gbps.find(b.bus_id); it != a.p2p_gbps.end()) return it->second;
+  unsigned direct = 0, a_switch = 0, b_switch = 0;
+  for (const auto& l : a.links) {
+    if (l.to == Link::To::Gpu && l.peer_bus_id == b.bus_id) ++direct;
+    if (l.to == Link::To::Switch) ++a_switch;
+  }
+  for (const auto& l : b.links)
+    if (l.to == Link::To::Switch) ++b_switch;
+  const unsigned links = direct ? direct : std::min(a_switch, b_switch);
+  return links ? 20.0 * links : 20.0;
+}
 
 // The machine MUSTER_FAKE_GPU_MACHINE describes, read once.
 inline const Machine& description() {

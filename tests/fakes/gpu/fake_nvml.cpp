@@ -201,6 +201,20 @@ nvmlReturn_t nvmlDeviceGetCurrentClocksThrottleReasons(nvmlDevice_t device, unsi
   return kSuccess;
 }
 
+nvmlReturn_t nvmlDeviceGetClockInfo(nvmlDevice_t device, int type, unsigned* mhz) {
+  if (!gpu_of(device) || !mhz) return kInvalidArgument;
+  if (type != kClockSm) return kNotSupported;  // only the SM clock is described
+  *mhz = gpu_of(device)->sm_clock_mhz;
+  return kSuccess;
+}
+
+nvmlReturn_t nvmlDeviceGetMaxClockInfo(nvmlDevice_t device, int type, unsigned* mhz) {
+  if (!gpu_of(device) || !mhz) return kInvalidArgument;
+  if (type != kClockSm) return kNotSupported;
+  *mhz = gpu_of(device)->max_sm_clock_mhz;
+  return kSuccess;
+}
+
 nvmlReturn_t nvmlDeviceGetTemperature(nvmlDevice_t device, int sensor, unsigned* celsius) {
   if (!gpu_of(device) || sensor != kTemperatureGpu || !celsius) return kInvalidArgument;
   *celsius = gpu_of(device)->temperature_c;
@@ -241,3 +255,5 @@ static_assert(declared_as<decltype(&nvmlDeviceGetRemappedRows), DeviceGetRemappe
 static_assert(declared_as<decltype(&nvmlDeviceGetCurrentClocksThrottleReasons), DeviceGetCurrentClocksThrottleReasons>);
 static_assert(declared_as<decltype(&nvmlDeviceGetTemperature), DeviceGetTemperature>);
 static_assert(declared_as<decltype(&nvmlDeviceGetTemperatureThreshold), DeviceGetTemperatureThreshold>);
+static_assert(declared_as<decltype(&nvmlDeviceGetClockInfo), DeviceGetClockInfo>);
+static_assert(declared_as<decltype(&nvmlDeviceGetMaxClockInfo), DeviceGetClockInfo>);

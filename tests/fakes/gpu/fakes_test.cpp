@@ -2,6 +2,7 @@
 // always succeeded would prove nothing about the code that runs against it. Collectives run
 // between threads here (one communicator each); between processes and machines, the
 // end-to-end tests run them under muster.
+#include <cublas_api.h>
 #include <cuda_runtime_api.h>
 #include <nccl.h>
 
@@ -16,6 +17,8 @@
 #include <vector>
 
 #include <gtest/gtest.h>
+
+#include "tests/fakes/gpu/fake_machine.h"
 
 namespace {
 
@@ -274,6 +277,175 @@ TEST_F(FakeNcclFaults, AHungRanksCollectiveNeverReturnsToItsCaller) {
   EXPECT_NE(read_file(log_).find("0 hang"), std::string::npos) << read_file(log_);
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
   EXPECT_FALSE(*returned);
+}
+
+// ---- the rates of copies and GEMMs, on the streams' clocks ----
+
+// The milliseconds between two events around `enqueue`'s work on a new stream of `device`.
+template <typename Enqueue>
+float timed_ms(int device, Enqueue enqueue) {
+  EXPECT_EQ(cudaSetDevice(device), cudaSuccess);
+  cudaStream_t stream = nullptr;
+  cudaEvent_t start = nullptr, end = nullptr;
+  EXPECT_EQ(cudaStreamCreate(&stream), cudaSuccess);
+  EXPECT_EQ(cudaEventCreateWithFlags(&start, 0), cudaSuccess);
+  EXPECT_EQ(cudaEventCreateWithFlags(&end, 0), cudaSuccess);
+  EXPECT_EQ(cudaEventRecord(start, stream), cudaSuccess);
+  enqueue(stream);
+  EXPECT_EQ(cudaEventRecord(end, stream), cudaSuccess);
+  EXPECT_EQ(cudaEventSynchronize(end), cudaSuccess);
+  float ms = -1;
+  EXPECT_EQ(cudaEventElapsedTime(&ms, start, end), cudaSuccess);
+  cudaEventDestroy(start);
+  cudaEventDestroy(end);
+  cudaStreamDestroy(stream);
+  cudaSetDevice(0);
+  return ms;
+}
+
+constexpr size_t kCopyBytes = 8 << 20;
+
+double ms_at(double bytes, double gbps) { return bytes / (gbps * 1e9) * 1e3; }
+
+TEST(FakeCudaRates, RateLinesFollowTheirGpuAndPeerLinesNameBothGpus) {
+  std::istringstream text(
+      "gpu 0000:18:00.0 GPU-a NVIDIA H100\ngpu 0000:2a:00.0 GPU-b NVIDIA H100\n"
+      "h2d 0000:18:00.0 12.5\nd2h 0000:18:00.0 11\nhbm 0000:2a:00.0 900\ngemm 0000:2a:00.0 150\n"
+      "p2p 0000:18:00.0 0000:2a:00.0 7\nclocks 0000:2a:00.0 1200 1980\n");
+  const auto gpus = muster::fake_gpu::read_machine(text);
+  ASSERT_EQ(gpus.size(), 2u);
+  EXPECT_EQ(gpus[0].h2d_gbps, 12.5);
+  EXPECT_EQ(gpus[0].d2h_gbps, 11);
+  EXPECT_EQ(gpus[0].hbm_gbps, 2000);  // the default, where no line says
+  EXPECT_EQ(gpus[1].hbm_gbps, 900);
+  EXPECT_EQ(gpus[1].gemm_tflops, 150);
+  EXPECT_EQ(gpus[1].sm_clock_mhz, 1200u);
+  EXPECT_EQ(muster::fake_gpu::p2p_gbps(gpus[0], gpus[1]), 7);
+  EXPECT_EQ(muster::fake_gpu::p2p_gbps(gpus[1], gpus[0]), 7);
+}
+
+TEST(FakeCudaRates, HostCopiesFromPinnedMemoryTakeTheirRateAndPageableOnesTwice) {
+  void* host = nullptr;
+  void* device = nullptr;
+  ASSERT_EQ(cudaMallocHost(&host, kCopyBytes), cudaSuccess);
+  ASSERT_EQ(cudaSetDevice(1), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(&device, kCopyBytes), cudaSuccess);
+  static_cast<char*>(host)[kCopyBytes - 1] = 42;
+  const float h2d = timed_ms(1, [&](cudaStream_t s) {
+    EXPECT_EQ(cudaMemcpyAsync(device, host, kCopyBytes, cudaMemcpyHostToDevice, s), cudaSuccess);
+  });
+  EXPECT_NEAR(h2d, ms_at(kCopyBytes, 50), 1e-3);
+  static_cast<char*>(host)[kCopyBytes - 1] = 0;
+  const float d2h = timed_ms(1, [&](cudaStream_t s) {
+    EXPECT_EQ(cudaMemcpyAsync(host, device, kCopyBytes, cudaMemcpyDeviceToHost, s), cudaSuccess);
+  });
+  EXPECT_NEAR(d2h, ms_at(kCopyBytes, 50), 1e-3);
+  EXPECT_EQ(static_cast<char*>(host)[kCopyBytes - 1], 42);  // the bytes went there and back
+  std::vector<char> pageable(kCopyBytes);
+  const float staged = timed_ms(1, [&](cudaStream_t s) {
+    EXPECT_EQ(cudaMemcpyAsync(device, pageable.data(), kCopyBytes, cudaMemcpyHostToDevice, s), cudaSuccess);
+  });
+  EXPECT_NEAR(staged, 2 * ms_at(kCopyBytes, 50), 1e-3);
+  // A host pointer where the kind says device is refused, as the real runtime refuses it.
+  cudaStream_t s = nullptr;
+  cudaStreamCreate(&s);
+  EXPECT_EQ(cudaMemcpyAsync(host, pageable.data(), kCopyBytes, cudaMemcpyDeviceToHost, s), cudaErrorInvalidValue);
+  cudaStreamDestroy(s);
+  cudaSetDevice(1);
+  cudaFree(device);
+  cudaSetDevice(0);
+  EXPECT_EQ(cudaFreeHost(host), cudaSuccess);
+  EXPECT_EQ(cudaFreeHost(pageable.data()), cudaErrorInvalidValue);
+}
+
+TEST(FakeCudaRates, ACopyWithinAGpuCountsItsBytesReadAndWritten) {
+  void *a = nullptr, *b = nullptr;
+  ASSERT_EQ(cudaMalloc(&a, kCopyBytes), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(&b, kCopyBytes), cudaSuccess);
+  const float ms = timed_ms(0, [&](cudaStream_t s) {
+    EXPECT_EQ(cudaMemcpyAsync(b, a, kCopyBytes, cudaMemcpyDeviceToDevice, s), cudaSuccess);
+  });
+  EXPECT_NEAR(ms, ms_at(2.0 * kCopyBytes, 2000), 1e-4);
+  cudaFree(a);
+  cudaFree(b);
+}
+
+TEST(FakeCudaRates, PeerCopiesGoAtTheirNvlinksRateOncePeerAccessIsOnAndStagedBefore) {
+  // four-gpus-pairwise: GPUs 2 and 3 share four NVLinks (80 GB/s here).
+  void *on2 = nullptr, *on3 = nullptr;
+  cudaSetDevice(2);
+  ASSERT_EQ(cudaMalloc(&on2, kCopyBytes), cudaSuccess);
+  cudaSetDevice(3);
+  ASSERT_EQ(cudaMalloc(&on3, kCopyBytes), cudaSuccess);
+  int can = 0;
+  EXPECT_EQ(cudaDeviceCanAccessPeer(&can, 2, 3), cudaSuccess);
+  EXPECT_EQ(can, 1);
+  const float staged = timed_ms(2, [&](cudaStream_t s) {
+    EXPECT_EQ(cudaMemcpyPeerAsync(on3, 3, on2, 2, kCopyBytes, s), cudaSuccess);
+  });
+  EXPECT_NEAR(staged, 2 * ms_at(kCopyBytes, 80), 1e-3);
+  cudaSetDevice(2);
+  EXPECT_EQ(cudaDeviceEnablePeerAccess(3, 0), cudaSuccess);
+  EXPECT_EQ(cudaDeviceEnablePeerAccess(3, 0), cudaErrorPeerAccessAlreadyEnabled);
+  const float direct = timed_ms(2, [&](cudaStream_t s) {
+    EXPECT_EQ(cudaMemcpyPeerAsync(on3, 3, on2, 2, kCopyBytes, s), cudaSuccess);
+  });
+  EXPECT_NEAR(direct, ms_at(kCopyBytes, 80), 1e-3);
+  // A pointer that is not of the device named is refused.
+  cudaStream_t s = nullptr;
+  cudaStreamCreate(&s);
+  EXPECT_EQ(cudaMemcpyPeerAsync(on3, 2, on2, 2, kCopyBytes, s), cudaErrorInvalidValue);
+  cudaStreamDestroy(s);
+  cudaFree(on3);
+  cudaSetDevice(2);
+  cudaFree(on2);
+  cudaSetDevice(0);
+}
+
+TEST(FakeCudaRates, EventsWithoutTimingOrNeverRecordedGiveNoTime) {
+  cudaEvent_t untimed = nullptr, timed = nullptr;
+  cudaEventCreateWithFlags(&untimed, cudaEventDisableTiming);
+  cudaEventCreateWithFlags(&timed, 0);
+  float ms = 0;
+  EXPECT_EQ(cudaEventElapsedTime(&ms, timed, timed), cudaErrorInvalidResourceHandle);  // never recorded
+  cudaStream_t s = nullptr;
+  cudaStreamCreate(&s);
+  cudaEventRecord(untimed, s);
+  cudaEventRecord(timed, s);
+  cudaStreamSynchronize(s);
+  EXPECT_EQ(cudaEventElapsedTime(&ms, untimed, timed), cudaErrorInvalidResourceHandle);
+  cudaEventDestroy(untimed);
+  cudaEventDestroy(timed);
+  cudaStreamDestroy(s);
+}
+
+TEST(FakeCublas, AGemmTakesItsFlopsOverTheGpusRate) {
+  const int n = 256;
+  void *a = nullptr, *b = nullptr, *c = nullptr;
+  cudaSetDevice(1);
+  ASSERT_EQ(cudaMalloc(&a, n * n * 2), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(&b, n * n * 2), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(&c, n * n * 2), cudaSuccess);
+  cublasHandle_t handle = nullptr;
+  ASSERT_EQ(cublasCreate_v2(&handle), CUBLAS_STATUS_SUCCESS);
+  const float one = 1, zero = 0;
+  const float ms = timed_ms(1, [&](cudaStream_t s) {
+    EXPECT_EQ(cublasSetStream_v2(handle, s), CUBLAS_STATUS_SUCCESS);
+    EXPECT_EQ(cublasGemmEx(handle, CUBLAS_OP_N, CUBLAS_OP_N, n, n, n, &one, a, CUDA_R_16BF, n, b, CUDA_R_16BF, n,
+                           &zero, c, CUDA_R_16BF, n, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+              CUBLAS_STATUS_SUCCESS);
+    // Another device's memory, or a leading dimension below the matrix's, is refused.
+    EXPECT_EQ(cublasGemmEx(handle, CUBLAS_OP_N, CUBLAS_OP_N, n, n, n, &one, a, CUDA_R_16BF, n - 1, b, CUDA_R_16BF,
+                           n, &zero, c, CUDA_R_16BF, n, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+              CUBLAS_STATUS_INVALID_VALUE);
+  });
+  EXPECT_NEAR(ms, 2.0 * n * n * n / 600e12 * 1e3, 1e-6);
+  cublasDestroy_v2(handle);
+  cudaSetDevice(1);
+  cudaFree(a);
+  cudaFree(b);
+  cudaFree(c);
+  cudaSetDevice(0);
 }
 
 }  // namespace
