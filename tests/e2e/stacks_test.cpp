@@ -37,7 +37,7 @@ class StacksCluster : public SharedCluster<StacksCluster> {
 };
 
 TEST_F(StacksCluster, AtTheTimeoutTheRankOutsideTheAllReduceIsNamedWithItsHost) {
-  auto r = cluster_->muster(run({"--timeout", "60"}, {"odd"}), 240);
+  auto r = cluster_->muster(run({"--timeout", "30"}, {"odd"}), 240);
   EXPECT_EQ(r.exit_code, 124) << r.err;
   EXPECT_TRUE(has(r.err, "stacks of 8 ranks on")) << r.err;
   EXPECT_TRUE(has(r.err, "read at the timeout")) << r.err;
@@ -51,7 +51,7 @@ TEST_F(StacksCluster, AtTheTimeoutTheRankOutsideTheAllReduceIsNamedWithItsHost) 
 }
 
 TEST_F(StacksCluster, AtAStallARankThatEndedIsNamedAsGoneNotStuck) {
-  auto r = cluster_->muster(run({"--stall", "6", "--timeout", "50"}, {"gone"}), 240);
+  auto r = cluster_->muster(run({"--stall", "6", "--timeout", "25"}, {"gone"}), 240);
   EXPECT_EQ(r.exit_code, 124) << r.err;
   EXPECT_TRUE(has(r.err, "when no rank had written a line for the --stall time")) << r.err;
   EXPECT_TRUE(has(r.err, "rank 3 (" + cluster_->host(1) + ") has ended (exited with status 0)")) << r.err;
@@ -59,7 +59,7 @@ TEST_F(StacksCluster, AtAStallARankThatEndedIsNamedAsGoneNotStuck) {
 }
 
 TEST_F(StacksCluster, RanksAllWaitingInOnePlaceAreSaidToAndTheCallIsNamed) {
-  auto r = cluster_->muster(run({"--stall", "6", "--timeout", "50"}, {"same"}), 240);
+  auto r = cluster_->muster(run({"--stall", "6", "--timeout", "25"}, {"same"}), 240);
   EXPECT_EQ(r.exit_code, 124) << r.err;
   EXPECT_TRUE(has(r.err, "all 8 ranks read wait in the same place: recv (")) << r.err;
   EXPECT_FALSE(has(r.err, ") is not in")) << r.err;
@@ -77,7 +77,7 @@ TEST_F(StacksCluster, AnMpichRankSpinningOutsideTheBarrierIsNamed) {
                             MUSTER_SOURCE_DIR "/tests/e2e/stacks/spin.c"});
   ASSERT_EQ(built.exit_code, 0) << built.err;
   auto r = cluster_->muster({"run", "-f", cluster_->write_cluster_file("launch:\n  slots: 2\n"), "--mpi", "pmi1",
-                             "--stall", "6", "--timeout", "40", "--", dir.file("spin")},
+                             "--stall", "6", "--timeout", "20", "--", dir.file("spin")},
                             240);
   EXPECT_EQ(r.exit_code, 124) << r.err;
   EXPECT_TRUE(has(r.err, "rank 5 (" + cluster_->host(2) + ") is not in PMPI_Barrier, where the 7 other ranks wait: "
@@ -86,7 +86,7 @@ TEST_F(StacksCluster, AnMpichRankSpinningOutsideTheBarrierIsNamed) {
 }
 
 TEST_F(StacksCluster, MusterStacksNamesTheSleeperAndTheJobFinishesUnharmed) {
-  RunningCommand job(cluster_->muster_argv(run({"--timeout", "200"}, {"finish", "40"})));
+  RunningCommand job(cluster_->muster_argv(run({"--timeout", "200"}, {"finish", "15"})));
   for (int rank : {0, 1, 2, 3, 4, 5, 6, 7})
     ASSERT_TRUE(has(job.read_out_until("[" + std::to_string(rank) + "] in place", std::chrono::seconds(150)),
                     "[" + std::to_string(rank) + "] in place"));
