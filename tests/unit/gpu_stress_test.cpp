@@ -243,7 +243,7 @@ class RecordingGpuLibraries : public GpuLibraries {
   }
 };
 
-std::vector<HealthFinding> of(const NodeHealth& h, const std::string& prefix) {
+std::vector<HealthFinding> findings_starting(const NodeHealth& h, const std::string& prefix) {
   std::vector<HealthFinding> out;
   for (const auto& f : h.findings)
     if (f.check.rfind(prefix, 0) == 0) out.push_back(f);
@@ -259,16 +259,16 @@ TEST(GpuStressFamily, MeasuresOnlyWhenAskedWithinTheBudgetAndJudges) {
   HealthExpectations expect;
   auto quiet = check_node_health({tree.root(), &gpus}, expect);
   EXPECT_TRUE(gpus.budgets.empty());
-  EXPECT_TRUE(of(quiet, "gpu_").empty() || of(quiet, "gpu_host_copy").empty());
+  EXPECT_TRUE(findings_starting(quiet, "gpu_").empty() || findings_starting(quiet, "gpu_host_copy").empty());
   expect.stress.run = true;
   expect.stress.budget = std::chrono::milliseconds(3000);
   auto h = check_node_health({tree.root(), &gpus}, expect);
   ASSERT_EQ(gpus.budgets.size(), 1u);
   EXPECT_EQ(gpus.budgets[0], std::chrono::milliseconds(3000));
-  const auto bad = failures(of(h, "gpu_memory_bandwidth"));
+  const auto bad = failures(findings_starting(h, "gpu_memory_bandwidth"));
   ASSERT_EQ(bad.size(), 1u) << dump(h.findings);
   EXPECT_EQ(bad[0].device, "GPU1 0000:28:00.0");  // NVML did not answer: the CUDA ordinal and bus id
-  const auto summary = of(h, "gpu_stress");
+  const auto summary = findings_starting(h, "gpu_stress");
   ASSERT_EQ(summary.size(), 1u);
   EXPECT_EQ(summary[0].values.at("seconds"), 1.5);
 }
@@ -280,7 +280,7 @@ TEST(GpuStressFamily, NothingMeasurableIsUnknownWithTheReason) {
   HealthExpectations expect;
   expect.stress.run = true;
   auto h = check_node_health({tree.root(), &gpus}, expect);
-  const auto found = of(h, "gpu_stress");
+  const auto found = findings_starting(h, "gpu_stress");
   ASSERT_EQ(found.size(), 1u);
   EXPECT_EQ(found[0].status, HealthStatus::Unknown);
   EXPECT_EQ(found[0].observed, "not measured: the CUDA runtime (libcudart.so) is not installed on this node");

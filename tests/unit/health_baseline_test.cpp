@@ -11,6 +11,7 @@
 #include <gtest/gtest.h>
 
 #include "tests/support/node_tree.h"
+#include "tests/support/state_dir.h"
 #include "topology/health/counter_baseline.h"
 #include "topology/health/health.h"
 
@@ -22,20 +23,7 @@ using testing::NodeTree;
 const char* const kGpuDir = "sys/devices/pci0000:00/0000:29:00.0/0000:2a:00.0/";
 const char* const kXid79 = "4,900,1000,-;NVRM: Xid (PCI:0000:2a:00): 79, pid=1234, GPU has fallen off the bus.";
 
-// A state directory that does not exist yet, under a private temporary one.
-class StateDir {
- public:
-  StateDir() {
-    char pattern[] = "/tmp/muster-state-XXXXXX";
-    parent_ = mkdtemp(pattern);
-  }
-  ~StateDir() { std::filesystem::remove_all(parent_); }
-  std::string path() const { return parent_ + "/state"; }
-  std::string parent() const { return parent_; }
-
- private:
-  std::string parent_;
-};
+using testing::StateDir;
 
 NodeHealth check(const NodeTree& tree, const std::string& state_dir) {
   return check_node_health({tree.root(), nullptr, nullptr, "not asked", state_dir}, {});

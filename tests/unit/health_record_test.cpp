@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include "tests/support/node_tree.h"
+#include "tests/support/state_dir.h"
 #include "topology/health/health.h"
 #include "topology/health/node_record.h"
 
@@ -14,18 +15,7 @@ namespace {
 
 using testing::NodeTree;
 
-class StateDir {
- public:
-  StateDir() {
-    char pattern[] = "/tmp/muster-record-XXXXXX";
-    parent_ = mkdtemp(pattern);
-  }
-  ~StateDir() { std::filesystem::remove_all(parent_); }
-  std::string path() const { return parent_ + "/state"; }
-
- private:
-  std::string parent_;
-};
+using testing::StateDir;
 
 // The checks as check_this_node makes them: the record beneath the cluster file's `expect`.
 NodeHealth check(const NodeTree& tree, const StateDir& state, const HealthExpectations& file_expect = {}) {
