@@ -90,7 +90,7 @@ Environment rank_environment(const Environment& base, const NodeView& node, cons
   env.set("LOCAL_RANK", std::to_string(r.local_rank));
   env.set("WORLD_SIZE", world);
   env.set("LOCAL_WORLD_SIZE", local_size);
-  env.set("GROUP_RANK", std::to_string(r.node_rank));
+  env.set("GROUP_RANK", std::to_string(r.group_rank));
   env.set("MASTER_ADDR", job.master_addr);
   env.set("MASTER_PORT", std::to_string(job.master_port));
   // JAX: what jax.distributed.initialize(coordinator_address, num_processes, process_id,

@@ -57,6 +57,11 @@ RankPlan make_rank_plan(const ClusterSpec& cluster, std::optional<int> world_siz
       for (auto& node : plan.nodes)
         if (int(node.ranks.size()) < node.slots && plan.world_size() < wanted) place(node);
   }
+  int group = 0;
+  for (const auto& node : plan.nodes) {
+    for (int rank : node.ranks) plan.ranks[size_t(rank)].group_rank = group;
+    group += !node.ranks.empty();
+  }
   return plan;
 }
 
@@ -64,7 +69,7 @@ namespace {
 
 nlohmann::json rank_json(const RankAssignment& r) {
   return {{"rank", r.rank}, {"local_rank", r.local_rank}, {"node_rank", r.node_rank},
-          {"host", r.host}, {"gpu", r.gpu ? nlohmann::json(*r.gpu) : nlohmann::json(nullptr)}};
+          {"group_rank", r.group_rank}, {"host", r.host}, {"gpu", r.gpu ? nlohmann::json(*r.gpu) : nlohmann::json(nullptr)}};
 }
 
 RankAssignment rank_from_json(const nlohmann::json& r) {
@@ -72,6 +77,7 @@ RankAssignment rank_from_json(const nlohmann::json& r) {
   a.rank = r.at("rank");
   a.local_rank = r.at("local_rank");
   a.node_rank = r.at("node_rank");
+  a.group_rank = r.at("group_rank");
   a.host = r.at("host");
   if (!r.at("gpu").is_null()) a.gpu = r.at("gpu").get<int>();
   return a;

@@ -24,6 +24,10 @@ struct RankAssignment {
   int node_rank = 0;          // index of its node in the cluster
   std::string host;
   std::optional<int> gpu;     // local GPU index (CUDA PCI-bus order); unset: none or unknown
+  // Its node's place among the nodes that run ranks, 0..nodes-1, as torchrun's GROUP_RANK:
+  // a spare listed before the others, or a node that runs none, leaves no gap in it, and a
+  // spare that takes over a node's ranks takes its place too.
+  int group_rank = 0;
 };
 
 // One node's share of the job.

@@ -25,6 +25,7 @@ using std::chrono::milliseconds;
 struct RankRecord {
   std::string host, muster_count, torch_count, port;
   pid_t pid = 0;
+  std::string group_rank;
 };
 std::map<std::string, RankRecord> rank_records(const TempDir& dir) {
   std::map<std::string, RankRecord> out;
@@ -33,7 +34,7 @@ std::map<std::string, RankRecord> rank_records(const TempDir& dir) {
     if (name.rfind("att.", 0) != 0) continue;
     std::ifstream in(entry.path());
     RankRecord r;
-    if (in >> r.host >> r.muster_count >> r.torch_count >> r.port >> r.pid) out[name] = r;
+    if (in >> r.host >> r.muster_count >> r.torch_count >> r.port >> r.pid >> r.group_rank) out[name] = r;
   }
   return out;
 }
@@ -45,7 +46,7 @@ size_t records_of_attempt(const std::map<std::string, RankRecord>& records, int 
 // Each rank records itself (written whole, then renamed, so that a reader never sees half).
 std::string recording(const TempDir& dir, const std::string& then) {
   const std::string file = dir.path() + "/att.$MUSTER_RESTART_COUNT.$RANK";
-  return fmt::format("echo \"$(hostname) $MUSTER_RESTART_COUNT $TORCHELASTIC_RESTART_COUNT $MASTER_PORT $$\" > {0}.tmp && "
+  return fmt::format("echo \"$(hostname) $MUSTER_RESTART_COUNT $TORCHELASTIC_RESTART_COUNT $MASTER_PORT $$ $GROUP_RANK\" > {0}.tmp && "
                      "mv {0}.tmp {0}; {1}",
                      file, then);
 }
@@ -129,6 +130,10 @@ TEST_F(RestartsCluster, ANodeCutOffMidJobIsLeftOutAndItsRanksMoveToTheSpare) {
   EXPECT_EQ(records.at("att.1.4").host, cluster_->host(4));
   EXPECT_EQ(records.at("att.1.5").host, cluster_->host(4));
   EXPECT_EQ(records.at("att.1.0").host, first.at("att.0.0").host);
+  // The spare takes node3's place among the nodes too: torchrun's GROUP_RANK stays 0..3.
+  EXPECT_EQ(records.at("att.1.4").group_rank, "2");
+  EXPECT_EQ(records.at("att.1.5").group_rank, "2");
+  EXPECT_EQ(records.at("att.1.7").group_rank, "3");
   EXPECT_EQ(second_hosts.size(), 4u);
   EXPECT_NE(r.err.find("left out: node3: "), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("its ranks moved to node5"), std::string::npos) << r.err;

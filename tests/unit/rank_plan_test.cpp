@@ -96,5 +96,22 @@ TEST(RankPlan, SlotCountsCannotOverflowTheRankCount) {
   EXPECT_EQ(make_rank_plan(c, 4, MapBy::Node).world_size(), 4);
 }
 
+// torchrun's GROUP_RANK is 0..nodes-1: a node that runs no rank (a spare, one lost before
+// the launch, one past -n) leaves no gap, and the nodes after it are not numbered past the
+// count of nodes that run ranks.
+TEST(RankPlan, GroupRanksCountOnlyTheNodesThatRunRanks) {
+  ClusterSpec c;
+  for (const char* host : {"a", "idle", "b", "c"}) c.nodes.push_back(NodeSpec{host, "", {1}, {}, {}, {}});
+  c.nodes[1].slots.fixed = 0;
+  RankPlan plan = make_rank_plan(c, 2, MapBy::Slot);
+  ASSERT_EQ(plan.world_size(), 2);
+  EXPECT_EQ(plan.ranks[0].node_rank, 0);
+  EXPECT_EQ(plan.ranks[0].group_rank, 0);
+  EXPECT_EQ(plan.ranks[1].node_rank, 2);
+  EXPECT_EQ(plan.ranks[1].group_rank, 1);
+  // And so on the node, which gets its share as JSON.
+  EXPECT_EQ(rank_plan_from_json(rank_plan_json(plan)).ranks[1].group_rank, 1);
+}
+
 }  // namespace
 }  // namespace muster

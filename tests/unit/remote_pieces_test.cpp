@@ -241,7 +241,7 @@ TEST(LaunchSpec, ANodeIsSentItsOwnRanksAloneWhateverTheClusterSize) {
 // command and the environment, values with newlines, quotes and non-ASCII included.
 TEST(LaunchSpec, ASpecSurvivesTheTripToTheAgent) {
   NodeLaunchSpec sent;
-  sent.node = {1, 5, 2, {{3, 0, 1, "gpu02", 6}, {4, 1, 1, "gpu02", std::nullopt}}};
+  sent.node = {1, 5, 2, {{3, 0, 1, "gpu02", 6, 1}, {4, 1, 1, "gpu02", std::nullopt, 1}}};
   sent.request.argv = {"python3", "-c", "print('a b')\n$(x) `y`; é"};
   sent.request.workdir = "/scratch/job 1";
   sent.request.workdir_rule = WorkdirRule::OrHome;
@@ -266,6 +266,7 @@ TEST(LaunchSpec, ASpecSurvivesTheTripToTheAgent) {
   EXPECT_EQ(got.node.ranks[0].gpu, 6);
   EXPECT_EQ(got.node.ranks[1].local_rank, 1);
   EXPECT_EQ(got.node.ranks[1].node_rank, 1);
+  EXPECT_EQ(got.node.ranks[1].group_rank, 1);
   EXPECT_FALSE(got.node.ranks[1].gpu.has_value());
   EXPECT_EQ(got.request.argv, sent.request.argv);
   EXPECT_EQ(got.request.workdir, sent.request.workdir);
