@@ -10,6 +10,7 @@
 
 #include <gtest/gtest.h>
 
+#include "tests/support/health_findings.h"
 #include "tests/support/node_tree.h"
 #include "tests/support/state_dir.h"
 #include "topology/health/counter_baseline.h"
@@ -29,12 +30,7 @@ NodeHealth check(const NodeTree& tree, const std::string& state_dir) {
   return check_node_health({tree.root(), nullptr, nullptr, "not asked", state_dir}, {});
 }
 
-std::vector<HealthFinding> of(const NodeHealth& h, const std::string& check) {
-  std::vector<HealthFinding> out;
-  for (const auto& f : h.findings)
-    if (f.check == check) out.push_back(f);
-  return out;
-}
+using testing::of;
 
 bool has(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
 

@@ -14,6 +14,7 @@
 
 #include "launcher/job/health_check.h"
 #include "launcher/remote/health_report.h"
+#include "tests/support/health_findings.h"
 #include "tests/support/node_tree.h"
 #include "topology/health/health.h"
 
@@ -67,12 +68,7 @@ NodeHealth check(const NodeTree& tree, GpuLibraries* gpus, const HealthExpectati
   return check_node_health({tree.root(), gpus}, expect);
 }
 
-std::vector<HealthFinding> of(const NodeHealth& h, const std::string& check) {
-  std::vector<HealthFinding> out;
-  for (const auto& f : h.findings)
-    if (f.check == check) out.push_back(f);
-  return out;
-}
+using testing::of;
 
 std::string all(const NodeHealth& h) {
   std::string out;
