@@ -29,6 +29,9 @@ struct Discard : JobOutput {
 
 class SessionTest : public ::testing::Test {
  protected:
+  // The head listens for `muster stacks` at a socket named by the job's id, in this user's
+  // directory: ctest runs tests side by side, each a process of its own.
+  static std::string test_job_id() { return fmt::format("test-{}", getpid()); }
   // Nodes n1..nN at addresses a1..aN, two slots each.
   ClusterSpec cluster(int nodes) {
     for (int i = 1; i <= nodes; ++i) transport_->nodes[fmt::format("a{}", i)];
@@ -49,7 +52,7 @@ class SessionTest : public ::testing::Test {
     RankPlan plan = make_rank_plan(c, std::nullopt, MapBy::Slot);
     LaunchRequest request;
     request.argv = {"true"};
-    request.job.job_id = "test";
+    request.job.job_id = test_job_id();
     TeardownPolicy policy;
     policy.grace = milliseconds(100);
     policy.kill_wait = milliseconds(100);
@@ -87,7 +90,7 @@ TEST_F(SessionTest, NodesWithoutTheCallersDirectoryAreNamedInOneWarning) {
   RankPlan plan = make_rank_plan(c, std::nullopt, MapBy::Slot);
   LaunchRequest request;
   request.argv = {"pwd"};
-  request.job.job_id = "test";
+  request.job.job_id = test_job_id();
   request.workdir = "/home/u/project";
   request.workdir_rule = WorkdirRule::OrHome;
   struct Warnings : Discard {
