@@ -335,25 +335,26 @@ bool still_our_running_child(pid_t pid) {
 }
 
 // The stacks of the current run's ranks on this node, merged, read within the ask's
-// "limit_ms". Reaping waits meanwhile: this thread is their tracer.
+// "limit_ms". Reaping waits while one rank is read (this thread is its tracer), and only
+// then: the main loop reaps, forwards output and takes stop requests between ranks.
 std::string answer_stacks(const nlohmann::json& ask, RunningRanks& ranks, PosixSpawner& spawner) {
   const int limit_ms = std::clamp(ask.value("limit_ms", 5000), 100, kMaxStacksLimitMs);
   const auto deadline = Clock::now() + std::chrono::milliseconds(limit_ms);
-  auto hold = spawner.hold_reaping();
   const auto [running, ended] = ranks.now();
   std::vector<std::pair<int, ProcessStacks>> read;
   for (int rank : ended) read.emplace_back(rank, ProcessStacks{ProcessStacks::State::Gone, "the rank has ended", {}});
   size_t left = running.size();
   for (const auto& [rank, pid] : running) {
-    if (!still_our_running_child(pid)) {
+    // Each rank its share of what is left, and never less than a few milliseconds.
+    const auto share = std::max(std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()) /
+                                    int(left),
+                                std::chrono::milliseconds(20));
+    // Not reaped while held: its number cannot have gone to another process.
+    auto hold = spawner.hold_reaping();
+    if (!still_our_running_child(pid))
       read.emplace_back(rank, ProcessStacks{ProcessStacks::State::Gone, "the rank has ended", {}});
-    } else {
-      // Each rank its share of what is left, and never less than a few milliseconds.
-      const auto share = std::max(std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()) /
-                                      int(left),
-                                  std::chrono::milliseconds(20));
+    else
       read.emplace_back(rank, capture_process_stacks(pid, share));
-    }
     --left;
   }
   return to_json(merge_rank_stacks(read));
