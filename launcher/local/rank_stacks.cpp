@@ -22,6 +22,7 @@
 #include <fmt/ranges.h>
 
 #include "launcher/error.h"
+#include "launcher/local/posix_spawner.h"
 #include "launcher/local/python_frames.h"
 
 namespace muster {
@@ -44,13 +45,6 @@ std::vector<pid_t> threads_of(pid_t pid) {
   std::stable_partition(tids.begin(), tids.end(), [&](pid_t t) { return t == pid; });
   if (tids.size() > kMaxStackThreads) tids.resize(kMaxStackThreads);
   return tids;
-}
-
-bool ended_but_not_reaped(pid_t pid) {
-  std::ifstream in(fmt::format("/proc/{}/stat", pid));
-  std::string all((std::istreambuf_iterator<char>(in)), {});
-  const auto close = all.rfind(')');
-  return close == std::string::npos || close + 2 >= all.size() || all[close + 2] == 'Z' || all[close + 2] == 'X';
 }
 
 std::string thread_name(pid_t pid, pid_t tid) {
@@ -208,10 +202,11 @@ std::vector<std::string> below_the_interpreter(const std::vector<std::string>& n
 
 }  // namespace
 
-ProcessStacks capture_process_stacks(pid_t pid, std::chrono::milliseconds limit) {
+ProcessStacks capture_process_stacks(pid_t pid, std::chrono::milliseconds limit, std::optional<pid_t> parent) {
   const auto deadline = Clock::now() + limit;
   ProcessStacks out;
-  if (kill(pid, 0) != 0 || ended_but_not_reaped(pid)) {
+  const auto stat = read_proc_stat(pid);
+  if (!stat || stat->state == 'Z' || stat->state == 'X' || (parent && stat->ppid != *parent)) {
     out.state = ProcessStacks::State::Gone;
     out.note = "the process has ended";
     return out;

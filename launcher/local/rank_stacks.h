@@ -6,6 +6,7 @@
 #include <sys/types.h>
 
 #include <chrono>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -39,7 +40,10 @@ struct ProcessStacks {
 // native frames with libdw and, for CPython 3.11, reads its Python frames from its memory,
 // then lets it go on, all within `limit`; a thread that did not stop in time is named in a
 // note. The process is not otherwise changed: a signal that arrived while it was held is
-// delivered when it is released. Waits only on `pid`'s threads, never reaps it.
-ProcessStacks capture_process_stacks(pid_t pid, std::chrono::milliseconds limit);
+// delivered when it is released. Waits only on `pid`'s threads, never reaps it. With
+// `parent`, a process that is not its child is Gone: the caller's child ended and was reaped,
+// and its number may be another process's now.
+ProcessStacks capture_process_stacks(pid_t pid, std::chrono::milliseconds limit,
+                                     std::optional<pid_t> parent = std::nullopt);
 
 }  // namespace muster

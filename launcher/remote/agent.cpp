@@ -322,18 +322,6 @@ std::string answer(const std::string& payload) {
 // How long the head may give a node to read its ranks' stacks, at most.
 constexpr int kMaxStacksLimitMs = 30000;
 
-// Whether `pid` is still a child of this agent that has not ended (not yet reaped: its number
-// cannot have gone to another process).
-bool still_our_running_child(pid_t pid) {
-  std::ifstream in(fmt::format("/proc/{}/stat", pid));
-  std::string all((std::istreambuf_iterator<char>(in)), {});
-  const auto close = all.rfind(')');
-  if (close == std::string::npos || close + 4 > all.size()) return false;
-  char state = all[close + 2];
-  long parent = std::strtol(all.c_str() + close + 4, nullptr, 10);
-  return parent == long(getpid()) && state != 'Z' && state != 'X';
-}
-
 // The stacks of the current run's ranks on this node, merged, read within the ask's
 // "limit_ms". Reaping waits while one rank is read (this thread is its tracer), and only
 // then: the main loop reaps, forwards output and takes stop requests between ranks.
@@ -349,12 +337,9 @@ std::string answer_stacks(const nlohmann::json& ask, RunningRanks& ranks, PosixS
     const auto share = std::max(std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()) /
                                     int(left),
                                 std::chrono::milliseconds(20));
-    // Not reaped while held: its number cannot have gone to another process.
+    // Not reaped while held: a rank still our child is the rank, its number not reused.
     auto hold = spawner.hold_reaping();
-    if (!still_our_running_child(pid))
-      read.emplace_back(rank, ProcessStacks{ProcessStacks::State::Gone, "the rank has ended", {}});
-    else
-      read.emplace_back(rank, capture_process_stacks(pid, share));
+    read.emplace_back(rank, capture_process_stacks(pid, share, getpid()));
     --left;
   }
   return to_json(merge_rank_stacks(read));
