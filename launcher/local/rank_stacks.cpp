@@ -47,6 +47,14 @@ std::vector<pid_t> threads_of(pid_t pid) {
   return tids;
 }
 
+ProcessStacks gone() { return {ProcessStacks::State::Gone, "the process has ended", {}}; }
+
+// What could not be done to `pid`, `why`; or that it has ended, when that is why.
+ProcessStacks failed_unless_gone(pid_t pid, std::string why) {
+  if (kill(pid, 0) != 0) return gone();
+  return {ProcessStacks::State::Failed, std::move(why), {}};
+}
+
 std::string thread_name(pid_t pid, pid_t tid) {
   std::ifstream in(fmt::format("/proc/{}/task/{}/comm", pid, tid));
   std::string name;
@@ -206,11 +214,7 @@ ProcessStacks capture_process_stacks(pid_t pid, std::chrono::milliseconds limit,
   const auto deadline = Clock::now() + limit;
   ProcessStacks out;
   const auto stat = read_proc_stat(pid);
-  if (!stat || stat->state == 'Z' || stat->state == 'X' || (parent && stat->ppid != *parent)) {
-    out.state = ProcessStacks::State::Gone;
-    out.note = "the process has ended";
-    return out;
-  }
+  if (!stat || stat->state == 'Z' || stat->state == 'X' || (parent && stat->ppid != *parent)) return gone();
   std::vector<Held> held;
   for (pid_t tid : threads_of(pid)) {
     if (ptrace(PTRACE_SEIZE, tid, nullptr, nullptr) != 0) continue;
@@ -218,10 +222,7 @@ ProcessStacks capture_process_stacks(pid_t pid, std::chrono::milliseconds limit,
     ptrace(PTRACE_INTERRUPT, tid, nullptr, nullptr);
   }
   if (held.empty()) {
-    out.state = kill(pid, 0) == 0 ? ProcessStacks::State::Failed : ProcessStacks::State::Gone;
-    out.note = out.state == ProcessStacks::State::Gone ? "the process has ended"
-                                                       : fmt::format("cannot trace it: {}", std::strerror(errno));
-    return out;
+    return failed_unless_gone(pid, fmt::format("cannot trace it: {}", std::strerror(errno)));
   }
   // Whatever happens below, every held thread is let go (with the signal it was to take).
   struct Release {
@@ -266,10 +267,7 @@ ProcessStacks capture_process_stacks(pid_t pid, std::chrono::milliseconds limit,
       }
     }
   } else {
-    out.state = kill(pid, 0) == 0 ? ProcessStacks::State::Failed : ProcessStacks::State::Gone;
-    out.note = out.state == ProcessStacks::State::Gone ? "the process has ended"
-                                                       : fmt::format("cannot unwind it: {}", dwfl_errmsg(-1));
-    return out;
+    return failed_unless_gone(pid, fmt::format("cannot unwind it: {}", dwfl_errmsg(-1)));
   }
 
   std::vector<std::string> not_stopped;
@@ -297,10 +295,7 @@ ProcessStacks capture_process_stacks(pid_t pid, std::chrono::milliseconds limit,
   if (!not_stopped.empty())
     out.note = fmt::format("threads {} did not stop within {} ms", fmt::join(not_stopped, ", "), limit.count());
   if (!python_note.empty()) out.note = out.note.empty() ? python_note : out.note + "; " + python_note;
-  if (out.threads.empty() && kill(pid, 0) != 0) {
-    out.state = ProcessStacks::State::Gone;
-    out.note = "the process has ended";
-  }
+  if (out.threads.empty() && kill(pid, 0) != 0) return gone();
   return out;
 }
 
