@@ -55,13 +55,6 @@ ProcessStacks failed_unless_gone(pid_t pid, std::string why) {
   return {ProcessStacks::State::Failed, std::move(why), {}};
 }
 
-std::string thread_name(pid_t pid, pid_t tid) {
-  std::ifstream in(fmt::format("/proc/{}/task/{}/comm", pid, tid));
-  std::string name;
-  std::getline(in, name);
-  return name.substr(0, 16);
-}
-
 std::string clipped(std::string text) {
   if (text.size() > kMaxFrameText) text = text.substr(0, kMaxFrameText - 3) + "...";
   return text;
@@ -120,8 +113,7 @@ void wait_for_stops(std::vector<Held>& held, Clock::time_point deadline) {
 
 struct Unwind {
   Dwfl* dwfl = nullptr;
-  std::map<pid_t, std::vector<std::string>> native;  // innermost first, by thread
-  std::map<pid_t, bool> stopped;
+  std::map<pid_t, std::vector<std::string>> native;  // innermost first, by each stopped thread
 };
 
 int on_frame(Dwfl_Frame* frame, void* arg) {
@@ -149,8 +141,9 @@ int on_frame(Dwfl_Frame* frame, void* arg) {
 int on_thread(Dwfl_Thread* thread, void* arg) {
   auto* unwind = static_cast<Unwind*>(arg);
   const pid_t tid = dwfl_thread_tid(thread);
-  if (!unwind->stopped.count(tid) || !unwind->stopped[tid]) return DWARF_CB_OK;
-  std::vector<std::string>& frames = unwind->native[tid];
+  const auto stopped = unwind->native.find(tid);
+  if (stopped == unwind->native.end()) return DWARF_CB_OK;
+  std::vector<std::string>& frames = stopped->second;
   std::pair<Unwind*, std::vector<std::string>*> arg2{unwind, &frames};
   dwfl_thread_getframes(thread, on_frame, &arg2);  // a frame it cannot step past ends the path
   return DWARF_CB_OK;
@@ -234,7 +227,8 @@ ProcessStacks capture_process_stacks(pid_t pid, std::chrono::milliseconds limit,
   wait_for_stops(held, deadline);
 
   Unwind unwind;
-  for (const Held& h : held) unwind.stopped[h.tid] = h.stopped;
+  for (const Held& h : held)
+    if (h.stopped) unwind.native[h.tid];
   static char* debuginfo_path = nullptr;
   static const Dwfl_Callbacks callbacks = {dwfl_linux_proc_find_elf, dwfl_standard_find_debuginfo, nullptr,
                                            &debuginfo_path};
@@ -270,7 +264,7 @@ ProcessStacks capture_process_stacks(pid_t pid, std::chrono::milliseconds limit,
     return failed_unless_gone(pid, fmt::format("cannot unwind it: {}", dwfl_errmsg(-1)));
   }
 
-  std::vector<std::string> not_stopped;
+  std::vector<std::string> not_stopped, unread;
   for (const Held& h : held) {
     if (!h.stopped) {
       if (kill(h.tid, 0) == 0) not_stopped.push_back(std::to_string(h.tid));
@@ -278,7 +272,6 @@ ProcessStacks capture_process_stacks(pid_t pid, std::chrono::milliseconds limit,
     }
     ThreadStack thread;
     thread.tid = h.tid;
-    thread.name = thread_name(pid, h.tid);
     const std::vector<std::string>& native = unwind.native[h.tid];
     const auto py = std::find_if(python.begin(), python.end(),
                                  [&](const PythonThread& t) { return t.native_tid == uint64_t(h.tid); });
@@ -289,11 +282,15 @@ ProcessStacks capture_process_stacks(pid_t pid, std::chrono::milliseconds limit,
     } else {
       thread.frames.assign(native.rbegin(), native.rend());
     }
-    if (native.empty()) thread.note = "no native frame could be read";
+    if (native.empty()) unread.push_back(std::to_string(h.tid));
     out.threads.push_back(std::move(thread));
   }
   if (!not_stopped.empty())
     out.note = fmt::format("threads {} did not stop within {} ms", fmt::join(not_stopped, ", "), limit.count());
+  if (!unread.empty()) {
+    const std::string note = fmt::format("no native frame of threads {} could be read", fmt::join(unread, ", "));
+    out.note = out.note.empty() ? note : out.note + "; " + note;
+  }
   if (!python_note.empty()) out.note = out.note.empty() ? python_note : out.note + "; " + python_note;
   if (out.threads.empty() && kill(pid, 0) != 0) return gone();
   return out;

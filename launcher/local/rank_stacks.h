@@ -23,16 +23,14 @@ inline constexpr size_t kMaxFrameText = 160;       // characters of one frame's 
 // function it called: time.sleep's clock_nanosleep, a collective's wait).
 struct ThreadStack {
   pid_t tid = 0;
-  std::string name;                 // the thread's comm
   std::vector<std::string> frames;  // outermost first
-  std::string note;                 // what could not be read of it ("" when all could)
 };
 
 // One process's threads, or why it has none.
 struct ProcessStacks {
   enum class State { Captured, Gone, Failed };
   State state = State::Captured;
-  std::string note;  // Gone or Failed: why; Captured: what could not be read (Python frames)
+  std::string note;  // Gone or Failed: why; Captured: what could not be read (threads, Python frames)
   std::vector<ThreadStack> threads;  // the main thread first
 };
 

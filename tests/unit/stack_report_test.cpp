@@ -29,8 +29,8 @@ const std::vector<std::string> kHelperThread = {"start_thread", "gloo::transport
 
 ProcessStacks rank_at(const std::vector<std::string>& main_path) {
   ProcessStacks p;
-  p.threads.push_back({100, "python3", main_path, ""});
-  p.threads.push_back({101, "python3", kHelperThread, ""});
+  p.threads.push_back({100, main_path});
+  p.threads.push_back({101, kHelperThread});
   return p;
 }
 
