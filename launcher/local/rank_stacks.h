@@ -1,6 +1,6 @@
-// Where a running rank is: the stacks of its threads, read while it is held still for a few
-// milliseconds, as eu-stack and py-spy dump read them. The caller must be allowed to ptrace
-// the rank (its agent is: the ranks are its descendants, which Yama's scope 1 permits).
+// Where a running rank is: the stacks of its threads, read while it is held still, as
+// eu-stack and py-spy dump read them. The caller must be allowed to ptrace the rank (its
+// agent is: the ranks are its descendants, which Yama's scope 1 permits).
 #pragma once
 
 #include <sys/types.h>
@@ -34,13 +34,18 @@ struct ProcessStacks {
   std::vector<ThreadStack> threads;  // the main thread first
 };
 
-// Holds `pid` and its threads still (PTRACE_SEIZE, PTRACE_INTERRUPT), unwinds each thread's
-// native frames with libdw and, for CPython 3.11, reads its Python frames from its memory,
-// then lets it go on, all within `limit`; a thread that did not stop in time is named in a
-// note. The process is not otherwise changed: a signal that arrived while it was held is
-// delivered when it is released. Waits only on `pid`'s threads, never reaps it. With
-// `parent`, a process that is not its child is Gone: the caller's child ended and was reaped,
-// and its number may be another process's now.
+// Reads `pid`'s modules (their ELF files and call frame information, and CPython's
+// _PyRuntime) while it runs; then holds it and its threads still (PTRACE_SEIZE,
+// PTRACE_INTERRUPT), waits for them to stop until `limit` after the call began (at least
+// 20 ms more when reading the modules took longer), unwinds each stopped thread's return
+// addresses with libdw and, for CPython 3.11, reads its Python frames from its memory, and
+// lets it go on. So `limit` bounds the wait for the stops, not the hold: that is the wait
+// plus the reads of its memory, milliseconds (more for deep Python stacks), as the modules'
+// files were read before and the addresses are named after it runs again. A thread that did
+// not stop in time is named in a note. The process is not otherwise changed: a signal that
+// arrived while it was held is delivered when it is released. Waits only on `pid`'s
+// threads, never reaps it. With `parent`, a process that is not its child is Gone: the
+// caller's child ended and was reaped, and its number may be another process's now.
 ProcessStacks capture_process_stacks(pid_t pid, std::chrono::milliseconds limit,
                                      std::optional<pid_t> parent = std::nullopt);
 
