@@ -296,29 +296,6 @@ std::string answer_probe(const nlohmann::json& ask) {
 // stops waiting (20 s): a wedged GPU's NVML never returns.
 constexpr std::chrono::seconds kAgentHealthDeadline{15};
 
-// A request the agent cannot answer gets an answer saying why: the agent itself goes on.
-std::string answer(const std::string& payload) {
-  try {
-    auto ask = parse_untrusted_json(payload);
-    const std::string op = ask.at("op");
-    if (op == "probe") return answer_probe(ask);
-    if (op == "health")  // as `muster health` on the node: its own record and counters' baseline too
-      return to_json(check_node_against_its_record(health_root_of_this_node(), node_gpu_libraries(),
-                                                   expectations_from_request(payload), kAgentHealthDeadline,
-                                                   "GPU libraries not asked", health_state_dir()));
-    if (op == "health_counters") return counters_to_json(read_health_counters(health_root_of_this_node()));
-    if (op == "ports") return nlohmann::json{{"ports", two_free_ports()}}.dump();
-    if (op == "clock")
-      return nlohmann::json{{"unix_ns", std::chrono::duration_cast<std::chrono::nanoseconds>(
-                                            std::chrono::system_clock::now().time_since_epoch())
-                                            .count()}}
-          .dump();
-    return json_text({{"error", "unknown request '" + op + "'"}});
-  } catch (const std::exception& e) {
-    return json_text({{"error", e.what()}});  // it may quote bytes that are not UTF-8
-  }
-}
-
 // How long the head may give a node to read its ranks' stacks, at most.
 constexpr int kMaxStacksLimitMs = 30000;
 
@@ -343,6 +320,30 @@ std::string answer_stacks(const nlohmann::json& ask, RunningRanks& ranks, PosixS
     --left;
   }
   return to_json(merge_rank_stacks(read));
+}
+
+// A request the agent cannot answer gets an answer saying why: the agent itself goes on.
+std::string answer(const std::string& payload, RunningRanks& ranks, PosixSpawner& spawner) {
+  try {
+    auto ask = parse_untrusted_json(payload);
+    const std::string op = ask.at("op");
+    if (op == "stacks") return answer_stacks(ask, ranks, spawner);
+    if (op == "probe") return answer_probe(ask);
+    if (op == "health")  // as `muster health` on the node: its own record and counters' baseline too
+      return to_json(check_node_against_its_record(health_root_of_this_node(), node_gpu_libraries(),
+                                                   expectations_from_request(payload), kAgentHealthDeadline,
+                                                   "GPU libraries not asked", health_state_dir()));
+    if (op == "health_counters") return counters_to_json(read_health_counters(health_root_of_this_node()));
+    if (op == "ports") return nlohmann::json{{"ports", two_free_ports()}}.dump();
+    if (op == "clock")
+      return nlohmann::json{{"unix_ns", std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                            std::chrono::system_clock::now().time_since_epoch())
+                                            .count()}}
+          .dump();
+    return json_text({{"error", "unknown request '" + op + "'"}});
+  } catch (const std::exception& e) {
+    return json_text({{"error", e.what()}});  // it may quote bytes that are not UTF-8
+  }
 }
 
 // The agent's side of the channel to the head, on threads of its own: one reads every frame
@@ -526,23 +527,12 @@ class HeadLink {
       asks_.pop_front();
       lock.unlock();
       try {
-        writer_.send({FrameKind::Answer, ask.rank, answer_ask(ask.payload)});
+        writer_.send({FrameKind::Answer, ask.rank, answer(ask.payload, ranks_, spawner_)});
       } catch (const std::exception&) {
         // answer() says its own failures; this is memory running out: the ask goes unanswered
       }
       lock.lock();
     }
-  }
-
-  // The asks about this node's running ranks; answer() has the others.
-  std::string answer_ask(const std::string& payload) {
-    try {
-      const auto ask = parse_untrusted_json(payload);
-      if (ask.is_object() && ask.value("op", "") == "stacks") return answer_stacks(ask, ranks_, spawner_);
-    } catch (const std::exception& e) {
-      return json_text({{"error", e.what()}});
-    }
-    return answer(payload);
   }
 
   static constexpr size_t kMaxPendingFromHead = 1024;
