@@ -6,6 +6,8 @@
 #include <fmt/format.h>
 
 #include "launcher/error.h"
+#include "launcher/local/rank_stacks.h"
+#include "launcher/text_bytes.h"
 
 namespace muster {
 namespace {
@@ -35,7 +37,8 @@ constexpr uint64_t compact_data = 72;  // sizeof(PyCompactUnicodeObject)
 constexpr uint64_t bytes_data = 32;
 }  // namespace py311
 
-constexpr size_t kMaxText = 160;
+// Characters read of one name or file name: the frame's text is cut to kMaxFrameText after.
+constexpr size_t kMaxText = 512;
 constexpr size_t kMaxLineTable = size_t(1) << 20;
 
 class Memory {
@@ -63,7 +66,19 @@ class Memory {
     const unsigned kind = (state >> 2) & 7, compact = (state >> 5) & 1, ascii = (state >> 6) & 1;
     if (length < 0 || !compact || kind != 1) return "?";
     const size_t n = std::min<size_t>(size_t(length), kMaxText);
-    return bytes(str + (ascii ? py311::ascii_data : py311::compact_data), n);
+    const std::string latin1 = bytes(str + (ascii ? py311::ascii_data : py311::compact_data), n);
+    if (ascii) return latin1;
+    // A Latin-1 string's characters past ASCII are two bytes each in UTF-8.
+    std::string utf8;
+    for (unsigned char c : latin1) {
+      if (c < 0x80) {
+        utf8 += char(c);
+      } else {
+        utf8 += char(0xC0 | (c >> 6));
+        utf8 += char(0x80 | (c & 0x3F));
+      }
+    }
+    return utf8;
   }
 
  private:
@@ -110,6 +125,21 @@ const CodeText& code_text(const Memory& memory, uint64_t code, CodeTexts& known)
   return known.emplace(code, std::move(text)).first->second;
 }
 
+// "name (file:line)" within kMaxFrameText bytes, cut between characters: the name's end
+// and the file's start give way, never the file's end (".py", which marks a Python frame)
+// nor its line.
+std::string clipped_frame(std::string name, const std::string& file, const std::string& line) {
+  const std::string tail = line + ")";
+  if (name.size() + 2 + file.size() + tail.size() <= kMaxFrameText) return name + " (" + file + tail;
+  const size_t room = kMaxFrameText - tail.size() - 2;  // for name and file
+  if (name.size() > room / 2) name = name.substr(0, character_boundary(name, room / 2 - 3, false)) + "...";
+  const size_t file_room = room - name.size();
+  std::string kept = file;
+  if (kept.size() > file_room)
+    kept = "..." + file.substr(character_boundary(file, file.size() - (file_room - 3), true));
+  return name + " (" + kept + tail;
+}
+
 std::string frame_text(const Memory& memory, uint64_t frame, CodeTexts& known) {
   const uint64_t code = memory.pointer(frame + py311::frame_code);
   const CodeText& text = code_text(memory, code, known);
@@ -118,7 +148,7 @@ std::string frame_text(const Memory& memory, uint64_t frame, CodeTexts& known) {
   int line = text.first_line;
   if (text.line_table && prev_instr >= units)
     line = python311_line(*text.line_table, text.first_line, int((prev_instr - units) / 2));
-  return line >= 0 ? fmt::format("{} ({}:{})", text.name, text.file, line) : fmt::format("{} ({})", text.name, text.file);
+  return clipped_frame(text.name, text.file, line >= 0 ? fmt::format(":{}", line) : "");
 }
 
 }  // namespace

@@ -22,6 +22,7 @@
 #include <fmt/ranges.h>
 
 #include "launcher/error.h"
+#include "launcher/text_bytes.h"
 #include "launcher/local/posix_spawner.h"
 #include "launcher/local/python_frames.h"
 
@@ -56,7 +57,8 @@ ProcessStacks failed_unless_gone(pid_t pid, std::string why) {
 }
 
 std::string clipped(std::string text) {
-  if (text.size() > kMaxFrameText) text = text.substr(0, kMaxFrameText - 3) + "...";
+  if (text.size() > kMaxFrameText)
+    text = text.substr(0, character_boundary(text, kMaxFrameText - 3, false)) + "...";
   return text;
 }
 

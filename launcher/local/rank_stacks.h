@@ -16,7 +16,7 @@ namespace muster {
 inline constexpr size_t kMaxStackThreads = 64;     // threads of one rank
 inline constexpr size_t kMaxStackFrames = 64;      // native frames of one thread
 inline constexpr size_t kMaxPythonFrames = 64;     // Python frames of one thread
-inline constexpr size_t kMaxFrameText = 160;       // characters of one frame's name
+inline constexpr size_t kMaxFrameText = 160;       // bytes of one frame's text, cut between characters
 
 // One thread's call path, outermost frame first. A Python thread's path is its Python frames
 // ("name (file:line)") followed by the native frames it was in below the interpreter (a C

@@ -82,7 +82,8 @@ std::vector<StackClass> classes_from(const nlohmann::json& list) {
     if (!ranks.is_array() || ranks.size() > (size_t(1) << 20)) throw Error(ErrorKind::Runtime, "too many ranks");
     for (const auto& f : path) {
       std::string frame = f.get<std::string>();
-      if (frame.size() > kMaxFrameText) frame.resize(kMaxFrameText);
+      // The agent cut each frame where it made it: a longer one is not muster's.
+      if (frame.size() > kMaxFrameText) throw Error(ErrorKind::Runtime, "a frame too long");
       sc.path.push_back(std::move(frame));
     }
     for (const auto& r : ranks) sc.ranks.push_back(r.get<int>());
@@ -141,7 +142,7 @@ MergedStacks merged_from(const nlohmann::json& in) {
   if (!ranks.is_array() || ranks.size() > (size_t(1) << 20)) throw Error(ErrorKind::Runtime, "too many ranks");
   for (const auto& r : ranks) {
     std::string note = r.value("note", "");
-    if (note.size() > 4 * kMaxFrameText) note.resize(4 * kMaxFrameText);
+    if (note.size() > 4 * kMaxFrameText) note.resize(character_boundary(note, 4 * kMaxFrameText, false));
     out.ranks.push_back({r.at("rank").get<int>(), state_from(r.at("state").get<std::string>()), std::move(note)});
   }
   out.main = classes_from(in.at("main"));
