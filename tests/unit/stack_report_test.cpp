@@ -96,10 +96,11 @@ TEST(StackJudge, AllInOnePlaceIsSaidAsSuch) {
 }
 
 TEST(StackJudge, AnEvenSplitHasNoMajorityAndNamesNoRank) {
-  const StackVerdict verdict = judge_stacks(gathered([](int rank) { return rank_at(rank < 4 ? kAsleep : kInAllReduce); }));
+  const StackReport report = gathered([](int rank) { return rank_at(rank < 4 ? kAsleep : kInAllReduce); });
+  const StackVerdict verdict = judge_stacks(report);
   EXPECT_FALSE(verdict.majority);
   EXPECT_TRUE(verdict.elsewhere.empty());
-  EXPECT_EQ(verdict.places.size(), 2u);
+  EXPECT_EQ(report.stacks.main.size(), 2u);
 }
 
 // MPICH's ranks poll in a barrier: caught at different frames of its progress loop, they are
