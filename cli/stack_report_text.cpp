@@ -16,19 +16,14 @@ constexpr size_t kNativeShown = 3;
 constexpr size_t kPythonShown = 4;
 constexpr size_t kFramesShownWithoutPython = 8;
 
-bool python_frame(const std::string& frame) {
-  const auto open = frame.rfind(" (");
-  return open != std::string::npos && frame.find(".py", open) != std::string::npos;
-}
-
-const std::string& host_of(const StackReport& report, int rank) {
+const std::string& rank_host(const StackReport& report, int rank) {
   static const std::string unknown = "?";
   return rank >= 0 && size_t(rank) < report.host_of_rank.size() ? report.host_of_rank[size_t(rank)] : unknown;
 }
 
 std::string hosts_of(const StackReport& report, const std::vector<int>& ranks) {
   std::set<std::string> hosts;
-  for (int r : ranks) hosts.insert(host_of(report, r));
+  for (int r : ranks) hosts.insert(rank_host(report, r));
   return fold_hostlist({hosts.begin(), hosts.end()});
 }
 
@@ -45,7 +40,7 @@ std::string when_text(StacksWhen when) {
 std::vector<std::string> shown_frames(const std::vector<std::string>& path) {
   std::vector<std::string> out;
   size_t python = 0;
-  for (const auto& f : path) python += python_frame(f);
+  for (const auto& f : path) python += is_python_frame(f);
   if (python == 0) {
     for (size_t i = 0; i < path.size() && i < kFramesShownWithoutPython; ++i) out.push_back(path[path.size() - 1 - i]);
     if (path.size() > kFramesShownWithoutPython) out.push_back("...");
@@ -54,7 +49,7 @@ std::vector<std::string> shown_frames(const std::vector<std::string>& path) {
   size_t native = 0, py = 0;
   bool skipped = false;
   for (auto it = path.rbegin(); it != path.rend(); ++it) {
-    const bool is_python = python_frame(*it);
+    const bool is_python = is_python_frame(*it);
     if ((is_python && py < kPythonShown) || (!is_python && native < kNativeShown && py == 0)) {
       if (skipped) out.push_back("...");
       skipped = false;
@@ -82,22 +77,22 @@ std::string stack_report_text(const StackReport& report) {
     const size_t others = verdict.majority->ranks.size();
     for (const auto& e : verdict.elsewhere)
       out += fmt::format("  rank {} ({}) is not in {}, where the {} other rank{} wait: it is in {}\n", e.rank,
-                         host_of(report, e.rank), place_name(verdict.majority->path), others,
+                         rank_host(report, e.rank), place_name(verdict.majority->path), others,
                          others == 1 ? "" : "s", innermost_frames(e.path));
   }
   std::map<int, std::string> how_ended(report.ended.begin(), report.ended.end());
   for (int rank : verdict.gone)
     out += fmt::format("  rank {} ({}) has ended{} while the others run: it is gone, not stuck\n", rank,
-                       host_of(report, rank), how_ended.count(rank) ? " (" + how_ended[rank] + ")" : "");
+                       rank_host(report, rank), how_ended.count(rank) ? " (" + how_ended[rank] + ")" : "");
   for (const auto& [rank, why] : verdict.unread)
-    out += fmt::format("  rank {} ({}) could not be read: {}\n", rank, host_of(report, rank), why);
+    out += fmt::format("  rank {} ({}) could not be read: {}\n", rank, rank_host(report, rank), why);
   for (const auto& host : report.unanswered) out += fmt::format("  {} did not answer in time\n", host);
   if (verdict.all_in_one_place)
     out += fmt::format("  all {} ranks read wait in the same place: {}\n", verdict.read,
-                       place_name(verdict.places.front().path));
-  else if (!verdict.majority && verdict.places.size() > 1)
-    out += fmt::format("  the ranks are in {} places and no place holds most of them\n", verdict.places.size());
-  for (const auto& place : verdict.places) {
+                       place_name(verdict.majority->path));
+  else if (!verdict.majority && report.stacks.main.size() > 1)
+    out += fmt::format("  the ranks are in {} places and no place holds most of them\n", report.stacks.main.size());
+  for (const auto& place : report.stacks.main) {
     out += fmt::format("  rank{} {} on {}:\n", place.ranks.size() == 1 ? "" : "s", rank_ranges(place.ranks),
                        hosts_of(report, place.ranks));
     for (const auto& frame : shown_frames(place.path)) out += fmt::format("      {}\n", frame);
@@ -118,7 +113,7 @@ nlohmann::json stack_report_json(const StackReport& report) {
     auto list = nlohmann::json::array();
     for (const auto& c : classes) {
       std::set<std::string> hosts;
-      for (int r : c.ranks) hosts.insert(host_of(report, r));
+      for (int r : c.ranks) hosts.insert(rank_host(report, r));
       list.push_back({{"ranks", c.ranks}, {"hosts", hosts}, {"threads", c.threads}, {"path", c.path}});
     }
     return list;
@@ -127,7 +122,7 @@ nlohmann::json stack_report_json(const StackReport& report) {
   out["when"] = report.when == StacksWhen::Timeout ? "timeout" : report.when == StacksWhen::Stall ? "stall" : "request";
   out["elsewhere"] = nlohmann::json::array();
   for (const auto& e : verdict.elsewhere)
-    out["elsewhere"].push_back({{"rank", e.rank}, {"host", host_of(report, e.rank)}, {"path", e.path}});
+    out["elsewhere"].push_back({{"rank", e.rank}, {"host", rank_host(report, e.rank)}, {"path", e.path}});
   if (verdict.majority) out["majority"] = {{"ranks", verdict.majority->ranks}, {"place", place_name(verdict.majority->path)}};
   out["all_in_one_place"] = verdict.all_in_one_place;
   out["gone"] = verdict.gone;
@@ -138,7 +133,7 @@ nlohmann::json stack_report_json(const StackReport& report) {
   out["threads"] = places(report.stacks.threads);
   out["ranks"] = nlohmann::json::array();
   for (const auto& r : report.stacks.ranks)
-    out["ranks"].push_back({{"rank", r.rank}, {"host", host_of(report, r.rank)}, {"note", r.note}});
+    out["ranks"].push_back({{"rank", r.rank}, {"host", rank_host(report, r.rank)}, {"note", r.note}});
   return out;
 }
 

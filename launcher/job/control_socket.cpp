@@ -11,12 +11,15 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <thread>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "launcher/error.h"
 #include "launcher/json_fields.h"
+#include "launcher/text_bytes.h"
+#include "probes/socket_io.h"
 
 namespace muster {
 namespace {
@@ -26,6 +29,9 @@ using Clock = std::chrono::steady_clock;
 // The most a report may be: every rank's place and note, bounded on the agents' side too.
 constexpr size_t kMaxAnswer = size_t(256) << 20;
 constexpr size_t kMaxRequest = 64;
+// Clients whose request has not all come yet: at most so many, for at most so long.
+constexpr size_t kMaxPendingClients = 16;
+constexpr std::chrono::seconds kRequestLimit{2};
 
 // `path` as a directory of this user's alone (made 0700 when missing); throws when it is
 // anything else (a link, another user's, open to others).
@@ -61,40 +67,40 @@ bool same_user(int client) {
 }
 
 // Reads until the peer closes, up to `max` bytes, until `deadline`; nullopt on a timeout.
-std::optional<std::string> read_all(int fd, size_t max, Clock::time_point deadline, bool line = false) {
+std::optional<std::string> read_to_end(int fd, size_t max, Clock::time_point deadline) {
   std::string out;
   char buffer[65536];
   for (;;) {
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
-    if (left <= 0) return std::nullopt;
-    pollfd p{fd, POLLIN, 0};
-    if (poll(&p, 1, int(left)) <= 0) continue;
-    const ssize_t n = read(fd, buffer, sizeof buffer);
-    if (n < 0 && (errno == EINTR || errno == EAGAIN)) continue;
-    if (n <= 0) return out;
-    out.append(buffer, size_t(n));
-    if (out.size() > max) return std::nullopt;
-    if (line && out.find('\n') != std::string::npos) return out.substr(0, out.find('\n'));
+    const ssize_t n = recv(fd, buffer, sizeof buffer, MSG_DONTWAIT);
+    if (n == 0) return out;
+    if (n > 0) {
+      out.append(buffer, size_t(n));
+      if (out.size() > max) return std::nullopt;
+      continue;
+    }
+    if (errno != EAGAIN && errno != EINTR) return out;
+    if (!wait_ready(fd, POLLIN, deadline)) return std::nullopt;
   }
 }
 
-int connect_to(const std::string& path) {
+// A connection to the socket at `path` before `deadline`; -1 when none. A listener whose
+// backlog is full refuses at once (EAGAIN) rather than blocking: it is asked again until then.
+int connect_to(const std::string& path, Clock::time_point deadline) {
   const sockaddr_un address = address_of(path);
-  const int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) throw Error(ErrorKind::Runtime, "cannot make a socket");
-  if (connect(fd, reinterpret_cast<const sockaddr*>(&address), sizeof address) != 0) {
-    close(fd);
-    return -1;
+  for (;;) {
+    const TcpConnection c = connect_before(reinterpret_cast<const sockaddr*>(&address), sizeof address, deadline);
+    if (c.fd >= 0 || c.error != EAGAIN || Clock::now() >= deadline) return c.fd;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
-  return fd;
 }
 
 std::optional<std::string> request(const std::string& path, const std::string& what, std::chrono::milliseconds limit) {
-  const int fd = connect_to(path);
+  const auto deadline = Clock::now() + limit;
+  const int fd = connect_to(path, deadline);
   if (fd < 0) return std::nullopt;
   const std::string line = what + "\n";
-  const bool sent = write(fd, line.data(), line.size()) == ssize_t(line.size());
-  auto answer = sent ? read_all(fd, kMaxAnswer, Clock::now() + limit) : std::nullopt;
+  auto answer = write_before(fd, line.data(), line.size(), deadline) ? read_to_end(fd, kMaxAnswer, deadline)
+                                                                     : std::nullopt;
   close(fd);
   return answer;
 }
@@ -141,42 +147,48 @@ JobControlSocket::JobControlSocket(const std::string& job_id, JobListing listing
 }
 
 JobControlSocket::~JobControlSocket() {
+  for (const Pending& p : pending_) close(p.fd);
   unlink(path_.c_str());
   close(fd_);
 }
 
 std::optional<int> JobControlSocket::take_stacks_request() {
   for (;;) {
-    const int client = accept4(fd_, nullptr, nullptr, SOCK_CLOEXEC);
-    if (client < 0) return std::nullopt;
-    if (!same_user(client)) {
+    const int client = accept4(fd_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
+    if (client < 0) break;
+    if (!same_user(client) || pending_.size() >= kMaxPendingClients) {
       close(client);
       continue;
     }
-    const auto line = read_all(client, kMaxRequest, Clock::now() + std::chrono::milliseconds(200), true);
-    if (line && *line == "stacks") return client;
-    if (line && *line == "info")
-      answer(client, nlohmann::json{{"id", listing_.id}, {"command", listing_.command}, {"ranks", listing_.ranks},
-                                    {"hosts", listing_.hosts}}
-                         .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
-    else
-      close(client);
+    pending_.push_back({client, "", Clock::now() + kRequestLimit});
   }
+  // Each client's request as far as it has come; none is waited for.
+  for (size_t i = 0; i < pending_.size();) {
+    Pending& p = pending_[i];
+    char buffer[kMaxRequest + 1];
+    const ssize_t n = recv(p.fd, buffer, sizeof buffer, MSG_DONTWAIT);
+    if (n > 0) p.line.append(buffer, size_t(n));
+    const auto end = p.line.find('\n');
+    const bool waiting = n > 0 || (n < 0 && (errno == EAGAIN || errno == EINTR));
+    if (end == std::string::npos && waiting && p.line.size() <= kMaxRequest && Clock::now() < p.deadline) {
+      ++i;
+      continue;
+    }
+    const int client = p.fd;
+    const std::string line = end == std::string::npos ? "" : p.line.substr(0, end);
+    pending_.erase(pending_.begin() + long(i));
+    if (line == "stacks") return client;
+    if (line == "info")
+      answer(client, json_text({{"id", listing_.id}, {"command", listing_.command}, {"ranks", listing_.ranks},
+                                {"hosts", listing_.hosts}}));
+    else
+      close(client);  // another request, too long, too slow, or the client left
+  }
+  return std::nullopt;
 }
 
 void JobControlSocket::answer(int client, const std::string& text) {
-  std::string_view left = text;
-  const auto deadline = Clock::now() + std::chrono::seconds(1);
-  while (!left.empty() && Clock::now() < deadline) {
-    const ssize_t n = send(client, left.data(), left.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
-    if (n > 0) {
-      left.remove_prefix(size_t(n));
-      continue;
-    }
-    if (n < 0 && errno != EAGAIN && errno != EINTR) break;
-    pollfd p{client, POLLOUT, 0};
-    poll(&p, 1, 100);
-  }
+  write_before(client, text.data(), text.size(), Clock::now() + std::chrono::seconds(1));
   close(client);
 }
 

@@ -34,15 +34,23 @@ class JobControlSocket {
   JobControlSocket& operator=(const JobControlSocket&) = delete;
 
   // A client of this user that asked for stacks since the last call, if any (its socket);
-  // "info" requests are answered here at once. Never waits more than a few milliseconds.
+  // "info" requests are answered here (each within a second). Never waits for a client's
+  // request: one not all come yet is kept, and looked at again on the next call, for up to
+  // 2 s. Call it often (the head's loop does).
   std::optional<int> take_stacks_request();
   // Sends `text` to a client and closes its socket, giving up after a second.
   static void answer(int client, const std::string& text);
 
  private:
+  struct Pending {
+    int fd = -1;
+    std::string line;  // what it sent so far
+    std::chrono::steady_clock::time_point deadline;
+  };
   std::string path_;
   JobListing listing_;
   int fd_ = -1;
+  std::vector<Pending> pending_;
 };
 
 // The jobs with a socket in the user's directory that answer, with what each says.

@@ -6,15 +6,12 @@
 #include <set>
 
 namespace muster {
-namespace {
 
 bool is_python_frame(const std::string& frame) {
   // "name (file.py:12)"
   const auto open = frame.rfind(" (");
   return open != std::string::npos && frame.find(".py", open) != std::string::npos;
 }
-
-}  // namespace
 
 std::string innermost_frames(const std::vector<std::string>& path, size_t frames) {
   std::string out;
@@ -41,7 +38,6 @@ std::string place_name(const std::vector<std::string>& path) {
 
 StackVerdict judge_stacks(const StackReport& report) {
   StackVerdict verdict;
-  verdict.places = report.stacks.main;
   std::set<int> gone;
   for (const auto& [rank, how] : report.ended) gone.insert(rank);
   for (const auto& r : report.stacks.ranks) {
@@ -51,7 +47,7 @@ StackVerdict judge_stacks(const StackReport& report) {
   verdict.gone.assign(gone.begin(), gone.end());
   // Each read rank's path, from the places its main thread is in.
   std::map<int, const std::vector<std::string>*> path_of;
-  for (const auto& place : verdict.places)
+  for (const auto& place : report.stacks.main)
     for (int rank : place.ranks) path_of[rank] = &place.path;
   verdict.read = int(path_of.size());
   // The majority's place is the longest call path more than half of the read ranks share, as

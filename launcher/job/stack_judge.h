@@ -10,9 +10,8 @@
 
 namespace muster {
 
+// The main threads' places, largest first, are the report's own (report.stacks.main).
 struct StackVerdict {
-  // The main threads' places, largest first (the whole picture).
-  std::vector<StackClass> places;
   // The place more than half of the read ranks are in, when there is one: the longest call
   // path they share (their innermost frames may differ below it), and those ranks.
   std::optional<StackClass> majority;
@@ -32,6 +31,9 @@ StackVerdict judge_stacks(const StackReport& report);
 
 // The innermost `frames` frames of `path`, innermost first: "clock_nanosleep <- <module> (hang.py:5)".
 std::string innermost_frames(const std::vector<std::string>& path, size_t frames = 3);
+
+// Whether `frame` is a Python frame: "name (file.py:12)".
+bool is_python_frame(const std::string& frame);
 
 // The frame a place is best named by: its innermost Python frame where there is one (the
 // collective's call in the program), else its outermost MPI call, else its innermost frame.

@@ -33,26 +33,6 @@ void on_sigchld(int) {
   errno = saved;
 }
 
-// Fields of /proc/PID/stat after the command name: state and process group.
-struct ProcStat {
-  char state = '?';
-  pid_t pgrp = -1;
-};
-
-std::optional<ProcStat> read_proc_stat(pid_t pid) {
-  std::ifstream in(fmt::format("/proc/{}/stat", pid));
-  std::string text;
-  if (!std::getline(in, text)) return std::nullopt;
-  // The command name is in parentheses and may itself hold spaces and parentheses.
-  auto close = text.rfind(')');
-  if (close == std::string::npos) return std::nullopt;
-  std::istringstream rest(text.substr(close + 1));
-  ProcStat s;
-  pid_t ppid = 0;
-  rest >> s.state >> ppid >> s.pgrp;
-  return s;
-}
-
 std::vector<pid_t> all_pids() {
   std::vector<pid_t> out;
   DIR* dir = opendir("/proc");
@@ -337,6 +317,19 @@ SpawnedProcess PosixSpawner::spawn(const ProcessSpec& spec) {
 void PosixSpawner::signal_group(pid_t pgid, int signal) { kill(-pgid, signal); }
 
 void PosixSpawner::signal_process(pid_t pid, int signal) { kill(pid, signal); }
+
+std::optional<ProcStat> read_proc_stat(pid_t pid) {
+  std::ifstream in(fmt::format("/proc/{}/stat", pid));
+  std::string text;
+  if (!std::getline(in, text)) return std::nullopt;
+  // The command name is in parentheses and may itself hold spaces and parentheses.
+  auto close = text.rfind(')');
+  if (close == std::string::npos) return std::nullopt;
+  std::istringstream rest(text.substr(close + 1));
+  ProcStat s;
+  if (!(rest >> s.state >> s.ppid >> s.pgrp)) return std::nullopt;
+  return s;
+}
 
 std::vector<ProcessExit> PosixSpawner::reap() {
   std::lock_guard hold(reaping_);

@@ -8,6 +8,15 @@
 
 namespace muster {
 
+// Fields of /proc/PID/stat after the command name: state, parent and process group.
+struct ProcStat {
+  char state = '?';  // 'Z' or 'X': ended, not yet (or just) reaped
+  pid_t ppid = -1;
+  pid_t pgrp = -1;
+};
+// nullopt when there is no such process (or /proc cannot say).
+std::optional<ProcStat> read_proc_stat(pid_t pid);
+
 // The executable `name` resolves to through the PATH of `env`, if any.
 std::optional<std::string> find_program(const std::string& name, const Environment& env);
 

@@ -1,8 +1,13 @@
 #include "launcher/local/python_frames.h"
 
+#include <map>
+#include <optional>
+
 #include <fmt/format.h>
 
 #include "launcher/error.h"
+#include "launcher/local/rank_stacks.h"
+#include "launcher/text_bytes.h"
 
 namespace muster {
 namespace {
@@ -32,7 +37,8 @@ constexpr uint64_t compact_data = 72;  // sizeof(PyCompactUnicodeObject)
 constexpr uint64_t bytes_data = 32;
 }  // namespace py311
 
-constexpr size_t kMaxText = 160;
+// Characters read of one name or file name: the frame's text is cut to kMaxFrameText after.
+constexpr size_t kMaxText = 512;
 constexpr size_t kMaxLineTable = size_t(1) << 20;
 
 class Memory {
@@ -60,7 +66,19 @@ class Memory {
     const unsigned kind = (state >> 2) & 7, compact = (state >> 5) & 1, ascii = (state >> 6) & 1;
     if (length < 0 || !compact || kind != 1) return "?";
     const size_t n = std::min<size_t>(size_t(length), kMaxText);
-    return bytes(str + (ascii ? py311::ascii_data : py311::compact_data), n);
+    const std::string latin1 = bytes(str + (ascii ? py311::ascii_data : py311::compact_data), n);
+    if (ascii) return latin1;
+    // A Latin-1 string's characters past ASCII are two bytes each in UTF-8.
+    std::string utf8;
+    for (unsigned char c : latin1) {
+      if (c < 0x80) {
+        utf8 += char(c);
+      } else {
+        utf8 += char(0xC0 | (c >> 6));
+        utf8 += char(0x80 | (c & 0x3F));
+      }
+    }
+    return utf8;
   }
 
  private:
@@ -85,21 +103,52 @@ int64_t signed_varint(std::string_view table, size_t& at) {
   return (v & 1) ? -(v >> 1) : (v >> 1);
 }
 
-std::string frame_text(const Memory& memory, uint64_t frame) {
-  const uint64_t code = memory.pointer(frame + py311::frame_code);
-  const std::string name = memory.text(memory.pointer(code + py311::code_qualname));
-  const std::string file = memory.text(memory.pointer(code + py311::code_filename));
-  const int first_line = memory.at<int32_t>(code + py311::code_first_line);
-  const uint64_t prev_instr = memory.pointer(frame + py311::frame_prev_instr);
-  const uint64_t units = code + py311::code_units;
+// What a frame's text needs of its code object, read once per code object in one reading of
+// the threads: a recursive function, or every thread in one function, has many frames of one.
+struct CodeText {
+  std::string name, file;
+  int first_line = 0;
+  std::optional<std::string> line_table;  // none when too large to read
+};
+using CodeTexts = std::map<uint64_t, CodeText>;
+
+const CodeText& code_text(const Memory& memory, uint64_t code, CodeTexts& known) {
+  if (const auto it = known.find(code); it != known.end()) return it->second;
+  CodeText text;
+  text.name = memory.text(memory.pointer(code + py311::code_qualname));
+  text.file = memory.text(memory.pointer(code + py311::code_filename));
+  text.first_line = memory.at<int32_t>(code + py311::code_first_line);
   const uint64_t table_object = memory.pointer(code + py311::code_linetable);
   const int64_t table_size = memory.at<int64_t>(table_object + py311::var_size);
-  int line = first_line;
-  if (table_size >= 0 && size_t(table_size) <= kMaxLineTable && prev_instr >= units) {
-    const std::string table = memory.bytes(table_object + py311::bytes_data, size_t(table_size));
-    line = python311_line(table, first_line, int((prev_instr - units) / 2));
-  }
-  return line >= 0 ? fmt::format("{} ({}:{})", name, file, line) : fmt::format("{} ({})", name, file);
+  if (table_size >= 0 && size_t(table_size) <= kMaxLineTable)
+    text.line_table = memory.bytes(table_object + py311::bytes_data, size_t(table_size));
+  return known.emplace(code, std::move(text)).first->second;
+}
+
+// "name (file:line)" within kMaxFrameText bytes, cut between characters: the name's end
+// and the file's start give way, never the file's end (".py", which marks a Python frame)
+// nor its line.
+std::string clipped_frame(std::string name, const std::string& file, const std::string& line) {
+  const std::string tail = line + ")";
+  if (name.size() + 2 + file.size() + tail.size() <= kMaxFrameText) return name + " (" + file + tail;
+  const size_t room = kMaxFrameText - tail.size() - 2;  // for name and file
+  if (name.size() > room / 2) name = name.substr(0, character_boundary(name, room / 2 - 3, false)) + "...";
+  const size_t file_room = room - name.size();
+  std::string kept = file;
+  if (kept.size() > file_room)
+    kept = "..." + file.substr(character_boundary(file, file.size() - (file_room - 3), true));
+  return name + " (" + kept + tail;
+}
+
+std::string frame_text(const Memory& memory, uint64_t frame, CodeTexts& known) {
+  const uint64_t code = memory.pointer(frame + py311::frame_code);
+  const CodeText& text = code_text(memory, code, known);
+  const uint64_t prev_instr = memory.pointer(frame + py311::frame_prev_instr);
+  const uint64_t units = code + py311::code_units;
+  int line = text.first_line;
+  if (text.line_table && prev_instr >= units)
+    line = python311_line(*text.line_table, text.first_line, int((prev_instr - units) / 2));
+  return clipped_frame(text.name, text.file, line >= 0 ? fmt::format(":{}", line) : "");
 }
 
 }  // namespace
@@ -138,6 +187,7 @@ int python311_line(std::string_view table, int first_line, int instruction) {
 std::vector<PythonThread> read_python_threads(uint64_t runtime_address, const ReadProcessMemory& read,
                                               size_t max_threads, size_t max_frames) {
   const Memory memory(read);
+  CodeTexts known;
   std::vector<PythonThread> threads;
   const uint64_t interpreter = memory.pointer(runtime_address + py311::runtime_interpreters_head);
   if (!interpreter) return threads;  // not yet initialised, or finalised
@@ -149,7 +199,7 @@ std::vector<PythonThread> read_python_threads(uint64_t runtime_address, const Re
     uint64_t frame = cframe ? memory.pointer(cframe + py311::cframe_current_frame) : 0;
     std::vector<std::string> innermost_first;
     while (frame && innermost_first.size() < max_frames) {
-      innermost_first.push_back(frame_text(memory, frame));
+      innermost_first.push_back(frame_text(memory, frame, known));
       frame = memory.pointer(frame + py311::frame_previous);
     }
     out.frames.assign(innermost_first.rbegin(), innermost_first.rend());

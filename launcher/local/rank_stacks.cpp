@@ -13,7 +13,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
+#include <cctype>
 #include <map>
 #include <memory>
 #include <thread>
@@ -22,6 +22,8 @@
 #include <fmt/ranges.h>
 
 #include "launcher/error.h"
+#include "launcher/text_bytes.h"
+#include "launcher/local/posix_spawner.h"
 #include "launcher/local/python_frames.h"
 
 namespace muster {
@@ -46,22 +48,17 @@ std::vector<pid_t> threads_of(pid_t pid) {
   return tids;
 }
 
-bool ended_but_not_reaped(pid_t pid) {
-  std::ifstream in(fmt::format("/proc/{}/stat", pid));
-  std::string all((std::istreambuf_iterator<char>(in)), {});
-  const auto close = all.rfind(')');
-  return close == std::string::npos || close + 2 >= all.size() || all[close + 2] == 'Z' || all[close + 2] == 'X';
-}
+ProcessStacks gone() { return {ProcessStacks::State::Gone, "the process has ended", {}}; }
 
-std::string thread_name(pid_t pid, pid_t tid) {
-  std::ifstream in(fmt::format("/proc/{}/task/{}/comm", pid, tid));
-  std::string name;
-  std::getline(in, name);
-  return name.substr(0, 16);
+// What could not be done to `pid`, `why`; or that it has ended, when that is why.
+ProcessStacks failed_unless_gone(pid_t pid, std::string why) {
+  if (kill(pid, 0) != 0) return gone();
+  return {ProcessStacks::State::Failed, std::move(why), {}};
 }
 
 std::string clipped(std::string text) {
-  if (text.size() > kMaxFrameText) text = text.substr(0, kMaxFrameText - 3) + "...";
+  if (text.size() > kMaxFrameText)
+    text = text.substr(0, character_boundary(text, kMaxFrameText - 3, false)) + "...";
   return text;
 }
 
@@ -116,81 +113,77 @@ void wait_for_stops(std::vector<Held>& held, Clock::time_point deadline) {
   }
 }
 
+// Each stopped thread's return addresses, innermost first, as read while it was held:
+// naming them (symbol tables, demangling) waits until it runs again.
 struct Unwind {
-  Dwfl* dwfl = nullptr;
-  std::map<pid_t, std::vector<std::string>> native;  // innermost first, by thread
-  std::map<pid_t, bool> stopped;
+  std::map<pid_t, std::vector<Dwarf_Addr>> pcs;
 };
 
 int on_frame(Dwfl_Frame* frame, void* arg) {
-  auto* frames = static_cast<std::pair<Unwind*, std::vector<std::string>*>*>(arg);
+  auto* pcs = static_cast<std::vector<Dwarf_Addr>*>(arg);
   Dwarf_Addr pc = 0;
   bool activation = false;
   if (!dwfl_frame_pc(frame, &pc, &activation)) return DWARF_CB_ABORT;
   // A return address points after the call: the caller is the instruction before it.
-  const Dwarf_Addr at = activation ? pc : pc - 1;
-  Dwfl_Module* module = dwfl_addrmodule(frames->first->dwfl, at);
-  const char* symbol = module ? dwfl_module_addrname(module, at) : nullptr;
-  if (symbol) {
-    frames->second->push_back(readable_symbol(symbol));
-  } else {
-    const char* module_name = module ? dwfl_module_info(module, nullptr, nullptr, nullptr, nullptr, nullptr,
-                                                        nullptr, nullptr)
-                                     : nullptr;
-    std::string base = module_name ? module_name : "";
-    if (auto slash = base.rfind('/'); slash != std::string::npos) base = base.substr(slash + 1);
-    frames->second->push_back(clipped(fmt::format("?? ({})", base.empty() ? "no module" : base)));
-  }
-  return frames->second->size() >= kMaxStackFrames ? DWARF_CB_ABORT : DWARF_CB_OK;
+  pcs->push_back(activation ? pc : pc - 1);
+  return pcs->size() >= kMaxStackFrames ? DWARF_CB_ABORT : DWARF_CB_OK;
 }
 
 int on_thread(Dwfl_Thread* thread, void* arg) {
   auto* unwind = static_cast<Unwind*>(arg);
-  const pid_t tid = dwfl_thread_tid(thread);
-  if (!unwind->stopped.count(tid) || !unwind->stopped[tid]) return DWARF_CB_OK;
-  std::vector<std::string>& frames = unwind->native[tid];
-  std::pair<Unwind*, std::vector<std::string>*> arg2{unwind, &frames};
-  dwfl_thread_getframes(thread, on_frame, &arg2);  // a frame it cannot step past ends the path
+  const auto stopped = unwind->pcs.find(dwfl_thread_tid(thread));
+  if (stopped == unwind->pcs.end()) return DWARF_CB_OK;
+  dwfl_thread_getframes(thread, on_frame, &stopped->second);  // a frame it cannot step past ends the path
   return DWARF_CB_OK;
 }
 
-// Where _PyRuntime lies in the process: CPython exports it from its binary or libpython.
-uint64_t python_runtime_address(Dwfl* dwfl) {
-  struct Search {
-    uint64_t address = 0;
-  } search;
+std::string frame_name(Dwfl* dwfl, Dwarf_Addr at) {
+  Dwfl_Module* module = dwfl_addrmodule(dwfl, at);
+  if (const char* symbol = module ? dwfl_module_addrname(module, at) : nullptr) return readable_symbol(symbol);
+  const char* module_name =
+      module ? dwfl_module_info(module, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr) : nullptr;
+  std::string base = module_name ? module_name : "";
+  if (auto slash = base.rfind('/'); slash != std::string::npos) base = base.substr(slash + 1);
+  return clipped(fmt::format("?? ({})", base.empty() ? "no module" : base));
+}
+
+// What is learnt of the process's modules before it is held: each one's ELF file and call
+// frame information are loaded (the unwinder needs them), and the interpreter, if one is
+// there, is found by its file's name (python3.11, libpython3.11.so.1.0) with its _PyRuntime.
+struct ModuleScan {
+  std::string python_version;  // "" when no module is CPython's
+  uint64_t python_runtime = 0;  // 0 when not found (or not 3.11, which is all that is read)
+};
+
+ModuleScan scan_modules(Dwfl* dwfl) {
+  ModuleScan scan;
   dwfl_getmodules(
       dwfl,
       [](Dwfl_Module* module, void**, const char* name, Dwarf_Addr, void* arg) -> int {
-        if (!name || !std::strstr(name, "python3")) return DWARF_CB_OK;
+        Dwarf_Addr bias = 0;
+        dwfl_module_getelf(module, &bias);
+        dwfl_module_eh_cfi(module, &bias);
+        auto& scan = *static_cast<ModuleScan*>(arg);
+        const char* at = name ? std::strstr(name, "python3.") : nullptr;
+        if (!at) return DWARF_CB_OK;
+        const char* end = at + 8;
+        while (std::isdigit(static_cast<unsigned char>(*end))) ++end;
+        if (scan.python_version.empty()) scan.python_version.assign(at + 6, end);
+        if (scan.python_runtime || std::string_view(at + 6, size_t(end - at - 6)) != "3.11") return DWARF_CB_OK;
         const int count = dwfl_module_getsymtab(module);
         for (int i = 0; i < count; ++i) {
           GElf_Sym sym;
           GElf_Addr address = 0;
           const char* symbol = dwfl_module_getsym_info(module, i, &sym, &address, nullptr, nullptr, nullptr);
           if (symbol && std::strcmp(symbol, "_PyRuntime") == 0) {
-            static_cast<Search*>(arg)->address = address;
-            return DWARF_CB_ABORT;
+            scan.python_runtime = address;
+            break;
           }
         }
         return DWARF_CB_OK;
       },
-      &search, 0);
-  return search.address;
-}
-
-std::string python_version_of(pid_t pid) {
-  // The interpreter's own file names its version (python3.11, libpython3.11.so.1.0).
-  std::ifstream maps(fmt::format("/proc/{}/maps", pid));
-  std::string line;
-  while (std::getline(maps, line)) {
-    const auto at = line.find("python3.");
-    if (at == std::string::npos) continue;
-    size_t end = at + 8;
-    while (end < line.size() && std::isdigit(static_cast<unsigned char>(line[end]))) ++end;
-    return line.substr(at + 6, end - at - 6);
-  }
-  return "";
+      &scan, 0);
+  return scan;
 }
 
 // The native frames of a Python thread that lie below the interpreter (the C function it
@@ -208,76 +201,71 @@ std::vector<std::string> below_the_interpreter(const std::vector<std::string>& n
 
 }  // namespace
 
-ProcessStacks capture_process_stacks(pid_t pid, std::chrono::milliseconds limit) {
-  const auto deadline = Clock::now() + limit;
+ProcessStacks capture_process_stacks(pid_t pid, std::chrono::milliseconds limit, std::optional<pid_t> parent) {
+  const auto started = Clock::now();
   ProcessStacks out;
-  if (kill(pid, 0) != 0 || ended_but_not_reaped(pid)) {
-    out.state = ProcessStacks::State::Gone;
-    out.note = "the process has ended";
-    return out;
-  }
+  const auto stat = read_proc_stat(pid);
+  if (!stat || stat->state == 'Z' || stat->state == 'X' || (parent && stat->ppid != *parent)) return gone();
+
+  // Before the process is held: its modules, their files and where its interpreter is.
+  static char* debuginfo_path = nullptr;
+  static const Dwfl_Callbacks callbacks = {dwfl_linux_proc_find_elf, dwfl_standard_find_debuginfo, nullptr,
+                                           &debuginfo_path};
+  std::unique_ptr<Dwfl, decltype(&dwfl_end)> dwfl(dwfl_begin(&callbacks), &dwfl_end);
+  if (!dwfl || dwfl_linux_proc_report(dwfl.get(), pid) != 0 || dwfl_report_end(dwfl.get(), nullptr, nullptr) != 0)
+    return failed_unless_gone(pid, fmt::format("cannot read its modules: {}", dwfl_errmsg(-1)));
+  const ModuleScan modules = scan_modules(dwfl.get());
+  std::string python_note;
+  if (!modules.python_version.empty() && modules.python_version != "3.11")
+    python_note =
+        fmt::format("Python frames not read: muster reads CPython 3.11's, this is {}", modules.python_version);
+  else if (!modules.python_version.empty() && !modules.python_runtime)
+    python_note = "Python frames not read: the interpreter does not export _PyRuntime";
+
+  // Held: what is left of `limit` to stop (never less than a few milliseconds), then only
+  // the reads of its memory that must see it still.
+  const auto deadline = std::max(started + limit, Clock::now() + std::chrono::milliseconds(20));
   std::vector<Held> held;
   for (pid_t tid : threads_of(pid)) {
     if (ptrace(PTRACE_SEIZE, tid, nullptr, nullptr) != 0) continue;
     held.push_back({tid});
     ptrace(PTRACE_INTERRUPT, tid, nullptr, nullptr);
   }
-  if (held.empty()) {
-    out.state = kill(pid, 0) == 0 ? ProcessStacks::State::Failed : ProcessStacks::State::Gone;
-    out.note = out.state == ProcessStacks::State::Gone ? "the process has ended"
-                                                       : fmt::format("cannot trace it: {}", std::strerror(errno));
-    return out;
-  }
-  // Whatever happens below, every held thread is let go (with the signal it was to take).
-  struct Release {
-    std::vector<Held>& held;
-    ~Release() {
-      for (const Held& h : held) ptrace(PTRACE_DETACH, h.tid, nullptr, reinterpret_cast<void*>(long(h.pending_signal)));
-    }
-  } release{held};
-  wait_for_stops(held, deadline);
-
+  if (held.empty()) return failed_unless_gone(pid, fmt::format("cannot trace it: {}", std::strerror(errno)));
   Unwind unwind;
-  for (const Held& h : held) unwind.stopped[h.tid] = h.stopped;
-  static char* debuginfo_path = nullptr;
-  static const Dwfl_Callbacks callbacks = {dwfl_linux_proc_find_elf, dwfl_standard_find_debuginfo, nullptr,
-                                           &debuginfo_path};
-  std::unique_ptr<Dwfl, decltype(&dwfl_end)> dwfl(dwfl_begin(&callbacks), &dwfl_end);
-  unwind.dwfl = dwfl.get();
   std::vector<PythonThread> python;
-  std::string python_note;
-  if (dwfl && dwfl_linux_proc_report(dwfl.get(), pid) == 0 && dwfl_report_end(dwfl.get(), nullptr, nullptr) == 0 &&
-      dwfl_linux_proc_attach(dwfl.get(), pid, true) == 0) {
+  {
+    // Whatever happens in here, every held thread is let go (with the signal it was to take).
+    struct Release {
+      std::vector<Held>& held;
+      ~Release() {
+        for (const Held& h : held)
+          ptrace(PTRACE_DETACH, h.tid, nullptr, reinterpret_cast<void*>(long(h.pending_signal)));
+      }
+    } release{held};
+    wait_for_stops(held, deadline);
+    for (const Held& h : held)
+      if (h.stopped) unwind.pcs[h.tid];
+    if (dwfl_linux_proc_attach(dwfl.get(), pid, true) != 0)
+      return failed_unless_gone(pid, fmt::format("cannot unwind it: {}", dwfl_errmsg(-1)));
     dwfl_getthreads(dwfl.get(), on_thread, &unwind);
-    const std::string version = python_version_of(pid);
-    if (!version.empty()) {
-      const uint64_t runtime = version == "3.11" ? python_runtime_address(dwfl.get()) : 0;
-      if (version != "3.11") {
-        python_note = fmt::format("Python frames not read: muster reads CPython 3.11's, this is {}", version);
-      } else if (!runtime) {
-        python_note = "Python frames not read: the interpreter does not export _PyRuntime";
-      } else {
-        try {
-          python = read_python_threads(
-              runtime,
-              [pid](uint64_t address, void* into, size_t size) {
-                iovec local{into, size}, remote{reinterpret_cast<void*>(address), size};
-                return process_vm_readv(pid, &local, 1, &remote, 1, 0) == ssize_t(size);
-              },
-              kMaxStackThreads, kMaxPythonFrames);
-        } catch (const Error& e) {
-          python_note = std::string("Python frames not read: ") + e.what();
-        }
+    if (modules.python_version == "3.11" && modules.python_runtime) {
+      try {
+        python = read_python_threads(
+            modules.python_runtime,
+            [pid](uint64_t address, void* into, size_t size) {
+              iovec local{into, size}, remote{reinterpret_cast<void*>(address), size};
+              return process_vm_readv(pid, &local, 1, &remote, 1, 0) == ssize_t(size);
+            },
+            kMaxStackThreads, kMaxPythonFrames);
+      } catch (const Error& e) {
+        python_note = std::string("Python frames not read: ") + e.what();
       }
     }
-  } else {
-    out.state = kill(pid, 0) == 0 ? ProcessStacks::State::Failed : ProcessStacks::State::Gone;
-    out.note = out.state == ProcessStacks::State::Gone ? "the process has ended"
-                                                       : fmt::format("cannot unwind it: {}", dwfl_errmsg(-1));
-    return out;
   }
 
-  std::vector<std::string> not_stopped;
+  // Released: the addresses are named from the modules' files.
+  std::vector<std::string> not_stopped, unread;
   for (const Held& h : held) {
     if (!h.stopped) {
       if (kill(h.tid, 0) == 0) not_stopped.push_back(std::to_string(h.tid));
@@ -285,8 +273,8 @@ ProcessStacks capture_process_stacks(pid_t pid, std::chrono::milliseconds limit)
     }
     ThreadStack thread;
     thread.tid = h.tid;
-    thread.name = thread_name(pid, h.tid);
-    const std::vector<std::string>& native = unwind.native[h.tid];
+    std::vector<std::string> native;  // innermost first
+    for (Dwarf_Addr at : unwind.pcs[h.tid]) native.push_back(frame_name(dwfl.get(), at));
     const auto py = std::find_if(python.begin(), python.end(),
                                  [&](const PythonThread& t) { return t.native_tid == uint64_t(h.tid); });
     if (py != python.end() && !py->frames.empty()) {
@@ -296,16 +284,17 @@ ProcessStacks capture_process_stacks(pid_t pid, std::chrono::milliseconds limit)
     } else {
       thread.frames.assign(native.rbegin(), native.rend());
     }
-    if (native.empty()) thread.note = "no native frame could be read";
+    if (native.empty()) unread.push_back(std::to_string(h.tid));
     out.threads.push_back(std::move(thread));
   }
   if (!not_stopped.empty())
     out.note = fmt::format("threads {} did not stop within {} ms", fmt::join(not_stopped, ", "), limit.count());
-  if (!python_note.empty()) out.note = out.note.empty() ? python_note : out.note + "; " + python_note;
-  if (out.threads.empty() && kill(pid, 0) != 0) {
-    out.state = ProcessStacks::State::Gone;
-    out.note = "the process has ended";
+  if (!unread.empty()) {
+    const std::string note = fmt::format("no native frame of threads {} could be read", fmt::join(unread, ", "));
+    out.note = out.note.empty() ? note : out.note + "; " + note;
   }
+  if (!python_note.empty()) out.note = out.note.empty() ? python_note : out.note + "; " + python_note;
+  if (out.threads.empty() && kill(pid, 0) != 0) return gone();
   return out;
 }
 

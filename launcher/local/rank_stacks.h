@@ -1,11 +1,12 @@
-// Where a running rank is: the stacks of its threads, read while it is held still for a few
-// milliseconds, as eu-stack and py-spy dump read them. The caller must be allowed to ptrace
-// the rank (its agent is: the ranks are its descendants, which Yama's scope 1 permits).
+// Where a running rank is: the stacks of its threads, read while it is held still, as
+// eu-stack and py-spy dump read them. The caller must be allowed to ptrace the rank (its
+// agent is: the ranks are its descendants, which Yama's scope 1 permits).
 #pragma once
 
 #include <sys/types.h>
 
 #include <chrono>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -15,31 +16,37 @@ namespace muster {
 inline constexpr size_t kMaxStackThreads = 64;     // threads of one rank
 inline constexpr size_t kMaxStackFrames = 64;      // native frames of one thread
 inline constexpr size_t kMaxPythonFrames = 64;     // Python frames of one thread
-inline constexpr size_t kMaxFrameText = 160;       // characters of one frame's name
+inline constexpr size_t kMaxFrameText = 160;       // bytes of one frame's text, cut between characters
 
 // One thread's call path, outermost frame first. A Python thread's path is its Python frames
 // ("name (file:line)") followed by the native frames it was in below the interpreter (a C
 // function it called: time.sleep's clock_nanosleep, a collective's wait).
 struct ThreadStack {
   pid_t tid = 0;
-  std::string name;                 // the thread's comm
   std::vector<std::string> frames;  // outermost first
-  std::string note;                 // what could not be read of it ("" when all could)
 };
 
 // One process's threads, or why it has none.
 struct ProcessStacks {
   enum class State { Captured, Gone, Failed };
   State state = State::Captured;
-  std::string note;  // Gone or Failed: why; Captured: what could not be read (Python frames)
+  std::string note;  // Gone or Failed: why; Captured: what could not be read (threads, Python frames)
   std::vector<ThreadStack> threads;  // the main thread first
 };
 
-// Holds `pid` and its threads still (PTRACE_SEIZE, PTRACE_INTERRUPT), unwinds each thread's
-// native frames with libdw and, for CPython 3.11, reads its Python frames from its memory,
-// then lets it go on, all within `limit`; a thread that did not stop in time is named in a
-// note. The process is not otherwise changed: a signal that arrived while it was held is
-// delivered when it is released. Waits only on `pid`'s threads, never reaps it.
-ProcessStacks capture_process_stacks(pid_t pid, std::chrono::milliseconds limit);
+// Reads `pid`'s modules (their ELF files and call frame information, and CPython's
+// _PyRuntime) while it runs; then holds it and its threads still (PTRACE_SEIZE,
+// PTRACE_INTERRUPT), waits for them to stop until `limit` after the call began (at least
+// 20 ms more when reading the modules took longer), unwinds each stopped thread's return
+// addresses with libdw and, for CPython 3.11, reads its Python frames from its memory, and
+// lets it go on. So `limit` bounds the wait for the stops, not the hold: that is the wait
+// plus the reads of its memory, milliseconds (more for deep Python stacks), as the modules'
+// files were read before and the addresses are named after it runs again. A thread that did
+// not stop in time is named in a note. The process is not otherwise changed: a signal that
+// arrived while it was held is delivered when it is released. Waits only on `pid`'s
+// threads, never reaps it. With `parent`, a process that is not its child is Gone: the
+// caller's child ended and was reaped, and its number may be another process's now.
+ProcessStacks capture_process_stacks(pid_t pid, std::chrono::milliseconds limit,
+                                     std::optional<pid_t> parent = std::nullopt);
 
 }  // namespace muster

@@ -8,6 +8,7 @@
 
 #include "launcher/error.h"
 #include "launcher/json_fields.h"
+#include "launcher/text_bytes.h"
 
 namespace muster {
 namespace {
@@ -81,7 +82,8 @@ std::vector<StackClass> classes_from(const nlohmann::json& list) {
     if (!ranks.is_array() || ranks.size() > (size_t(1) << 20)) throw Error(ErrorKind::Runtime, "too many ranks");
     for (const auto& f : path) {
       std::string frame = f.get<std::string>();
-      if (frame.size() > kMaxFrameText) frame.resize(kMaxFrameText);
+      // The agent cut each frame where it made it: a longer one is not muster's.
+      if (frame.size() > kMaxFrameText) throw Error(ErrorKind::Runtime, "a frame too long");
       sc.path.push_back(std::move(frame));
     }
     for (const auto& r : ranks) sc.ranks.push_back(r.get<int>());
@@ -121,7 +123,9 @@ void merge_stacks(MergedStacks& into, const MergedStacks& more) {
   into.threads = largest_first(std::move(threads));
 }
 
-std::string to_json(const MergedStacks& stacks) {
+namespace {
+
+nlohmann::json merged_json(const MergedStacks& stacks) {
   nlohmann::json out;
   out["ranks"] = nlohmann::json::array();
   for (const auto& r : stacks.ranks)
@@ -129,24 +133,31 @@ std::string to_json(const MergedStacks& stacks) {
   out["main"] = classes_json(stacks.main);
   out["threads"] = classes_json(stacks.threads);
   out["paths_left_out"] = stacks.paths_left_out;
-  return out.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  return out;
 }
+
+MergedStacks merged_from(const nlohmann::json& in) {
+  MergedStacks out;
+  const auto& ranks = in.at("ranks");
+  if (!ranks.is_array() || ranks.size() > (size_t(1) << 20)) throw Error(ErrorKind::Runtime, "too many ranks");
+  for (const auto& r : ranks) {
+    std::string note = r.value("note", "");
+    if (note.size() > 4 * kMaxFrameText) note.resize(character_boundary(note, 4 * kMaxFrameText, false));
+    out.ranks.push_back({r.at("rank").get<int>(), state_from(r.at("state").get<std::string>()), std::move(note)});
+  }
+  out.main = classes_from(in.at("main"));
+  out.threads = classes_from(in.at("threads"));
+  out.paths_left_out = in.value("paths_left_out", size_t(0));
+  return out;
+}
+
+}  // namespace
+
+std::string to_json(const MergedStacks& stacks) { return json_text(merged_json(stacks)); }
 
 MergedStacks merged_stacks_from_json(std::string_view text) {
   try {
-    const auto in = parse_untrusted_json(text);
-    MergedStacks out;
-    const auto& ranks = in.at("ranks");
-    if (!ranks.is_array() || ranks.size() > (size_t(1) << 20)) throw Error(ErrorKind::Runtime, "too many ranks");
-    for (const auto& r : ranks) {
-      std::string note = r.value("note", "");
-      if (note.size() > 4 * kMaxFrameText) note.resize(4 * kMaxFrameText);
-      out.ranks.push_back({r.at("rank").get<int>(), state_from(r.at("state").get<std::string>()), std::move(note)});
-    }
-    out.main = classes_from(in.at("main"));
-    out.threads = classes_from(in.at("threads"));
-    out.paths_left_out = in.value("paths_left_out", size_t(0));
-    return out;
+    return merged_from(parse_untrusted_json(text));
   } catch (const nlohmann::json::exception& e) {
     throw Error(ErrorKind::Runtime, fmt::format("stacks that are not muster's: {}", e.what()));
   }
@@ -155,12 +166,12 @@ MergedStacks merged_stacks_from_json(std::string_view text) {
 std::string to_json(const StackReport& report) {
   nlohmann::json out;
   out["when"] = int(report.when);
-  out["stacks"] = nlohmann::json::parse(to_json(report.stacks));
+  out["stacks"] = merged_json(report.stacks);
   out["host_of_rank"] = report.host_of_rank;
   out["unanswered"] = report.unanswered;
   out["ended"] = nlohmann::json::array();
   for (const auto& [rank, how] : report.ended) out["ended"].push_back({{"rank", rank}, {"how", how}});
-  return out.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  return json_text(out);
 }
 
 StackReport stack_report_from_json(std::string_view text) {
@@ -170,7 +181,7 @@ StackReport stack_report_from_json(std::string_view text) {
     const int when = in.at("when").get<int>();
     if (when < 0 || when > int(StacksWhen::Request)) throw Error(ErrorKind::Runtime, "an unknown reason");
     report.when = StacksWhen(when);
-    report.stacks = merged_stacks_from_json(in.at("stacks").dump());
+    report.stacks = merged_from(in.at("stacks"));
     report.host_of_rank = in.at("host_of_rank").get<std::vector<std::string>>();
     report.unanswered = in.at("unanswered").get<std::vector<std::string>>();
     for (const auto& e : in.at("ended")) report.ended.emplace_back(e.at("rank").get<int>(), e.at("how").get<std::string>());

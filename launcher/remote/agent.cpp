@@ -296,11 +296,38 @@ std::string answer_probe(const nlohmann::json& ask) {
 // stops waiting (20 s): a wedged GPU's NVML never returns.
 constexpr std::chrono::seconds kAgentHealthDeadline{15};
 
+// How long the head may give a node to read its ranks' stacks, at most.
+constexpr int kMaxStacksLimitMs = 30000;
+
+// The stacks of the current run's ranks on this node, merged, read within the ask's
+// "limit_ms". Reaping waits while one rank is read (this thread is its tracer), and only
+// then: the main loop reaps, forwards output and takes stop requests between ranks.
+std::string answer_stacks(const nlohmann::json& ask, RunningRanks& ranks, PosixSpawner& spawner) {
+  const int limit_ms = std::clamp(ask.value("limit_ms", 5000), 100, kMaxStacksLimitMs);
+  const auto deadline = Clock::now() + std::chrono::milliseconds(limit_ms);
+  const auto [running, ended] = ranks.now();
+  std::vector<std::pair<int, ProcessStacks>> read;
+  for (int rank : ended) read.emplace_back(rank, ProcessStacks{ProcessStacks::State::Gone, "the rank has ended", {}});
+  size_t left = running.size();
+  for (const auto& [rank, pid] : running) {
+    // Each rank its share of what is left, and never less than a few milliseconds.
+    const auto share = std::max(std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()) /
+                                    int(left),
+                                std::chrono::milliseconds(20));
+    // Not reaped while held: a rank still our child is the rank, its number not reused.
+    auto hold = spawner.hold_reaping();
+    read.emplace_back(rank, capture_process_stacks(pid, share, getpid()));
+    --left;
+  }
+  return to_json(merge_rank_stacks(read));
+}
+
 // A request the agent cannot answer gets an answer saying why: the agent itself goes on.
-std::string answer(const std::string& payload) {
+std::string answer(const std::string& payload, RunningRanks& ranks, PosixSpawner& spawner) {
   try {
     auto ask = parse_untrusted_json(payload);
     const std::string op = ask.at("op");
+    if (op == "stacks") return answer_stacks(ask, ranks, spawner);
     if (op == "probe") return answer_probe(ask);
     if (op == "health")  // as `muster health` on the node: its own record and counters' baseline too
       return to_json(check_node_against_its_record(health_root_of_this_node(), node_gpu_libraries(),
@@ -317,46 +344,6 @@ std::string answer(const std::string& payload) {
   } catch (const std::exception& e) {
     return json_text({{"error", e.what()}});  // it may quote bytes that are not UTF-8
   }
-}
-
-// How long the head may give a node to read its ranks' stacks, at most.
-constexpr int kMaxStacksLimitMs = 30000;
-
-// Whether `pid` is still a child of this agent that has not ended (not yet reaped: its number
-// cannot have gone to another process).
-bool still_our_running_child(pid_t pid) {
-  std::ifstream in(fmt::format("/proc/{}/stat", pid));
-  std::string all((std::istreambuf_iterator<char>(in)), {});
-  const auto close = all.rfind(')');
-  if (close == std::string::npos || close + 4 > all.size()) return false;
-  char state = all[close + 2];
-  long parent = std::strtol(all.c_str() + close + 4, nullptr, 10);
-  return parent == long(getpid()) && state != 'Z' && state != 'X';
-}
-
-// The stacks of the current run's ranks on this node, merged, read within the ask's
-// "limit_ms". Reaping waits meanwhile: this thread is their tracer.
-std::string answer_stacks(const nlohmann::json& ask, RunningRanks& ranks, PosixSpawner& spawner) {
-  const int limit_ms = std::clamp(ask.value("limit_ms", 5000), 100, kMaxStacksLimitMs);
-  const auto deadline = Clock::now() + std::chrono::milliseconds(limit_ms);
-  auto hold = spawner.hold_reaping();
-  const auto [running, ended] = ranks.now();
-  std::vector<std::pair<int, ProcessStacks>> read;
-  for (int rank : ended) read.emplace_back(rank, ProcessStacks{ProcessStacks::State::Gone, "the rank has ended", {}});
-  size_t left = running.size();
-  for (const auto& [rank, pid] : running) {
-    if (!still_our_running_child(pid)) {
-      read.emplace_back(rank, ProcessStacks{ProcessStacks::State::Gone, "the rank has ended", {}});
-    } else {
-      // Each rank its share of what is left, and never less than a few milliseconds.
-      const auto share = std::max(std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()) /
-                                      int(left),
-                                  std::chrono::milliseconds(20));
-      read.emplace_back(rank, capture_process_stacks(pid, share));
-    }
-    --left;
-  }
-  return to_json(merge_rank_stacks(read));
 }
 
 // The agent's side of the channel to the head, on threads of its own: one reads every frame
@@ -540,23 +527,12 @@ class HeadLink {
       asks_.pop_front();
       lock.unlock();
       try {
-        writer_.send({FrameKind::Answer, ask.rank, answer_ask(ask.payload)});
+        writer_.send({FrameKind::Answer, ask.rank, answer(ask.payload, ranks_, spawner_)});
       } catch (const std::exception&) {
         // answer() says its own failures; this is memory running out: the ask goes unanswered
       }
       lock.lock();
     }
-  }
-
-  // The asks about this node's running ranks; answer() has the others.
-  std::string answer_ask(const std::string& payload) {
-    try {
-      const auto ask = parse_untrusted_json(payload);
-      if (ask.is_object() && ask.value("op", "") == "stacks") return answer_stacks(ask, ranks_, spawner_);
-    } catch (const std::exception& e) {
-      return json_text({{"error", e.what()}});
-    }
-    return answer(payload);
   }
 
   static constexpr size_t kMaxPendingFromHead = 1024;

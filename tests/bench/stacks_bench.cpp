@@ -41,6 +41,15 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "stacks_bench: rank %d never got in place\n", rank);
       return 1;
     }
+  // A ratio of a report that failed would measure nothing: it must name rank 5 first.
+  const auto first = cluster.muster({"stacks"}, 120);
+  if (first.exit_code != 0 || first.out.find("rank 5 (") == std::string::npos) {
+    std::fprintf(stderr, "stacks_bench: muster stacks failed (exit %d):\n%s%s\n", first.exit_code,
+                 first.out.c_str(), first.err.c_str());
+    job.signal(SIGINT);
+    job.wait(std::chrono::seconds(60));
+    return 1;
+  }
   auto m = median(cluster.muster_argv({"stacks"}), runs);
   // The peer: gdb on each rank of a host in turn, the four hosts at once.
   std::string script = "pids=''; ";
@@ -54,6 +63,12 @@ int main(int argc, char** argv) {
   }
   script += "wait";
   auto g = median({"/bin/sh", "-c", script}, runs);
+  if (m.status) {
+    std::fprintf(stderr, "stacks_bench: muster stacks exited %d in a timed run: no ratio\n", m.status);
+    job.signal(SIGINT);
+    job.wait(std::chrono::seconds(60));
+    return 1;
+  }
   std::printf("8 torch Gloo ranks over 4 hosts, every rank's stacks (median of %d)\n", runs);
   std::printf("%-8s %10s %10s %8s\n", "", "muster s", "gdb s", "ratio");
   std::printf("%-8s %10.3f %10.3f %8.2f\n", "wall", m.seconds, g.seconds, m.seconds / g.seconds);

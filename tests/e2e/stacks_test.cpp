@@ -7,6 +7,7 @@
 #include <string>
 
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include "tests/support/command_runner.h"
 #include "tests/support/shared_cluster.h"
@@ -96,7 +97,11 @@ TEST_F(StacksCluster, MusterStacksNamesTheSleeperAndTheJobFinishesUnharmed) {
   EXPECT_TRUE(has(stacks.out, "rank 5 (" + cluster_->host(2) + ") is not in all_reduce (")) << stacks.out;
   auto json = cluster_->muster({"stacks", "--json"}, 60);
   EXPECT_EQ(json.exit_code, 0) << json.err;
-  EXPECT_TRUE(has(json.out, "\"elsewhere\"")) << json.out;
+  // Rank 5, and only rank 5, is elsewhere.
+  const auto report = nlohmann::json::parse(json.out, nullptr, false);
+  ASSERT_TRUE(report.is_object() && report.contains("elsewhere")) << json.out;
+  ASSERT_EQ(report["elsewhere"].size(), 1u) << json.out;
+  EXPECT_EQ(report["elsewhere"][0].value("rank", -1), 5) << json.out;
   // The job goes on and ends as it would have: every rank's all-reduce done.
   auto end = job.wait(std::chrono::seconds(200));
   EXPECT_EQ(end.exit_code, 0) << end.err;

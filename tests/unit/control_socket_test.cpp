@@ -2,10 +2,14 @@
 // listing, and answering a stacks request; a directory others could write in is refused.
 #include "launcher/job/control_socket.h"
 
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <thread>
 
@@ -47,10 +51,15 @@ TEST_F(ControlSocket, AJobIsListedAndAnswersAStacksRequest) {
   });
   EXPECT_EQ(ask_job_for_stacks("00000000000000ab", std::chrono::seconds(10)), "the report");
   head.join();
+  std::atomic<bool> listed{false};
   std::thread lister([&] {
-    for (int i = 0; i < 400 && !socket.take_stacks_request(); ++i) usleep(5000);
+    for (int i = 0; i < 2000 && !listed; ++i) {
+      EXPECT_FALSE(socket.take_stacks_request());  // "info" is answered, not handed on
+      usleep(1000);
+    }
   });
   const auto jobs = running_jobs();
+  listed = true;
   lister.join();
   ASSERT_EQ(jobs.size(), 1u);
   EXPECT_EQ(jobs[0].id, "00000000000000ab");
@@ -65,7 +74,40 @@ TEST_F(ControlSocket, ADirectoryOthersMayEnterIsRefusedAndNothingListens) {
 }
 
 TEST_F(ControlSocket, AJobIdThatIsNotOneIsRefusedBeforeAnyPathIsMade) {
-  EXPECT_THROW(ask_job_for_stacks("../../etc/x", std::chrono::seconds(1)), Error);
+  try {
+    ask_job_for_stacks("../../etc/x", std::chrono::seconds(1));
+    ADD_FAILURE() << "a path for a job id";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::Usage) << e.what();
+  }
+  EXPECT_FALSE(std::filesystem::exists(runtime_ + "/muster"));
+}
+
+// A client that sends its request a part at a time (or not at all yet) is kept while the
+// head goes on, and its request is taken once it is all there.
+TEST_F(ControlSocket, ARequestThatComesInPartsIsTakenWhenWhole) {
+  JobControlSocket socket("00000000000000cd", {"", "sleep 100", 1, "node1"});
+  const int client = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  ASSERT_GE(client, 0);
+  sockaddr_un address{};
+  address.sun_family = AF_UNIX;
+  const std::string path = runtime_ + "/muster/00000000000000cd.sock";
+  std::memcpy(address.sun_path, path.c_str(), path.size());
+  ASSERT_EQ(connect(client, reinterpret_cast<const sockaddr*>(&address), sizeof address), 0);
+  ASSERT_EQ(write(client, "sta", 3), 3);
+  EXPECT_FALSE(socket.take_stacks_request());
+  ASSERT_EQ(write(client, "cks\n", 4), 4);
+  std::optional<int> taken;
+  for (int i = 0; i < 2000 && !taken; ++i) {
+    taken = socket.take_stacks_request();
+    if (!taken) usleep(1000);
+  }
+  ASSERT_TRUE(taken);
+  JobControlSocket::answer(*taken, "the report");
+  char got[32] = {};
+  EXPECT_EQ(read(client, got, sizeof got), 10);
+  EXPECT_STREQ(got, "the report");
+  close(client);
 }
 
 }  // namespace

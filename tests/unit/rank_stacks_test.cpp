@@ -90,6 +90,30 @@ TEST(RankStacks, APythonProgramGivesItsFunctionsFilesAndLines) {
   EXPECT_EQ(child.state(), 'S');
 }
 
+// A frame longer than muster keeps is cut where it is read, between characters, and keeps
+// its file's end and its line.
+TEST(RankStacks, ALongPythonFrameIsCutKeepingItsLine) {
+  const std::string name = "waits_" + std::string(200, 'x') + "\u00e9";
+  const std::string script = ::testing::TempDir() + "/muster_waits_long.py";
+  std::ofstream(script) << "import sys, time\n"
+                           "def " << name << "():\n"
+                           "    print('ready', flush=True)\n"
+                           "    time.sleep(1000)\n"
+                        << name << "()\n";
+  Child child({"/usr/bin/python3", script});
+  usleep(100000);
+  const ProcessStacks stacks = capture_process_stacks(child.pid, std::chrono::milliseconds(5000));
+  ASSERT_EQ(stacks.state, ProcessStacks::State::Captured) << stacks.note;
+  ASSERT_FALSE(stacks.threads.empty());
+  const auto& frames = stacks.threads[0].frames;
+  ASSERT_GE(frames.size(), 2u) << ::testing::PrintToString(frames);
+  for (const auto& frame : frames) EXPECT_LE(frame.size(), kMaxFrameText) << frame;
+  EXPECT_EQ(frames[1].rfind("waits_xxx", 0), 0u) << frames[1];
+  const std::string tail = "muster_waits_long.py:4)";
+  ASSERT_GE(frames[1].size(), tail.size());
+  EXPECT_EQ(frames[1].substr(frames[1].size() - tail.size()), tail) << frames[1];
+}
+
 TEST(RankStacks, AProcessThatEndedIsGone) {
   pid_t pid = fork();
   if (pid == 0) _exit(0);

@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include "cli/stack_report_text.h"
 #include "launcher/error.h"
 #include "launcher/job/stack_judge.h"
 #include "launcher/local/stack_tree.h"
@@ -29,8 +30,8 @@ const std::vector<std::string> kHelperThread = {"start_thread", "gloo::transport
 
 ProcessStacks rank_at(const std::vector<std::string>& main_path) {
   ProcessStacks p;
-  p.threads.push_back({100, "python3", main_path, ""});
-  p.threads.push_back({101, "python3", kHelperThread, ""});
+  p.threads.push_back({100, main_path});
+  p.threads.push_back({101, kHelperThread});
   return p;
 }
 
@@ -96,10 +97,11 @@ TEST(StackJudge, AllInOnePlaceIsSaidAsSuch) {
 }
 
 TEST(StackJudge, AnEvenSplitHasNoMajorityAndNamesNoRank) {
-  const StackVerdict verdict = judge_stacks(gathered([](int rank) { return rank_at(rank < 4 ? kAsleep : kInAllReduce); }));
+  const StackReport report = gathered([](int rank) { return rank_at(rank < 4 ? kAsleep : kInAllReduce); });
+  const StackVerdict verdict = judge_stacks(report);
   EXPECT_FALSE(verdict.majority);
   EXPECT_TRUE(verdict.elsewhere.empty());
-  EXPECT_EQ(verdict.places.size(), 2u);
+  EXPECT_EQ(report.stacks.main.size(), 2u);
 }
 
 // MPICH's ranks poll in a barrier: caught at different frames of its progress loop, they are
@@ -121,6 +123,67 @@ TEST(StackJudge, RanksSpinningInOneCallAreTogetherAndTheOddSpinnerIsNamed) {
   ASSERT_EQ(verdict.elsewhere.size(), 1u);
   EXPECT_EQ(verdict.elsewhere[0].rank, 5);
   EXPECT_EQ(innermost_frames(verdict.elsewhere[0].path, 2), "spin_here <- main");
+}
+
+// The report as the head sends it to `muster stacks`, and as that prints it.
+TEST(StackReport, CrossesToMusterStacksWholeAndIsToldInWords) {
+  StackReport sent = gathered([](int rank) { return rank == 3 ? gone() : rank_at(rank == 5 ? kAsleep : kInAllReduce); });
+  sent.when = StacksWhen::Request;
+  sent.unanswered = {"10.88.0.19"};
+  sent.ended = {{3, "exit 1"}};
+  sent.stacks.ranks[1].note = "no native frame of threads 101 could be read";
+  const StackReport got = stack_report_from_json(to_json(sent));
+  EXPECT_EQ(got.when, StacksWhen::Request);
+  EXPECT_EQ(got.host_of_rank, sent.host_of_rank);
+  EXPECT_EQ(got.unanswered, sent.unanswered);
+  EXPECT_EQ(got.ended, sent.ended);
+  ASSERT_EQ(got.stacks.ranks.size(), sent.stacks.ranks.size());
+  for (size_t i = 0; i < got.stacks.ranks.size(); ++i) {
+    EXPECT_EQ(got.stacks.ranks[i].rank, sent.stacks.ranks[i].rank);
+    EXPECT_EQ(got.stacks.ranks[i].state, sent.stacks.ranks[i].state);
+    EXPECT_EQ(got.stacks.ranks[i].note, sent.stacks.ranks[i].note);
+  }
+  ASSERT_EQ(got.stacks.main.size(), sent.stacks.main.size());
+  for (size_t i = 0; i < got.stacks.main.size(); ++i) {
+    EXPECT_EQ(got.stacks.main[i].path, sent.stacks.main[i].path);
+    EXPECT_EQ(got.stacks.main[i].ranks, sent.stacks.main[i].ranks);
+    EXPECT_EQ(got.stacks.main[i].threads, sent.stacks.main[i].threads);
+  }
+  EXPECT_EQ(got.stacks.threads.size(), sent.stacks.threads.size());
+
+  const std::string text = cli::stack_report_text(got);
+  EXPECT_NE(text.find("muster: stacks of 8 ranks on 10.88.0.[11-14], read on request:\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("  rank 5 (10.88.0.13) is not in all_reduce "
+                      "(/usr/lib/python3/dist-packages/torch/distributed/distributed_c10d.py:1536), where the 6 "
+                      "other ranks wait: it is in __GI___clock_nanosleep <- <module> (/tmp/hang.py:5)\n"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("  rank 3 (10.88.0.12) has ended (exit 1) while the others run"), std::string::npos) << text;
+  EXPECT_NE(text.find("  10.88.0.19 did not answer in time\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("  note: no native frame of threads 101 could be read\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("  ranks 0-2,4,6-7 on 10.88.0.[11-14]:\n"), std::string::npos) << text;
+}
+
+// Every rank in one call, the innermost frames apart: the place named is the call they share,
+// not the first of their paths.
+TEST(StackReport, AllInOnePlaceNamesTheCallTheRanksShare) {
+  // Ranks 0-2, the largest group, went a Python frame deeper inside the all-reduce; the
+  // others are in its wait, caught at three different frames.
+  const StackReport report = gathered([](int rank) {
+    std::vector<std::string> path(kInAllReduce.begin(), kInAllReduce.begin() + 3);
+    if (rank <= 2) {
+      path.insert(path.end(), {"helper (/tmp/deeper.py:7)", "poll"});
+    } else {
+      path.push_back("c10d::ProcessGroupGloo::AsyncWork::wait");
+      path.push_back(rank <= 4 ? "futex_wait" : rank <= 6 ? "syscall" : "sched_yield");
+    }
+    return rank_at(path);
+  });
+  const std::string text = cli::stack_report_text(report);
+  EXPECT_NE(text.find("  all 8 ranks read wait in the same place: all_reduce "
+                      "(/usr/lib/python3/dist-packages/torch/distributed/distributed_c10d.py:1536)\n"),
+            std::string::npos)
+      << text;
 }
 
 TEST(StackTree, ANodeAnswerPastTheBoundsIsRefused) {
