@@ -73,12 +73,16 @@ LaunchRequest launch_request(const JobOptions& options, const ClusterSpec& clust
   return request;
 }
 
-TeardownPolicy teardown_policy(const JobOptions& options) {
+// `deadline`: the whole job's --timeout, fixed once when the job began; each attempt gets
+// what is left of it.
+TeardownPolicy teardown_policy(const JobOptions& options, std::optional<SteadyTime> deadline) {
   TeardownPolicy policy;
   policy.grace = seconds_to_ms(options.grace_s);
   policy.settle = seconds_to_ms(options.settle_s);
   policy.gave_up_exit_code = options.gave_up_exit_code;
-  if (options.timeout_s > 0) policy.timeout = seconds_to_ms(options.timeout_s);
+  if (deadline)
+    policy.timeout = std::max(Milliseconds(1), std::chrono::duration_cast<Milliseconds>(
+                                                   *deadline - std::chrono::steady_clock::now()));
   if (options.stall_s > 0) policy.stall = seconds_to_ms(options.stall_s);
   return policy;
 }
@@ -103,8 +107,8 @@ std::optional<MpiWorld> mpi_world(const JobOptions& options, const RankPlan& pla
 // Every rank on this machine: the local launcher, no SSH. A cluster that names this
 // machine twice (localhost and 127.0.0.1) runs both entries' ranks here, which is how a
 // duplicated machine shows up in smoke's hellos.
-LaunchedJob run_here(ClusterContext& context, const JobOptions& options,
-                     const OutputFactory& make_output, int restart_count, std::set<int>& used_ports) {
+LaunchedJob run_here(ClusterContext& context, const JobOptions& options, const OutputFactory& make_output,
+                     int restart_count, std::optional<SteadyTime> deadline, std::set<int>& used_ports) {
   // 1. What this machine is made of, and which rank runs where.
   ClusterSpec& cluster = context.cluster();
   HwlocTopologySource this_machine;
@@ -142,7 +146,7 @@ LaunchedJob run_here(ClusterContext& context, const JobOptions& options,
   std::unique_ptr<RankService> mpi = world ? serve_mpi(*world, 0, exchange, warnings) : nullptr;
   for (const auto& warning : warnings) output->launch_warning(warning);
   PosixSpawner spawner;
-  job.result = run_local_job(spawner, ranks, teardown_policy(options), *output,
+  job.result = run_local_job(spawner, ranks, teardown_policy(options, deadline), *output,
                              context.interrupt_fds(), {"MUSTER_JOB_ID=" + request.job.job_id}, mpi.get());
   output->flush();
   return job;
@@ -164,10 +168,10 @@ class LocalAttempts : public AttemptRunner {
  public:
   LocalAttempts(ClusterContext& context, const JobOptions& options, const OutputFactory& make_output)
       : context_(context), options_(options), make_output_(make_output) {}
-  AttemptEnd run_attempt(int number, const std::vector<size_t>&) override {
+  AttemptEnd run_attempt(int number, const std::vector<size_t>&, std::optional<SteadyTime> deadline) override {
     AttemptEnd end;
     const auto started = std::chrono::steady_clock::now();
-    job = run_here(context_, options_, make_output_, number, used_ports_);
+    job = run_here(context_, options_, make_output_, number, deadline, used_ports_);
     end.result = job.result;
     end.ranks_running = started;
     if (end.result.end != JobEnd::Completed) end.failure_seen = std::chrono::steady_clock::now();
@@ -304,7 +308,8 @@ class SessionAttempts : public AttemptRunner {
                   const OutputFactory& make_output)
       : context_(context), options_(options), request_(std::move(request)), make_output_(make_output) {}
 
-  AttemptEnd run_attempt(int number, const std::vector<size_t>& nodes) override {
+  AttemptEnd run_attempt(int number, const std::vector<size_t>& nodes,
+                         std::optional<SteadyTime> deadline) override {
     const PingReport& network = context_.network();
     LaunchRequest request = request_;
     request.job.restart_count = number;
@@ -326,7 +331,7 @@ class SessionAttempts : public AttemptRunner {
     }
     AttemptEnd end;
     SessionRunFacts facts;
-    end.result = run_over_session(context_.session(), plan, request, teardown_policy(options_), *output,
+    end.result = run_over_session(context_.session(), plan, request, teardown_policy(options_, deadline), *output,
                                   context_.interrupt_fds(), &facts);
     output->flush();
     end.ended_by = what_ended(end.result, plan, facts);
@@ -403,7 +408,7 @@ class SessionAttempts : public AttemptRunner {
 
 // Ranks on other machines: the session's agents, started again as --restarts allows.
 LaunchedJob run_across_nodes(ClusterContext& context, const JobOptions& options,
-                             const OutputFactory& make_output) {
+                             const OutputFactory& make_output, std::optional<SteadyTime> deadline) {
   // 1. Every node reached; the request every attempt shares.
   const Environment muster_env = node_environment();
   LaunchRequest request = launch_request(options, context.cluster(), muster_env);
@@ -430,7 +435,7 @@ LaunchedJob run_across_nodes(ClusterContext& context, const JobOptions& options,
   // 3. Each attempt: the plan on its nodes, a fresh rendezvous, the MPI service, the ranks.
   auto [working, spares] = working_and_spare_nodes(context.cluster());
   SessionAttempts runner(context, options, std::move(request), make_output);
-  RestartedJob restarted = run_with_restarts(runner, working, spares, options.restarts);
+  RestartedJob restarted = run_with_restarts(runner, working, spares, options.restarts, deadline);
   LaunchedJob job;
   job.plan = std::move(runner.plan);
   job.result = std::move(restarted.result);
@@ -473,16 +478,19 @@ void refuse_this_machine_listed_twice(const ClusterContext& context) {
 
 LaunchedJob launch_job(ClusterContext& context, const JobOptions& options,
                        const OutputFactory& make_output) {
+  // --timeout bounds the whole job: one deadline, from now, that every attempt shares.
+  std::optional<SteadyTime> deadline;
+  if (options.timeout_s > 0) deadline = std::chrono::steady_clock::now() + seconds_to_ms(options.timeout_s);
   LaunchedJob job;
   if (context.is_local()) {
     LocalAttempts runner(context, options, make_output);
     std::vector<size_t> nodes(context.cluster().nodes.size());
     for (size_t i = 0; i < nodes.size(); ++i) nodes[i] = i;
-    RestartedJob restarted = run_with_restarts(runner, nodes, {}, options.restarts);
+    RestartedJob restarted = run_with_restarts(runner, nodes, {}, options.restarts, deadline);
     job = std::move(runner.job);
     job.attempts = attempts_of(restarted, context.cluster());
   } else {
-    job = run_across_nodes(context, options, make_output);
+    job = run_across_nodes(context, options, make_output, deadline);
   }
   // A SIGTERM inside an allocation is Slurm's: its time limit, scancel or a preemption. (The
   // query asks slurmctld only for such an end.)

@@ -23,7 +23,7 @@ bool end_calls_for_restart(JobEnd end) {
 }
 
 RestartedJob run_with_restarts(AttemptRunner& runner, std::vector<size_t> nodes, std::vector<size_t> spares,
-                               int restarts) {
+                               int restarts, std::optional<SteadyTime> deadline) {
   RestartedJob job;
   const SteadyTime first_start = Clock::now();
   std::optional<SteadyTime> previous_failure;
@@ -32,7 +32,7 @@ RestartedJob run_with_restarts(AttemptRunner& runner, std::vector<size_t> nodes,
     record.number = number;
     record.nodes = nodes;
     record.started_s = seconds_between(first_start, Clock::now());
-    AttemptEnd end = runner.run_attempt(number, nodes);
+    AttemptEnd end = runner.run_attempt(number, nodes, deadline);
     if (previous_failure && end.ranks_running && !job.attempts.empty())
       job.attempts.back().seconds_to_running = seconds_between(*previous_failure, *end.ranks_running);
     record.end = end.result.end;
@@ -48,6 +48,8 @@ RestartedJob run_with_restarts(AttemptRunner& runner, std::vector<size_t> nodes,
     if (number >= restarts)
       return finish(restarts == 0 ? "" : fmt::format("none: the {} restart{} were spent", restarts,
                                                      restarts == 1 ? "" : "s"));
+    // Another attempt would be stopped as it starts.
+    if (deadline && Clock::now() >= *deadline) return finish("none: the job's --timeout has passed");
 
     // Whose fault: the nodes the attempt lost or could not start on, and those of its other
     // nodes and the spares that fail a quick check now. A spare that fails is not used.

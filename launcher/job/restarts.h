@@ -35,8 +35,10 @@ class AttemptRunner {
  public:
   virtual ~AttemptRunner() = default;
   // Starts attempt `number` (0 is the first) with the k-th share of the job on `nodes[k]`,
-  // and supervises it until it ended.
-  virtual AttemptEnd run_attempt(int number, const std::vector<size_t>& nodes) = 0;
+  // and supervises it until it ended or `deadline` (the whole job's --timeout, unset: none)
+  // passed.
+  virtual AttemptEnd run_attempt(int number, const std::vector<size_t>& nodes,
+                                 std::optional<SteadyTime> deadline) = 0;
   // After a failure: which of `nodes` fail a quick check of their health and reach, with why.
   virtual std::map<size_t, std::string> check_nodes(const std::vector<size_t>& nodes) = 0;
   virtual std::string host(size_t node) const = 0;
@@ -61,11 +63,12 @@ struct RestartedJob {
 };
 
 // Runs attempts on `nodes` until one needs no restart (it completed, timed out, was
-// interrupted or hit a time limit), `restarts` restarts are spent, or a node left out has no
-// spare left among `spares` (taken in order); then the last attempt's result is the job's,
-// with a note when a node had no spare.
+// interrupted or hit a time limit), `restarts` restarts are spent, `deadline` has passed, or
+// a node left out has no spare left among `spares` (taken in order); then the last attempt's
+// result is the job's, with a note when a node had no spare. Every attempt gets the same
+// `deadline`: --timeout bounds the whole job, not each attempt.
 RestartedJob run_with_restarts(AttemptRunner& runner, std::vector<size_t> nodes, std::vector<size_t> spares,
-                               int restarts);
+                               int restarts, std::optional<SteadyTime> deadline = std::nullopt);
 
 // Whether an attempt that ended so is started again, when restarts are left: a failure is;
 // a job that completed, timed out or was interrupted is not.

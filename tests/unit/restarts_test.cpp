@@ -21,9 +21,11 @@ class RecordingRunner : public AttemptRunner {
   std::vector<std::vector<size_t>> ran_on;     // per attempt
   std::vector<int> numbers;
   std::vector<std::vector<size_t>> checked;
+  std::vector<std::optional<SteadyTime>> deadlines;  // per attempt
 
-  AttemptEnd run_attempt(int number, const std::vector<size_t>& nodes) override {
+  AttemptEnd run_attempt(int number, const std::vector<size_t>& nodes, std::optional<SteadyTime> deadline) override {
     numbers.push_back(number);
+    deadlines.push_back(deadline);
     ran_on.push_back(nodes);
     AttemptEnd end = ends.front();
     ends.pop_front();
@@ -142,6 +144,24 @@ TEST(Restarts, ATimeoutOrCtrlCIsNotRestarted) {
     EXPECT_EQ(runner.ran_on.size(), 1u);
     EXPECT_TRUE(runner.checked.empty());
   }
+}
+
+// --timeout bounds the whole job: a restarted attempt gets what is left of it, not a fresh
+// clock, and no attempt starts once it has passed.
+TEST(Restarts, EveryAttemptSharesTheJobsOneDeadline) {
+  RecordingRunner runner;
+  runner.ends = {rank_failed(1), node_lost(0), completed()};
+  const SteadyTime deadline = std::chrono::steady_clock::now() + std::chrono::hours(1);
+  run_with_restarts(runner, {0}, {1}, 5, deadline);
+  ASSERT_EQ(runner.deadlines.size(), 3u);
+  for (const auto& d : runner.deadlines) EXPECT_EQ(d, deadline);
+
+  RecordingRunner late;
+  late.ends = {rank_failed(1), completed()};
+  RestartedJob job = run_with_restarts(late, {0}, {1}, 5, std::chrono::steady_clock::now());
+  EXPECT_EQ(late.ran_on.size(), 1u) << "an attempt was started after the job's deadline";
+  EXPECT_EQ(job.result.exit_code(), 1);
+  EXPECT_EQ(job.attempts.back().action, "none: the job's --timeout has passed");
 }
 
 TEST(Restarts, TheTimelineHasTheTimeToRanksRunningAgain) {
