@@ -128,8 +128,7 @@ CommandAction setup_plan(CLI::App& app) {
     HwlocTopologySource this_machine;
     const auto machine = learn_local_gpus(cluster, this_machine);
     const std::string job_gpus = machine ? job_gpus_summary(machine->job, machine->all_gpus) : "";
-    mark_last_nodes_spare(cluster, options->spares);
-    check_spares(cluster);
+    set_spares(cluster, options->spares);
     ClusterSpec working = cluster;  // a spare holds no ranks until a restart gives it some
     for (auto& node : working.nodes)
       if (node.spare) node.slots.fixed = 0;

@@ -412,7 +412,7 @@ LaunchedJob run_across_nodes(ClusterContext& context, const JobOptions& options,
   // 1. Every node reached; the request every attempt shares.
   const Environment muster_env = node_environment();
   LaunchRequest request = launch_request(options, context.cluster(), muster_env);
-  context.session();
+  ClusterSession& session = context.session();  // reaches every node now: what follows reads their hellos
 
   // 2. Rank 0's rendezvous and each node's interfaces, chosen from what was measured: an
   //    address of rank 0's node every node reached, and per node the interface in the subnet
@@ -429,7 +429,7 @@ LaunchedJob run_across_nodes(ClusterContext& context, const JobOptions& options,
     // UCX (Debian's MPICH is built on it; with RDMA it would lose verbs), unless the user
     // chose theirs.
     request.job.node_defaults[node] = {{"OMPI_MCA_btl_tcp_if_include", name}};
-    if (!context.session().hellos()[size_t(node)].rdma) request.job.node_defaults[node]["UCX_NET_DEVICES"] = name;
+    if (!session.hellos()[size_t(node)].rdma) request.job.node_defaults[node]["UCX_NET_DEVICES"] = name;
   }
 
   // 3. Each attempt: the plan on its nodes, a fresh rendezvous, the MPI service, the ranks.

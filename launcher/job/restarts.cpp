@@ -89,25 +89,24 @@ RestartedJob run_with_restarts(AttemptRunner& runner, std::vector<size_t> nodes,
   }
 }
 
-void mark_last_nodes_spare(ClusterSpec& cluster, int count) {
-  if (count == 0) return;
-  if (cluster.is_this_machine)
-    throw Error(ErrorKind::Usage, "--spares needs a cluster of several nodes (-H, --hostfile or -f); "
-                                  "this machine alone has none to spare");
-  if (count < 0 || size_t(count) >= cluster.nodes.size())
-    throw Error(ErrorKind::Usage,
-                fmt::format("--spares {} leaves no node of the {} in {} to run the job; give fewer spares than nodes",
-                            count, cluster.nodes.size(), cluster.source.empty() ? "the cluster" : cluster.source));
-  for (size_t i = cluster.nodes.size() - size_t(count); i < cluster.nodes.size(); ++i) cluster.nodes[i].spare = true;
-}
-
-void check_spares(const ClusterSpec& cluster) {
-  if (!cluster.nodes.empty() && std::all_of(cluster.nodes.begin(), cluster.nodes.end(),
-                                            [](const NodeSpec& n) { return n.spare; }))
+void set_spares(ClusterSpec& cluster, int count) {
+  const std::string where = cluster.source.empty() ? "the cluster" : cluster.source;
+  if (count != 0) {
+    if (cluster.is_this_machine)
+      throw Error(ErrorKind::Usage, "--spares needs a cluster of several nodes (-H, --hostfile or -f); "
+                                    "this machine alone has none to spare");
+    if (count < 0 || size_t(count) >= cluster.nodes.size())
+      throw Error(ErrorKind::Usage,
+                  fmt::format("--spares {} leaves no node of the {} in {} to run the job; give fewer spares than nodes",
+                              count, cluster.nodes.size(), where));
+    for (size_t i = cluster.nodes.size() - size_t(count); i < cluster.nodes.size(); ++i) cluster.nodes[i].spare = true;
+  }
+  if (!cluster.nodes.empty() &&
+      std::all_of(cluster.nodes.begin(), cluster.nodes.end(), [](const NodeSpec& n) { return n.spare; }))
     throw Error(ErrorKind::Config,
                 fmt::format("every node of {} is a spare: none is left to run the job; take 'spare: true' off "
                             "the nodes that run it",
-                            cluster.source.empty() ? "the cluster" : cluster.source));
+                            where));
 }
 
 std::pair<std::vector<size_t>, std::vector<size_t>> working_and_spare_nodes(const ClusterSpec& cluster) {

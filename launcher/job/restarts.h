@@ -74,12 +74,10 @@ RestartedJob run_with_restarts(AttemptRunner& runner, std::vector<size_t> nodes,
 // a job that completed, timed out or was interrupted is not.
 bool end_calls_for_restart(JobEnd end);
 
-// Marks the last `count` nodes of `cluster` as spares (--spares K). Throws Error(Usage) when
-// that leaves no node to run on, or the cluster is this machine alone.
-void mark_last_nodes_spare(ClusterSpec& cluster, int count);
-
-// Throws Error(Config) naming the problem when the cluster's spares leave no node to run on.
-void check_spares(const ClusterSpec& cluster);
+// The cluster's spares: its last `count` nodes (--spares K) besides those its file marks
+// 'spare: true'. Throws Error(Usage) when --spares leaves no node to run on or the cluster is
+// this machine alone, Error(Config) when the file's spares leave none.
+void set_spares(ClusterSpec& cluster, int count);
 
 // The nodes that run the job (not spares) and the spares, each in cluster order.
 std::pair<std::vector<size_t>, std::vector<size_t>> working_and_spare_nodes(const ClusterSpec& cluster);

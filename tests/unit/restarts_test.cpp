@@ -180,12 +180,12 @@ TEST(Restarts, TheTimelineHasTheTimeToRanksRunningAgain) {
 TEST(Restarts, SparesAreTheLastNodesOfAHostList) {
   ClusterSpec cluster;
   for (int i = 0; i < 4; ++i) cluster.nodes.push_back(NodeSpec{fmt::format("n{}", i), "", {1}, {}, {}, {}});
-  mark_last_nodes_spare(cluster, 1);
+  set_spares(cluster, 1);
   auto [working, spares] = working_and_spare_nodes(cluster);
   EXPECT_EQ(working, (std::vector<size_t>{0, 1, 2}));
   EXPECT_EQ(spares, (std::vector<size_t>{3}));
-  EXPECT_THROW(mark_last_nodes_spare(cluster, 4), Error);
-  EXPECT_THROW(mark_last_nodes_spare(cluster, -1), Error);
+  EXPECT_THROW(set_spares(cluster, 4), Error);
+  EXPECT_THROW(set_spares(cluster, -1), Error);
 }
 
 TEST(Restarts, TheClusterFileNamesSparesAndRestarts) {
@@ -197,7 +197,8 @@ TEST(Restarts, TheClusterFileNamesSparesAndRestarts) {
   EXPECT_TRUE(c.nodes[2].spare);
   EXPECT_THROW(parse_cluster_yaml("launch:\n  restarts: -1\nnodes: [n1]\n", "c.yaml"), Error);
   EXPECT_THROW(parse_cluster_yaml("nodes:\n  - host: n1\n    spare: maybe\n", "c.yaml"), Error);
-  EXPECT_THROW(check_spares(parse_cluster_yaml("nodes:\n  - host: n1\n    spare: true\n", "c.yaml")), Error);
+  ClusterSpec all_spare = parse_cluster_yaml("nodes:\n  - host: n1\n    spare: true\n", "c.yaml");
+  EXPECT_THROW(set_spares(all_spare, 0), Error);
 }
 
 }  // namespace
