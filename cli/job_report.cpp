@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/terminal_output.h"
+#include "launcher/text_bytes.h"
 
 namespace muster::cli {
 namespace {
@@ -109,7 +110,8 @@ void print_attempts_json(const LaunchedJob& job) {
   }
   for (const auto& [host, why] : job.left_out) events.push_back({{"event", "left_out"}, {"host", host}, {"why", why}});
   nlohmann::json out = {{"events", events}, {"exit_code", job.result.exit_code()}};
-  print_out(out.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");
+  // ended_by and why carry a rank's or a node's own words: any bytes.
+  print_out(report_json_text(std::move(out), -1) + "\n");
 }
 
 }  // namespace muster::cli
