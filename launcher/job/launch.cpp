@@ -104,6 +104,21 @@ std::optional<MpiWorld> mpi_world(const JobOptions& options, const RankPlan& pla
   return world;
 }
 
+// Two distinct ports that `offer` gives (asked again while it gives one already used) and no
+// earlier attempt of the job used: a rank of one may still hold it, or a peer dial it.
+std::pair<int, int> ports_no_attempt_used(std::set<int>& used, const std::function<std::pair<int, int>()>& offer,
+                                          const std::string& offered_by) {
+  for (int tries = 0; tries < 20; ++tries) {
+    const auto ports = offer();
+    if (ports.first == ports.second || used.count(ports.first) || used.count(ports.second)) continue;
+    used.insert(ports.first);
+    used.insert(ports.second);
+    return ports;
+  }
+  throw Error(ErrorKind::Runtime,
+              fmt::format("{} offered only rendezvous ports an earlier attempt of the job used", offered_by));
+}
+
 // Every rank on this machine: the local launcher, no SSH. A cluster that names this
 // machine twice (localhost and 127.0.0.1) runs both entries' ranks here, which is how a
 // duplicated machine shows up in smoke's hellos.
@@ -122,14 +137,8 @@ LaunchedJob run_here(ClusterContext& context, const JobOptions& options, const O
   LaunchRequest request = launch_request(options, cluster, muster_env);
   request.job.master_addr = "127.0.0.1";  // every rank is on this machine
   request.job.restart_count = restart_count;
-  // A port no earlier attempt used: a rank of one may still hold it, or a peer dial it.
-  auto fresh_port = [&] {
-    for (int tries = 0; tries < 20; ++tries)
-      if (int port = find_free_tcp_port(); used_ports.insert(port).second) return port;
-    throw Error(ErrorKind::Runtime, "this machine offered only ports an earlier attempt of the job used");
-  };
-  request.job.master_port = fresh_port();
-  request.job.jax_coordinator_port = fresh_port();
+  std::tie(request.job.master_port, request.job.jax_coordinator_port) = ports_no_attempt_used(
+      used_ports, [] { return std::pair(find_free_tcp_port(), find_free_tcp_port()); }, "this machine");
   std::vector<RankProcess> ranks;
   for (const auto& node : job.plan.nodes)
     for (auto& r : rank_processes_for_node(node_view(job.plan, node.node_rank), request, muster_env, topology))
@@ -316,7 +325,9 @@ class SessionAttempts : public AttemptRunner {
     plan = plan_on_nodes(context_, options_.ranks, options_.map_by, nodes);
     const size_t rendezvous = size_t(plan.ranks.front().node_rank);
     request.job.master_addr = master_addr(network, rendezvous);
-    std::tie(request.job.master_port, request.job.jax_coordinator_port) = fresh_ports(rendezvous);
+    std::tie(request.job.master_port, request.job.jax_coordinator_port) =
+        ports_no_attempt_used(used_ports_, [&] { return rendezvous_ports(context_, int(rendezvous)); },
+                              context_.cluster().nodes[rendezvous].host);
 
     request.mpi = mpi_world(options_, plan, request.job.job_id,
                             [&](int node) { return context_.session().hellos()[size_t(node)].hostname; });
@@ -385,18 +396,6 @@ class SessionAttempts : public AttemptRunner {
       for (const auto& a : context_.session().hellos()[node].addresses)
         if (a.interface == it->second) return a.address;
     return context_.cluster().nodes[node].address;
-  }
-
-  std::pair<int, int> fresh_ports(size_t node) {
-    for (int tries = 0; tries < 5; ++tries) {
-      auto ports = rendezvous_ports(context_, int(node));
-      if (used_ports_.count(ports.first) || used_ports_.count(ports.second) || ports.first == ports.second) continue;
-      used_ports_.insert(ports.first);
-      used_ports_.insert(ports.second);
-      return ports;
-    }
-    throw Error(ErrorKind::Runtime, fmt::format("{} offered only rendezvous ports an earlier attempt of the job used",
-                                                context_.cluster().nodes[node].host));
   }
 
   ClusterContext& context_;
