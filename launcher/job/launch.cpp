@@ -2,6 +2,8 @@
 
 #include <unistd.h>
 
+#include <cstring>
+
 #include <algorithm>
 #include <cmath>
 #include <functional>
@@ -178,17 +180,12 @@ class LocalAttempts : public AttemptRunner {
   LocalAttempts(ClusterContext& context, const JobOptions& options, const OutputFactory& make_output)
       : context_(context), options_(options), make_output_(make_output) {}
   AttemptEnd run_attempt(int number, const std::vector<size_t>&, std::optional<SteadyTime> deadline) override {
+    // When the ranks ran and the failure was seen are left unset: the local launcher does not
+    // say, and the timeline prints no time it did not measure.
     AttemptEnd end;
-    const auto started = std::chrono::steady_clock::now();
     job = run_here(context_, options_, make_output_, number, deadline, used_ports_);
     end.result = job.result;
-    end.ranks_running = started;
-    if (end.result.end != JobEnd::Completed) end.failure_seen = std::chrono::steady_clock::now();
-    for (const auto& r : end.result.ranks)
-      if (end.result.first_failed_rank && r.rank == *end.result.first_failed_rank && r.status)
-        end.ended_by = fmt::format("rank {} {}", r.rank, r.status->describe());
-    if (end.ended_by.empty())
-      end.ended_by = end.result.end == JobEnd::Completed ? "every rank exited 0" : end.result.start_error;
+    end.ended_by = describe_job_end(job.result, job.plan, options_.timeout_s);
     return end;
   }
   std::map<size_t, std::string> check_nodes(const std::vector<size_t>&) override { return {}; }
@@ -285,30 +282,6 @@ RankPlan plan_on_nodes(ClusterContext& context, std::optional<int> ranks, MapBy 
   return plan;
 }
 
-// What ended an attempt, in a few words for the timeline.
-std::string what_ended(const JobResult& result, const RankPlan& plan, const SessionRunFacts& facts) {
-  auto rank_on = [&](int rank) {
-    return fmt::format("rank {} ({})", rank, rank >= 0 && rank < plan.world_size() ? plan.ranks[size_t(rank)].host : "?");
-  };
-  switch (result.end) {
-    case JobEnd::Completed: return "every rank exited 0";
-    case JobEnd::RankFailed:
-      if (result.aborted) return result.aborted->said;
-      for (const auto& r : result.ranks)
-        if (result.first_failed_rank && r.rank == *result.first_failed_rank && r.status)
-          return fmt::format("{} {}", rank_on(r.rank), r.status->describe());
-      return "a rank failed";
-    case JobEnd::StartFailed: return fmt::format("a start failed: {}", result.start_error);
-    case JobEnd::NodeLost:
-      for (const auto& [node, why] : facts.faulty) return fmt::format("lost contact with {}: {}", plan.nodes[node].host, why);
-      return "a node was lost";
-    case JobEnd::Interrupted: return fmt::format("interrupted by signal {}", result.received_signal);
-    case JobEnd::TimedOut: return "ran past --timeout";
-    case JobEnd::TimeLimit: return "Slurm's time limit";
-  }
-  return "";
-}
-
 // Attempts over the context's session: each planned on its nodes, with a rendezvous port no
 // earlier attempt used (a rank of a lost attempt may still hold one, or a peer still dial it).
 class SessionAttempts : public AttemptRunner {
@@ -345,7 +318,7 @@ class SessionAttempts : public AttemptRunner {
     end.result = run_over_session(context_.session(), plan, request, teardown_policy(options_, deadline), *output,
                                   context_.interrupt_fds(), &facts);
     output->flush();
-    end.ended_by = what_ended(end.result, plan, facts);
+    end.ended_by = describe_job_end(end.result, plan, options_.timeout_s, facts.faulty);
     end.faulty = std::move(facts.faulty);
     end.ranks_running = facts.ranks_running;
     end.failure_seen = facts.failure_seen;
@@ -444,6 +417,47 @@ LaunchedJob run_across_nodes(ClusterContext& context, const JobOptions& options,
 }
 
 }  // namespace
+
+std::string describe_job_end(const JobResult& result, const RankPlan& plan, double timeout_s,
+                             const std::map<size_t, std::string>& lost) {
+  auto rank_on = [&](int rank) {
+    return fmt::format("rank {} ({})", rank, rank >= 0 && rank < plan.world_size() ? plan.ranks[size_t(rank)].host : "?");
+  };
+  switch (result.end) {
+    case JobEnd::Completed: return "every rank exited 0";
+    case JobEnd::RankFailed:
+      if (result.aborted) return result.aborted->said;
+      for (const auto& r : result.ranks)
+        if (result.first_failed_rank && r.rank == *result.first_failed_rank && r.status)
+          return fmt::format("{} {}", rank_on(r.rank), r.status->describe());
+      return "a rank failed";
+    case JobEnd::StartFailed:
+      return fmt::format("{} could not start: {}", rank_on(result.first_failed_rank.value_or(0)), result.start_error);
+    case JobEnd::NodeLost:
+      for (const auto& [node, why] : lost)
+        if (node < plan.nodes.size()) return fmt::format("lost contact with {}: {}", plan.nodes[node].host, why);
+      return fmt::format("{} was on a node that was lost", rank_on(result.first_failed_rank.value_or(0)));
+    case JobEnd::Interrupted:
+      if (const char* name = sigabbrev_np(result.received_signal)) return fmt::format("interrupted by SIG{}", name);
+      return fmt::format("interrupted by signal {}", result.received_signal);
+    case JobEnd::TimedOut: return fmt::format("the job ran past --timeout {}s", timeout_s);
+    case JobEnd::TimeLimit: return "Slurm time limit: the job was ended at its time limit";
+  }
+  return "";
+}
+
+const char* job_end_name(JobEnd end) {
+  switch (end) {
+    case JobEnd::Completed: return "completed";
+    case JobEnd::RankFailed: return "rank_failed";
+    case JobEnd::StartFailed: return "start_failed";
+    case JobEnd::Interrupted: return "interrupted";
+    case JobEnd::TimedOut: return "timed_out";
+    case JobEnd::TimeLimit: return "time_limit";
+    case JobEnd::NodeLost: return "node_lost";
+  }
+  return "?";
+}
 
 RankPlan plan_job(ClusterContext& context, std::optional<int> ranks, MapBy map_by) {
   ClusterSpec cluster = context.cluster();

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -71,6 +72,15 @@ void refuse_this_machine_listed_twice(const ClusterContext& context);
 // rendezvous address works; Interrupted on Ctrl-C before the start.
 LaunchedJob launch_job(ClusterContext& context, const JobOptions& options,
                        const OutputFactory& make_output);
+
+// How a job, or one attempt of it, ended, in a few words: "rank 3 (node2) exited with status
+// 3", "interrupted by SIGINT", "the job ran past --timeout 60s". `lost`: the nodes it lost,
+// with why, named for a lost node's end ("lost contact with node3: ...").
+std::string describe_job_end(const JobResult& result, const RankPlan& plan, double timeout_s,
+                             const std::map<size_t, std::string>& lost = {});
+
+// The end's name in JSON: "completed", "rank_failed", "node_lost", ...
+const char* job_end_name(JobEnd end);
 
 // The plan launch_job would make: with each node's GPU count as the session's agents
 // reported it (or this machine's topology), and no ranks on nodes that cannot be used.

@@ -1,6 +1,7 @@
 // Whose fault an attempt's end was and what is done about it, with a recording runner.
 #include "launcher/job/restarts.h"
 
+#include <csignal>
 #include <deque>
 
 #include <fmt/format.h>
@@ -8,6 +9,7 @@
 
 #include "launcher/cluster/cluster_file.h"
 #include "launcher/error.h"
+#include "launcher/job/launch.h"
 
 namespace muster {
 namespace {
@@ -175,6 +177,26 @@ TEST(Restarts, TheTimelineHasTheTimeToRanksRunningAgain) {
   RestartedJob job = run_with_restarts(runner, {0}, {1}, 1);
   ASSERT_TRUE(job.attempts[0].seconds_to_running);
   EXPECT_DOUBLE_EQ(*job.attempts[0].seconds_to_running, 1.5);
+}
+
+// The report's end and the timeline's say the same, from one function: a timeout or Ctrl-C
+// included, which the local timeline left empty.
+TEST(Restarts, AnEndIsDescribedTheSameForTheReportAndTheTimeline) {
+  ClusterSpec two;
+  two.nodes = {NodeSpec{"a", "", {2}, {}, {}, {}}, NodeSpec{"b", "", {2}, {}, {}, {}}};
+  const RankPlan plan = make_rank_plan(two, std::nullopt, MapBy::Slot);
+  JobResult result;
+  result.end = JobEnd::Interrupted;
+  result.received_signal = SIGTERM;
+  EXPECT_EQ(describe_job_end(result, plan, 0), "interrupted by SIGTERM");
+  result.end = JobEnd::TimedOut;
+  EXPECT_EQ(describe_job_end(result, plan, 2.5), "the job ran past --timeout 2.5s");
+  result.end = JobEnd::NodeLost;
+  result.first_failed_rank = 2;
+  EXPECT_EQ(describe_job_end(result, plan, 0), "rank 2 (b) was on a node that was lost");
+  EXPECT_EQ(describe_job_end(result, plan, 0, {{1, "nothing heard from it for 5 s"}}),
+            "lost contact with b: nothing heard from it for 5 s");
+  EXPECT_STREQ(job_end_name(JobEnd::NodeLost), "node_lost");
 }
 
 TEST(Restarts, SparesAreTheLastNodesOfAHostList) {
