@@ -48,8 +48,9 @@ void report_job_end(const LaunchedJob& job, double timeout_s) {
 void report_attempts(const LaunchedJob& job) {
   const size_t n = job.attempts.size();
   print_note(fmt::format("{} attempt{}:", n, n == 1 ? "" : "s"));
-  for (const auto& a : job.attempts) {
-    std::string line = fmt::format("  attempt {} at {:.1f} s on {}: {}", a.number + 1, a.started_s,
+  for (size_t number = 0; number < n; ++number) {
+    const AttemptRecord& a = job.attempts[number];
+    std::string line = fmt::format("  attempt {} at {:.1f} s on {}: {}", number + 1, a.started_s,
                                    fmt::join(a.hosts, ","), a.ended_by);
     if (!a.action.empty()) line += fmt::format("; {}", a.action);
     if (a.seconds_to_running) line += fmt::format("; ranks running again {:.2f} s after the failure", *a.seconds_to_running);
@@ -60,8 +61,9 @@ void report_attempts(const LaunchedJob& job) {
 
 void print_attempts_json(const LaunchedJob& job) {
   nlohmann::json events = nlohmann::json::array();
-  for (const auto& a : job.attempts) {
-    nlohmann::json e = {{"event", "attempt"}, {"attempt", a.number + 1}, {"restart_count", a.number},
+  for (size_t number = 0; number < job.attempts.size(); ++number) {
+    const AttemptRecord& a = job.attempts[number];
+    nlohmann::json e = {{"event", "attempt"}, {"attempt", number + 1}, {"restart_count", number},
                         {"started_s", a.started_s}, {"hosts", a.hosts}, {"end", job_end_name(a.end)},
                         {"ended_by", a.ended_by}, {"action", a.action},
                         {"seconds_to_running", a.seconds_to_running ? nlohmann::json(*a.seconds_to_running)

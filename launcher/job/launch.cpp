@@ -163,16 +163,6 @@ LaunchedJob run_here(ClusterContext& context, const JobOptions& options, const O
   return job;
 }
 
-std::vector<LaunchedJob::Attempt> attempts_of(const RestartedJob& restarted, const ClusterSpec& cluster) {
-  std::vector<LaunchedJob::Attempt> out;
-  for (const auto& a : restarted.attempts) {
-    LaunchedJob::Attempt attempt{a.number, {}, a.started_s, a.end, a.ended_by, a.action, a.seconds_to_running};
-    for (size_t n : a.nodes) attempt.hosts.push_back(cluster.nodes[n].host);
-    out.push_back(std::move(attempt));
-  }
-  return out;
-}
-
 // Attempts on this machine alone: there is no other node to move to, so every restart is in
 // place.
 class LocalAttempts : public AttemptRunner {
@@ -314,14 +304,10 @@ class SessionAttempts : public AttemptRunner {
         if (p.kind == FindingKind::Pair || p.kind == FindingKind::Interfaces) output->launch_warning(p.message);
     }
     AttemptEnd end;
-    SessionRunFacts facts;
     end.result = run_over_session(context_.session(), plan, request, teardown_policy(options_, deadline), *output,
-                                  context_.interrupt_fds(), &facts);
+                                  context_.interrupt_fds(), &end.facts);
     output->flush();
-    end.ended_by = describe_job_end(end.result, plan, options_.timeout_s, facts.faulty);
-    end.faulty = std::move(facts.faulty);
-    end.ranks_running = facts.ranks_running;
-    end.failure_seen = facts.failure_seen;
+    end.ended_by = describe_job_end(end.result, plan, options_.timeout_s, end.facts.faulty);
     return end;
   }
 
@@ -411,7 +397,7 @@ LaunchedJob run_across_nodes(ClusterContext& context, const JobOptions& options,
   LaunchedJob job;
   job.plan = std::move(runner.plan);
   job.result = std::move(restarted.result);
-  job.attempts = attempts_of(restarted, context.cluster());
+  job.attempts = std::move(restarted.attempts);
   for (const auto& [node, why] : restarted.left_out) job.left_out.emplace_back(context.cluster().nodes[node].host, why);
   return job;
 }
@@ -501,7 +487,7 @@ LaunchedJob launch_job(ClusterContext& context, const JobOptions& options,
     for (size_t i = 0; i < nodes.size(); ++i) nodes[i] = i;
     RestartedJob restarted = run_with_restarts(runner, nodes, {}, options.restarts, deadline);
     job = std::move(runner.job);
-    job.attempts = attempts_of(restarted, context.cluster());
+    job.attempts = std::move(restarted.attempts);
   } else {
     job = run_across_nodes(context, options, make_output, deadline);
   }

@@ -12,6 +12,7 @@
 
 #include "launcher/cluster/rank_plan.h"
 #include "launcher/job/cluster_context.h"
+#include "launcher/job/restarts.h"
 #include "launcher/local/local_job.h"
 #include "launcher/local/mpi_world.h"
 #include "topology/binding.h"
@@ -45,16 +46,7 @@ struct JobOptions {
 struct LaunchedJob {
   RankPlan plan;     // the last attempt's
   JobResult result;  // the last attempt's: its exit status is the job's
-  // Each attempt, for the timeline (one, unless the job was started again).
-  struct Attempt {
-    int number = 0;
-    std::vector<std::string> hosts;  // the nodes it ran on
-    double started_s = 0;            // since the first attempt started
-    JobEnd end = JobEnd::Completed;
-    std::string ended_by, action;
-    std::optional<double> seconds_to_running;  // from its failure to the next attempt's ranks running
-  };
-  std::vector<Attempt> attempts;
+  std::vector<AttemptRecord> attempts;  // for the timeline: one, unless the job was started again
   std::vector<std::pair<std::string, std::string>> left_out;  // host, why
 };
 

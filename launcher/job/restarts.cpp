@@ -29,16 +29,14 @@ RestartedJob run_with_restarts(AttemptRunner& runner, std::vector<size_t> nodes,
   std::optional<SteadyTime> previous_failure;
   for (int number = 0;; ++number) {
     AttemptRecord record;
-    record.number = number;
-    record.nodes = nodes;
+    for (size_t n : nodes) record.hosts.push_back(runner.host(n));
     record.started_s = seconds_between(first_start, Clock::now());
     AttemptEnd end = runner.run_attempt(number, nodes, deadline);
-    if (previous_failure && end.ranks_running && !job.attempts.empty())
-      job.attempts.back().seconds_to_running = seconds_between(*previous_failure, *end.ranks_running);
+    if (previous_failure && end.facts.ranks_running && !job.attempts.empty())
+      job.attempts.back().seconds_to_running = seconds_between(*previous_failure, *end.facts.ranks_running);
     record.end = end.result.end;
     record.ended_by = end.ended_by;
     job.result = std::move(end.result);
-    job.nodes = nodes;
     auto finish = [&](std::string action) {
       record.action = std::move(action);
       job.attempts.push_back(std::move(record));
@@ -53,7 +51,7 @@ RestartedJob run_with_restarts(AttemptRunner& runner, std::vector<size_t> nodes,
 
     // Whose fault: the nodes the attempt lost or could not start on, and those of its other
     // nodes and the spares that fail a quick check now. A spare that fails is not used.
-    std::map<size_t, std::string> faulty = end.faulty;
+    std::map<size_t, std::string> faulty = end.facts.faulty;
     std::vector<size_t> to_check;
     for (size_t n : nodes)
       if (!faulty.count(n)) to_check.push_back(n);
@@ -83,7 +81,7 @@ RestartedJob run_with_restarts(AttemptRunner& runner, std::vector<size_t> nodes,
       nodes[k] = spares.front();
       spares.erase(spares.begin());
     }
-    previous_failure = end.failure_seen.value_or(Clock::now());
+    previous_failure = end.facts.failure_seen.value_or(Clock::now());
     record.action = (moves.empty() ? "restarted in place: no node at fault" : fmt::format("{}", fmt::join(moves, "; ")));
     job.attempts.push_back(std::move(record));
   }

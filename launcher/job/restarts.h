@@ -19,15 +19,20 @@ namespace muster {
 
 using SteadyTime = std::chrono::steady_clock::time_point;
 
-// How one attempt ended, as the runner saw it.
-struct AttemptEnd {
-  JobResult result;
+// What an attempt learnt beyond its result, for a restart: whose fault, and when.
+struct AttemptFacts {
   // Nodes the attempt itself found at fault, with why: lost, or their agent failed to start
   // the ranks. (Which nodes the ranks failed on is a rank failure, not a node's fault.)
   std::map<size_t, std::string> faulty;
-  std::string ended_by;  // in words: "rank 3 (node2) exited with status 3", "lost contact with node3: ..."
   std::optional<SteadyTime> ranks_running;  // every node of the attempt had started its ranks
   std::optional<SteadyTime> failure_seen;   // the first failure, which began the teardown
+};
+
+// How one attempt ended, as the runner saw it.
+struct AttemptEnd {
+  JobResult result;
+  std::string ended_by;  // in words: "rank 3 (node2) exited with status 3", "lost contact with node3: ..."
+  AttemptFacts facts;
 };
 
 // Runs one attempt at a time, and checks nodes between them.
@@ -44,21 +49,19 @@ class AttemptRunner {
   virtual std::string host(size_t node) const = 0;
 };
 
-// One attempt, for the timeline.
+// One attempt, for the timeline; the n-th of a job's is attempt n (restart count n-1).
 struct AttemptRecord {
-  int number = 0;
-  std::vector<size_t> nodes;   // the k-th share's node
-  double started_s = 0;        // since the first attempt started
+  std::vector<std::string> hosts;  // the k-th share's node
+  double started_s = 0;            // since the first attempt started
   JobEnd end = JobEnd::Completed;
-  std::string ended_by;        // "rank 3 (node2) exited with status 3", "lost contact with node3: ..."
-  std::string action;          // "restarted in place", "node3 left out (...); its ranks moved to node5", "none: ..."
+  std::string ended_by;            // "rank 3 (node2) exited with status 3", "lost contact with node3: ..."
+  std::string action;              // "restarted in place", "node3 left out (...); its ranks moved to node5", "none: ..."
   std::optional<double> seconds_to_running;  // from the failure to the next attempt's ranks running
 };
 
 struct RestartedJob {
-  JobResult result;                      // the last attempt's: its exit status is the job's
+  JobResult result;                        // the last attempt's: its exit status is the job's
   std::vector<AttemptRecord> attempts;
-  std::vector<size_t> nodes;             // the last attempt's nodes
   std::map<size_t, std::string> left_out;  // by node: why
 };
 

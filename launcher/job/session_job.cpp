@@ -35,7 +35,7 @@ class SessionRun {
         interrupt_fds_(interrupt_fds), status_(size_t(plan.world_size())),
         stopped_(status_.size(), false) {}
 
-  SessionRunFacts facts_;
+  AttemptFacts facts_;
 
   JobResult run() {
     check_every_node_is_usable();
@@ -531,7 +531,7 @@ class SessionRun {
 
 JobResult run_over_session(ClusterSession& session, const RankPlan& plan, const LaunchRequest& request,
                            const TeardownPolicy& policy, JobOutput& output,
-                           const std::vector<int>& interrupt_fds, SessionRunFacts* facts) {
+                           const std::vector<int>& interrupt_fds, AttemptFacts* facts) {
   SessionRun run(session, plan, request, policy, output, interrupt_fds);
   JobResult result = run.run();
   if (facts) *facts = std::move(run.facts_);

@@ -11,18 +11,11 @@
 #include <vector>
 
 #include "launcher/cluster/rank_plan.h"
+#include "launcher/job/restarts.h"
 #include "launcher/local/local_job.h"
 #include "launcher/remote/session.h"
 
 namespace muster {
-
-// What a run learnt beyond its result, for a restart: whose fault, and when.
-struct SessionRunFacts {
-  // The nodes it lost, or whose agent failed to start their ranks, with why.
-  std::map<size_t, std::string> faulty;
-  std::optional<std::chrono::steady_clock::time_point> ranks_running;  // every node had started its ranks
-  std::optional<std::chrono::steady_clock::time_point> failure_seen;   // teardown began
-};
 
 // Starts the plan's ranks on their nodes and supervises them until all ended: the first
 // failure anywhere stops every node, as do a byte on `interrupt_fds` (a second one: SIGKILL
@@ -30,6 +23,6 @@ struct SessionRunFacts {
 // starting anything when a node that holds ranks is not usable.
 JobResult run_over_session(ClusterSession& session, const RankPlan& plan, const LaunchRequest& request,
                            const TeardownPolicy& policy, JobOutput& output,
-                           const std::vector<int>& interrupt_fds, SessionRunFacts* facts = nullptr);
+                           const std::vector<int>& interrupt_fds, AttemptFacts* facts = nullptr);
 
 }  // namespace muster

@@ -58,7 +58,7 @@ AttemptEnd node_lost(size_t node) {
   AttemptEnd end;
   end.result.end = JobEnd::NodeLost;
   end.result.first_failed_rank = 0;
-  end.faulty[node] = "nothing heard from it for 5 s";
+  end.facts.faulty[node] = "nothing heard from it for 5 s";
   end.ended_by = "lost a node";
   return end;
 }
@@ -170,9 +170,9 @@ TEST(Restarts, TheTimelineHasTheTimeToRanksRunningAgain) {
   RecordingRunner runner;
   AttemptEnd lost = node_lost(0);
   const auto t = std::chrono::steady_clock::now();
-  lost.failure_seen = t;
+  lost.facts.failure_seen = t;
   AttemptEnd done = completed();
-  done.ranks_running = t + std::chrono::milliseconds(1500);
+  done.facts.ranks_running = t + std::chrono::milliseconds(1500);
   runner.ends = {lost, done};
   RestartedJob job = run_with_restarts(runner, {0}, {1}, 1);
   ASSERT_TRUE(job.attempts[0].seconds_to_running);
