@@ -50,19 +50,29 @@ RestartedJob run_with_restarts(AttemptRunner& runner, std::vector<size_t> nodes,
     if (deadline && Clock::now() >= *deadline) return finish("none: the job's --timeout has passed");
 
     // Whose fault: the nodes the attempt lost or could not start on, and those of its other
-    // nodes and the spares that fail a quick check now. A spare that fails is not used.
+    // nodes that fail a quick check now.
     std::map<size_t, std::string> faulty = end.facts.faulty;
     std::vector<size_t> to_check;
     for (size_t n : nodes)
       if (!faulty.count(n)) to_check.push_back(n);
-    to_check.insert(to_check.end(), spares.begin(), spares.end());
-    for (auto& [node, why] : runner.check_nodes(to_check)) {
+    for (auto& [node, why] : runner.check_nodes(to_check))
       if (std::find(nodes.begin(), nodes.end(), node) != nodes.end()) faulty[node] = why;
-      else if (auto it = std::find(spares.begin(), spares.end(), node); it != spares.end()) {
-        spares.erase(it);
-        job.left_out[node] = why;
+    // Spares are checked only when a node at fault needs one, as many as are needed: a restart
+    // in place uses none. A spare that fails its check is left out as a node would be.
+    size_t needed = 0;
+    for (size_t n : nodes) needed += faulty.count(n);
+    std::vector<size_t> healthy_spares;
+    while (healthy_spares.size() < needed && !spares.empty()) {
+      const size_t take = std::min(needed - healthy_spares.size(), spares.size());
+      const std::vector<size_t> candidates(spares.begin(), spares.begin() + long(take));
+      spares.erase(spares.begin(), spares.begin() + long(take));
+      const std::map<size_t, std::string> failed = runner.check_nodes(candidates);
+      for (size_t n : candidates) {
+        if (auto it = failed.find(n); it != failed.end()) job.left_out[n] = it->second;
+        else healthy_spares.push_back(n);
       }
     }
+    spares.insert(spares.begin(), healthy_spares.begin(), healthy_spares.end());
 
     std::vector<std::string> moves;
     for (size_t k = 0; k < nodes.size(); ++k) {

@@ -76,9 +76,10 @@ TEST(Restarts, ALostNodeIsLeftOutAndItsShareMovesToASpare) {
   ASSERT_EQ(job.attempts.size(), 2u);
   EXPECT_EQ(job.attempts[0].action, "node3 left out; its ranks moved to node5");
   EXPECT_EQ(job.attempts[1].end, JobEnd::Completed);
-  // The lost node is not asked again; the others and the spare are.
-  ASSERT_EQ(runner.checked.size(), 1u);
-  EXPECT_EQ(runner.checked[0], (std::vector<size_t>{0, 1, 3, 4}));
+  // The lost node is not asked again; the others are, then the spare it needs.
+  ASSERT_EQ(runner.checked.size(), 2u);
+  EXPECT_EQ(runner.checked[0], (std::vector<size_t>{0, 1, 3}));
+  EXPECT_EQ(runner.checked[1], (std::vector<size_t>{4}));
 }
 
 TEST(Restarts, ARankThatFailsOnAHealthyNodeIsRestartedInPlace) {
@@ -90,6 +91,9 @@ TEST(Restarts, ARankThatFailsOnAHealthyNodeIsRestartedInPlace) {
   EXPECT_TRUE(job.left_out.empty());
   EXPECT_EQ(job.attempts[0].action, "restarted in place: no node at fault");
   EXPECT_EQ(job.result.exit_code(), 0);
+  // A restart in place needs no spare: the spare is not asked, and cannot be lost to a check.
+  ASSERT_EQ(runner.checked.size(), 1u);
+  EXPECT_EQ(runner.checked[0], (std::vector<size_t>{0, 1}));
 }
 
 TEST(Restarts, ANodeThatFailsItsCheckAfterARankFailureIsLeftOut) {
@@ -123,6 +127,20 @@ TEST(Restarts, ASpareThatFailsItsCheckIsNotUsed) {
   ASSERT_EQ(runner.ran_on.size(), 2u);
   EXPECT_EQ(runner.ran_on[1], (std::vector<size_t>{3, 1}));
   EXPECT_EQ(job.left_out.at(2), "unreachable");
+  EXPECT_EQ(runner.checked, (std::vector<std::vector<size_t>>{{1}, {2}, {3}}));
+}
+
+// A restart in place asks no spare (a spare that missed that check was lost for good); when a
+// node is at fault, spares are asked in order until one passes.
+TEST(Restarts, SparesAreCheckedOnlyWhenANodeNeedsOne) {
+  RecordingRunner runner;
+  runner.ends = {rank_failed(1), node_lost(1), completed()};
+  runner.unhealthy[2] = "unreachable";
+  RestartedJob job = run_with_restarts(runner, {0, 1}, {2, 3}, 2);
+  ASSERT_EQ(runner.ran_on.size(), 3u);
+  EXPECT_EQ(runner.ran_on[1], (std::vector<size_t>{0, 1}));
+  EXPECT_EQ(runner.ran_on[2], (std::vector<size_t>{0, 3}));
+  EXPECT_EQ(runner.checked, (std::vector<std::vector<size_t>>{{0, 1}, {0}, {2}, {3}}));
 }
 
 TEST(Restarts, WhenTheRestartsAreSpentTheJobExitsAsItWouldHaveWithoutThem) {
