@@ -18,9 +18,9 @@
 #include "launcher/cluster/job_id.h"
 #include "launcher/cluster/local_gpus.h"
 #include "launcher/error.h"
+#include "launcher/job/health_check.h"
 #include "launcher/job/restarts.h"
 #include "launcher/job/session_job.h"
-#include "launcher/remote/health_report.h"
 #include "launcher/job/slurm_job.h"
 #include "launcher/json_fields.h"
 #include "launcher/local/node_launch.h"
@@ -272,6 +272,11 @@ RankPlan plan_on_nodes(ClusterContext& context, std::optional<int> ranks, MapBy 
   return plan;
 }
 
+// How long the check after a failure waits for a node: past the agent's own deadline for its
+// checks (kHealthDeadline), so that a slow healthy node is not left out and a hung check names
+// itself, as doctor waits.
+constexpr std::chrono::milliseconds kNodeCheckWait = kHealthDeadline + std::chrono::seconds(5);
+
 // Attempts over the context's session: each planned on its nodes, with a rendezvous port no
 // earlier attempt used (a rank of a lost attempt may still hold one, or a peer still dial it).
 class SessionAttempts : public AttemptRunner {
@@ -311,33 +316,19 @@ class SessionAttempts : public AttemptRunner {
     return end;
   }
 
-  // Reach and health at once: each node's own checks, answered within a few seconds, against
-  // the cluster file's expectations. A node that does not answer, or fails a check, is at fault.
+  // Reach and health at once: each node's own checks against the cluster file's expectations,
+  // as `muster health` runs them. A node that does not answer, or fails a check, is at fault.
   std::map<size_t, std::string> check_nodes(const std::vector<size_t>& nodes) override {
-    ClusterSession& session = context_.session();
     std::map<size_t, std::string> faulty;
-    std::vector<std::pair<size_t, std::string>> asks;
-    for (size_t n : nodes) {
-      if (!session.usable(n)) faulty[n] = session.why_unusable(n);
-      else asks.emplace_back(n, health_request_json(context_.cluster().expect));
-    }
-    const auto limit = std::chrono::seconds(5);
-    auto answers = session.ask(asks, limit, context_.interrupt_fds());
-    for (size_t k = 0; k < asks.size(); ++k) {
-      const size_t n = asks[k].first;
-      if (!answers[k].payload) {
-        faulty[n] = session.usable(n) ? "it did not answer a check of its health within 5 s" : session.why_unusable(n);
+    for (const auto& node : check_cluster_health(context_, kNodeCheckWait, false, nodes).nodes) {
+      if (!node.health) {
+        faulty[node.node] = node.why_not;
         continue;
       }
-      try {
-        const NodeHealth health = node_health_from_json(*answers[k].payload);
-        std::vector<std::string> failed;
-        for (const auto& f : health.findings)
-          if (f.status == HealthStatus::Fail) failed.push_back(f.summary());
-        if (!failed.empty()) faulty[n] = fmt::format("failed its health check: {}", fmt::join(failed, "; "));
-      } catch (const Error& e) {
-        faulty[n] = fmt::format("its health report was malformed ({})", e.what());
-      }
+      std::vector<std::string> failed;
+      for (const auto& f : node.health->findings)
+        if (f.status == HealthStatus::Fail) failed.push_back(f.summary());
+      if (!failed.empty()) faulty[node.node] = fmt::format("failed its health check: {}", fmt::join(failed, "; "));
     }
     return faulty;
   }
