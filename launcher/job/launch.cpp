@@ -241,35 +241,18 @@ std::vector<std::string> check_pmix_on_every_node(ClusterContext& context, const
   return lacking;
 }
 
-// The job's plan with its k-th share on nodes[k]: the share keeps the slots, and so the rank
-// numbers, of the k-th working node of the cluster; the node running it gives its GPUs.
+// The job's plan with its k-th share on nodes[k] (see plan_shares_on_nodes), each node with
+// the GPUs its agent reported.
 RankPlan plan_on_nodes(ClusterContext& context, std::optional<int> ranks, MapBy map_by,
                        const std::vector<size_t>& nodes) {
-  const ClusterSpec& cluster = context.cluster();
+  ClusterSpec cluster = context.cluster();
   ClusterSession& session = context.session();
-  const std::vector<size_t> working = working_and_spare_nodes(cluster).first;
-  ClusterSpec shares;
-  shares.source = cluster.source;
-  for (size_t k = 0; k < nodes.size(); ++k) {
-    NodeSpec first = cluster.nodes[working[k]];
-    first.gpu_count = session.hellos()[working[k]].gpus;
-    NodeSpec share = cluster.nodes[nodes[k]];
-    share.gpu_count = session.hellos()[nodes[k]].gpus;
-    // A node the session could not reach, or has lost, runs none (as plan_job).
-    share.slots.fixed = session.usable(nodes[k]) ? resolved_slots(first) : 0;
-    shares.nodes.push_back(std::move(share));
+  std::vector<bool> usable(cluster.nodes.size());
+  for (size_t i = 0; i < cluster.nodes.size(); ++i) {
+    cluster.nodes[i].gpu_count = session.hellos()[i].gpus;
+    usable[i] = session.usable(i);
   }
-  RankPlan by_share = make_rank_plan(shares, ranks, map_by);
-  RankPlan plan;
-  for (size_t i = 0; i < cluster.nodes.size(); ++i) plan.nodes.push_back(NodePlan{int(i), cluster.nodes[i].host, 0, {}});
-  for (size_t k = 0; k < nodes.size(); ++k) {
-    NodePlan& node = plan.nodes[nodes[k]];
-    node = by_share.nodes[k];
-    node.node_rank = int(nodes[k]);
-  }
-  plan.ranks = std::move(by_share.ranks);
-  for (auto& r : plan.ranks) r.node_rank = int(nodes[size_t(r.node_rank)]);
-  return plan;
+  return plan_shares_on_nodes(cluster, nodes, usable, ranks, map_by);
 }
 
 // How long the check after a failure waits for a node: past the agent's own deadline for its
@@ -443,13 +426,7 @@ RankPlan plan_job(ClusterContext& context, std::optional<int> ranks, MapBy map_b
     learn_local_gpus(cluster, this_machine);
     return make_rank_plan(cluster, ranks, map_by);
   }
-  ClusterSession& session = context.session();
-  for (size_t i = 0; i < cluster.nodes.size(); ++i) {
-    if (session.usable(i)) cluster.nodes[i].gpu_count = session.hellos()[i].gpus;
-    else cluster.nodes[i].slots.fixed = 0;  // left out: it was not reached, or was lost
-    if (cluster.nodes[i].spare) cluster.nodes[i].slots.fixed = 0;  // held back for restarts
-  }
-  return make_rank_plan(cluster, ranks, map_by);
+  return plan_on_nodes(context, ranks, map_by, working_and_spare_nodes(cluster).first);
 }
 
 void refuse_this_machine_listed_twice(const ClusterContext& context) {
