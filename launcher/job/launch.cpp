@@ -293,7 +293,7 @@ class SessionAttempts : public AttemptRunner {
     }
     AttemptEnd end;
     end.result = run_over_session(context_.session(), plan, request, teardown_policy(options_, deadline), *output,
-                                  context_.interrupt_fds(), &end.facts);
+                                  context_.interrupt_fds(), &end.facts, &job_state_);
     output->flush();
     end.ended_by = describe_job_end(end.result, plan, options_.timeout_s, end.facts.faulty);
     return end;
@@ -336,6 +336,7 @@ class SessionAttempts : public AttemptRunner {
   const LaunchRequest request_;
   const OutputFactory& make_output_;
   std::set<int> used_ports_;
+  SessionJobState job_state_;  // the job's control socket and --stall reading, for every attempt
 };
 
 // Ranks on other machines: the session's agents, started again as --restarts allows.
