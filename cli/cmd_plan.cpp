@@ -128,12 +128,8 @@ CommandAction setup_plan(CLI::App& app) {
     HwlocTopologySource this_machine;
     const auto machine = learn_local_gpus(cluster, this_machine);
     const std::string job_gpus = machine ? job_gpus_summary(machine->job, machine->all_gpus) : "";
-    mark_last_nodes_spare(cluster, options->spares);
-    check_spares(cluster);
-    ClusterSpec working = cluster;  // a spare holds no ranks until a restart gives it some
-    for (auto& node : working.nodes)
-      if (node.spare) node.slots.fixed = 0;
-    RankPlan plan = make_rank_plan(working, options->cluster.ranks, options->cluster.map_by);
+    set_spares(cluster, options->spares);
+    RankPlan plan = make_rank_plan(cluster, options->cluster.ranks, options->cluster.map_by);
     if (options->json) {
       nlohmann::json j = plan_json(plan, cluster, options->cluster);
       j["mpi_offered"] = offered;

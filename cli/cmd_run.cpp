@@ -54,8 +54,7 @@ int run_job(RunOptions& options) {
   ClusterSpec cluster = load_cluster(options.cluster);
   if (options.mpi_flag->count() == 0 && cluster.launch.mpi) options.job.mpi = mpi_choices().at(*cluster.launch.mpi);
   if (options.restarts_flag->count() == 0 && cluster.launch.restarts) options.job.restarts = *cluster.launch.restarts;
-  mark_last_nodes_spare(cluster, options.spares);
-  check_spares(cluster);
+  set_spares(cluster, options.spares);
   ClusterContext context(std::move(cluster), options.remote.settings());
   refuse_this_machine_listed_twice(context);
   LaunchedJob job = launch_job(context, options.job, [&](const RankPlan& plan) {

@@ -1,35 +1,13 @@
 #include "cli/job_report.h"
 
-#include <cstring>
-
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
 #include "cli/terminal_output.h"
+#include "launcher/text_bytes.h"
 
 namespace muster::cli {
-namespace {
-
-const char* end_name(JobEnd end) {
-  switch (end) {
-    case JobEnd::Completed: return "completed";
-    case JobEnd::RankFailed: return "rank_failed";
-    case JobEnd::StartFailed: return "start_failed";
-    case JobEnd::Interrupted: return "interrupted";
-    case JobEnd::TimedOut: return "timed_out";
-    case JobEnd::TimeLimit: return "time_limit";
-    case JobEnd::NodeLost: return "node_lost";
-  }
-  return "?";
-}
-
-std::string describe_rank(const RankPlan& plan, int rank) {
-  return fmt::format("rank {} ({})", rank,
-                     rank >= 0 && rank < plan.world_size() ? plan.ranks[size_t(rank)].host : "?");
-}
-
-}  // namespace
 
 void report_job_end(const LaunchedJob& job, double timeout_s) {
   const JobResult& result = job.result;
@@ -38,40 +16,23 @@ void report_job_end(const LaunchedJob& job, double timeout_s) {
   for (const auto& r : result.ranks)  // a rank that aborted the job is no other rank stopped
     stopped += r.stopped_by_teardown && !(result.aborted && result.aborted->rank == r.rank);
   const std::string others = fmt::format("stopped {} other rank{}", stopped, stopped == 1 ? "" : "s");
+  std::string stopped_text;  // after a failure, the ranks it stopped; after a stop, every rank
   switch (result.end) {
     case JobEnd::Completed: break;
     case JobEnd::RankFailed:
-      if (result.aborted) {
-        print_note(fmt::format("{}; {}", result.aborted->said, others));
-        break;
-      }
-      for (const auto& r : result.ranks)
-        if (r.rank == result.first_failed_rank && r.status)
-          print_note(fmt::format("{} {}; {}", describe_rank(plan, r.rank), r.status->describe(), others));
-      break;
     case JobEnd::StartFailed:
-      print_note(fmt::format("{} could not start: {}; {}",
-                             describe_rank(plan, result.first_failed_rank.value_or(0)),
-                             result.start_error, others));
-      break;
+    case JobEnd::NodeLost: stopped_text = others; break;
     case JobEnd::Interrupted:
-      print_note(fmt::format("interrupted by SIG{}; {} rank{}", sigabbrev_np(result.received_signal),
-                             stopped ? fmt::format("stopped {}", stopped) : "no running",
-                             stopped == 1 ? "" : "s"));
+      stopped_text = fmt::format("{} rank{}", stopped ? fmt::format("stopped {}", stopped) : "no running",
+                                 stopped == 1 ? "" : "s");
       break;
     case JobEnd::TimedOut:
-      print_note(fmt::format("the job ran past --timeout {}s; stopped {} rank{}",
-                             timeout_s, stopped, stopped == 1 ? "" : "s"));
-      break;
     case JobEnd::TimeLimit:  // the notes below say whose limit, in Slurm's words
-      print_note(fmt::format("Slurm time limit: the job was ended at its time limit; stopped {} rank{}",
-                             stopped, stopped == 1 ? "" : "s"));
-      break;
-    case JobEnd::NodeLost:
-      print_note(fmt::format("{} was on a node that was lost; {}",
-                             describe_rank(plan, result.first_failed_rank.value_or(0)), others));
+      stopped_text = fmt::format("stopped {} rank{}", stopped, stopped == 1 ? "" : "s");
       break;
   }
+  if (result.end != JobEnd::Completed)
+    print_note(fmt::format("{}; {}", describe_job_end(result, plan, timeout_s), stopped_text));
   if (result.escaped_killed > 0)
     print_warning(fmt::format("found {} process{} of this job outside its ranks' process "
                               "groups (MUSTER_JOB_ID) and stopped {}",
@@ -87,8 +48,9 @@ void report_job_end(const LaunchedJob& job, double timeout_s) {
 void report_attempts(const LaunchedJob& job) {
   const size_t n = job.attempts.size();
   print_note(fmt::format("{} attempt{}:", n, n == 1 ? "" : "s"));
-  for (const auto& a : job.attempts) {
-    std::string line = fmt::format("  attempt {} at {:.1f} s on {}: {}", a.number + 1, a.started_s,
+  for (size_t number = 0; number < n; ++number) {
+    const AttemptRecord& a = job.attempts[number];
+    std::string line = fmt::format("  attempt {} at {:.1f} s on {}: {}", number + 1, a.started_s,
                                    fmt::join(a.hosts, ","), a.ended_by);
     if (!a.action.empty()) line += fmt::format("; {}", a.action);
     if (a.seconds_to_running) line += fmt::format("; ranks running again {:.2f} s after the failure", *a.seconds_to_running);
@@ -99,9 +61,10 @@ void report_attempts(const LaunchedJob& job) {
 
 void print_attempts_json(const LaunchedJob& job) {
   nlohmann::json events = nlohmann::json::array();
-  for (const auto& a : job.attempts) {
-    nlohmann::json e = {{"event", "attempt"}, {"attempt", a.number + 1}, {"restart_count", a.number},
-                        {"started_s", a.started_s}, {"hosts", a.hosts}, {"end", end_name(a.end)},
+  for (size_t number = 0; number < job.attempts.size(); ++number) {
+    const AttemptRecord& a = job.attempts[number];
+    nlohmann::json e = {{"event", "attempt"}, {"attempt", number + 1}, {"restart_count", number},
+                        {"started_s", a.started_s}, {"hosts", a.hosts}, {"end", job_end_name(a.end)},
                         {"ended_by", a.ended_by}, {"action", a.action},
                         {"seconds_to_running", a.seconds_to_running ? nlohmann::json(*a.seconds_to_running)
                                                                     : nlohmann::json(nullptr)}};
@@ -109,7 +72,8 @@ void print_attempts_json(const LaunchedJob& job) {
   }
   for (const auto& [host, why] : job.left_out) events.push_back({{"event", "left_out"}, {"host", host}, {"why", why}});
   nlohmann::json out = {{"events", events}, {"exit_code", job.result.exit_code()}};
-  print_out(out.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");
+  // ended_by and why carry a rank's or a node's own words: any bytes.
+  print_out(report_json_text(std::move(out), -1) + "\n");
 }
 
 }  // namespace muster::cli

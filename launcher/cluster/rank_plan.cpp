@@ -18,7 +18,8 @@ RankPlan make_rank_plan(const ClusterSpec& cluster, std::optional<int> world_siz
   long long total_slots = 0;  // up to kMaxHostListSize nodes of kMaxSlotsPerNode: no overflow
   for (size_t i = 0; i < cluster.nodes.size(); ++i) {
     const NodeSpec& node = cluster.nodes[i];
-    plan.nodes.push_back(NodePlan{int(i), node.host, resolved_slots(node), {}});
+    // A spare is held back for the job's restarts: it runs a share only when given one.
+    plan.nodes.push_back(NodePlan{int(i), node.host, node.spare ? 0 : resolved_slots(node), {}});
     total_slots += plan.nodes.back().slots;
   }
   if (!world_size && total_slots > kMaxRanks)
@@ -62,6 +63,32 @@ RankPlan make_rank_plan(const ClusterSpec& cluster, std::optional<int> world_siz
     for (int rank : node.ranks) plan.ranks[size_t(rank)].group_rank = group;
     group += !node.ranks.empty();
   }
+  return plan;
+}
+
+RankPlan plan_shares_on_nodes(const ClusterSpec& cluster, const std::vector<size_t>& nodes,
+                              const std::vector<bool>& usable, std::optional<int> world_size, MapBy map_by) {
+  std::vector<size_t> working;
+  for (size_t i = 0; i < cluster.nodes.size(); ++i)
+    if (!cluster.nodes[i].spare) working.push_back(i);
+  ClusterSpec shares;
+  shares.source = cluster.source;
+  for (size_t k = 0; k < nodes.size() && k < working.size(); ++k) {
+    NodeSpec share = cluster.nodes[nodes[k]];
+    share.spare = false;
+    share.slots.fixed = usable[nodes[k]] ? resolved_slots(cluster.nodes[working[k]]) : 0;
+    shares.nodes.push_back(std::move(share));
+  }
+  RankPlan by_share = make_rank_plan(shares, world_size, map_by);
+  RankPlan plan;
+  for (size_t i = 0; i < cluster.nodes.size(); ++i) plan.nodes.push_back(NodePlan{int(i), cluster.nodes[i].host, 0, {}});
+  for (size_t k = 0; k < by_share.nodes.size(); ++k) {
+    NodePlan& node = plan.nodes[nodes[k]];
+    node = std::move(by_share.nodes[k]);
+    node.node_rank = int(nodes[k]);
+  }
+  plan.ranks = std::move(by_share.ranks);
+  for (auto& r : plan.ranks) r.node_rank = int(nodes[size_t(r.node_rank)]);
   return plan;
 }
 

@@ -58,9 +58,16 @@ struct NodeView {
 // Slots a node offers: its fixed count, else its GPU count when known and non-zero, else 1.
 int resolved_slots(const NodeSpec& node);
 
-// Places `world_size` ranks (all slots when unset) on the cluster's nodes in file order.
-// Throws Error(Usage) when more ranks are asked for than there are slots.
+// Places `world_size` ranks (all slots when unset) on the cluster's nodes in file order; a
+// spare holds none. Throws Error(Usage) when more ranks are asked for than there are slots.
 RankPlan make_rank_plan(const ClusterSpec& cluster, std::optional<int> world_size, MapBy map_by);
+
+// The plan with the k-th share of the job on `nodes[k]`: the k-th working (not spare) node of
+// the cluster's share, so that a share moved to a spare keeps its slots, and so its rank
+// numbers and group rank, and takes the spare's GPUs. A node that is not `usable` (not
+// reached, or lost) runs none; the nodes not named run none either.
+RankPlan plan_shares_on_nodes(const ClusterSpec& cluster, const std::vector<size_t>& nodes,
+                              const std::vector<bool>& usable, std::optional<int> world_size, MapBy map_by);
 
 // The plan as JSON ({"ranks": [...], "nodes": [...]}): what `muster plan --json` prints and
 // what the head sends each agent. The reader throws nlohmann's errors on a malformed plan.

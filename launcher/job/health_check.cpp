@@ -213,7 +213,8 @@ std::vector<std::vector<HealthFinding>> differences_across_nodes(const std::vect
   return out;
 }
 
-ClusterHealth check_cluster_health(ClusterContext& context, std::chrono::milliseconds limit, bool stress) {
+ClusterHealth check_cluster_health(ClusterContext& context, std::chrono::milliseconds limit, bool stress,
+                                   const std::optional<std::vector<size_t>>& nodes) {
   ClusterHealth result;
   HealthExpectations expect = context.cluster().expect;
   if (stress) expect.stress.run = true;
@@ -222,12 +223,26 @@ ClusterHealth check_cluster_health(ClusterContext& context, std::chrono::millise
     return result;
   }
   ClusterSession& session = context.session();
+  std::vector<size_t> wanted;
+  if (nodes) wanted = *nodes;
+  else
+    for (size_t i = 0; i < session.size(); ++i)
+      if (session.usable(i)) wanted.push_back(i);
+  const std::string request = health_request_json(expect);
   std::vector<std::pair<size_t, std::string>> asks;
-  for (size_t i = 0; i < session.size(); ++i)
-    if (session.usable(i)) asks.emplace_back(i, health_request_json(expect));
+  std::vector<size_t> result_of_ask;  // index in result.nodes
+  for (size_t n : wanted) {
+    result.nodes.push_back({n, std::nullopt, ""});
+    if (session.usable(n)) {
+      asks.emplace_back(n, request);
+      result_of_ask.push_back(result.nodes.size() - 1);
+    } else {
+      result.nodes.back().why_not = session.why_unusable(n);
+    }
+  }
   auto answers = session.ask(asks, limit, context.interrupt_fds());
   for (size_t k = 0; k < asks.size(); ++k) {
-    NodeHealthResult r{asks[k].first, std::nullopt, ""};
+    NodeHealthResult& r = result.nodes[result_of_ask[k]];
     if (!answers[k].payload) {
       r.hung = session.usable(r.node);
       r.why_not = session.usable(r.node)
@@ -241,7 +256,6 @@ ClusterHealth check_cluster_health(ClusterContext& context, std::chrono::millise
         r.why_not = fmt::format("its answer was not a health report ({})", e.what());
       }
     }
-    result.nodes.push_back(std::move(r));
   }
   // What only the head sees: the node unlike the others.
   // A node whose checks hung has partial facts: compared, it would look like one without

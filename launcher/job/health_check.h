@@ -53,11 +53,13 @@ RecordedNode record_this_node(const std::string& root, GpuLibrariesAsked gpus = 
 AcceptedCounters accept_this_nodes_counters(const std::string& root,
                                             std::chrono::milliseconds deadline = kHealthDeadline);
 
-// Every usable node's checks at once, each answer awaited at most `limit` (a check that
-// hangs, as NVML does on a wedged GPU, then costs that and no more). The differences
-// across nodes are added to each node's findings.
+// Every usable node's checks at once (or those of `nodes`, where a node the session cannot
+// use answers with why), each answer awaited at most `limit` (a check that hangs, as NVML
+// does on a wedged GPU, then costs that and no more; above kHealthDeadline the hung check
+// names itself). The differences across the nodes asked are added to each node's findings.
 // `stress`: the GPU stress tests run whatever the cluster file's checks.stress says.
-ClusterHealth check_cluster_health(ClusterContext& context, std::chrono::milliseconds limit, bool stress = false);
+ClusterHealth check_cluster_health(ClusterContext& context, std::chrono::milliseconds limit, bool stress = false,
+                                   const std::optional<std::vector<size_t>>& nodes = std::nullopt);
 
 // The same nodes' error counters read again: what grew since `start`, by node rank.
 std::vector<std::pair<size_t, HealthFinding>> counters_grown_since(ClusterContext& context,

@@ -2,6 +2,8 @@
 
 #include <unistd.h>
 
+#include <cstring>
+
 #include <algorithm>
 #include <cmath>
 #include <functional>
@@ -16,9 +18,9 @@
 #include "launcher/cluster/job_id.h"
 #include "launcher/cluster/local_gpus.h"
 #include "launcher/error.h"
+#include "launcher/job/health_check.h"
 #include "launcher/job/restarts.h"
 #include "launcher/job/session_job.h"
-#include "launcher/remote/health_report.h"
 #include "launcher/job/slurm_job.h"
 #include "launcher/json_fields.h"
 #include "launcher/local/node_launch.h"
@@ -73,12 +75,16 @@ LaunchRequest launch_request(const JobOptions& options, const ClusterSpec& clust
   return request;
 }
 
-TeardownPolicy teardown_policy(const JobOptions& options) {
+// `deadline`: the whole job's --timeout, fixed once when the job began; each attempt gets
+// what is left of it.
+TeardownPolicy teardown_policy(const JobOptions& options, std::optional<SteadyTime> deadline) {
   TeardownPolicy policy;
   policy.grace = seconds_to_ms(options.grace_s);
   policy.settle = seconds_to_ms(options.settle_s);
   policy.gave_up_exit_code = options.gave_up_exit_code;
-  if (options.timeout_s > 0) policy.timeout = seconds_to_ms(options.timeout_s);
+  if (deadline)
+    policy.timeout = std::max(Milliseconds(1), std::chrono::duration_cast<Milliseconds>(
+                                                   *deadline - std::chrono::steady_clock::now()));
   if (options.stall_s > 0) policy.stall = seconds_to_ms(options.stall_s);
   return policy;
 }
@@ -100,11 +106,26 @@ std::optional<MpiWorld> mpi_world(const JobOptions& options, const RankPlan& pla
   return world;
 }
 
+// Two distinct ports that `offer` gives (asked again while it gives one already used) and no
+// earlier attempt of the job used: a rank of one may still hold it, or a peer dial it.
+std::pair<int, int> ports_no_attempt_used(std::set<int>& used, const std::function<std::pair<int, int>()>& offer,
+                                          const std::string& offered_by) {
+  for (int tries = 0; tries < 20; ++tries) {
+    const auto ports = offer();
+    if (ports.first == ports.second || used.count(ports.first) || used.count(ports.second)) continue;
+    used.insert(ports.first);
+    used.insert(ports.second);
+    return ports;
+  }
+  throw Error(ErrorKind::Runtime,
+              fmt::format("{} offered only rendezvous ports an earlier attempt of the job used", offered_by));
+}
+
 // Every rank on this machine: the local launcher, no SSH. A cluster that names this
 // machine twice (localhost and 127.0.0.1) runs both entries' ranks here, which is how a
 // duplicated machine shows up in smoke's hellos.
-LaunchedJob run_here(ClusterContext& context, const JobOptions& options,
-                     const OutputFactory& make_output, int restart_count, std::set<int>& used_ports) {
+LaunchedJob run_here(ClusterContext& context, const JobOptions& options, const OutputFactory& make_output,
+                     int restart_count, std::optional<SteadyTime> deadline, std::set<int>& used_ports) {
   // 1. What this machine is made of, and which rank runs where.
   ClusterSpec& cluster = context.cluster();
   HwlocTopologySource this_machine;
@@ -118,14 +139,8 @@ LaunchedJob run_here(ClusterContext& context, const JobOptions& options,
   LaunchRequest request = launch_request(options, cluster, muster_env);
   request.job.master_addr = "127.0.0.1";  // every rank is on this machine
   request.job.restart_count = restart_count;
-  // A port no earlier attempt used: a rank of one may still hold it, or a peer dial it.
-  auto fresh_port = [&] {
-    for (int tries = 0; tries < 20; ++tries)
-      if (int port = find_free_tcp_port(); used_ports.insert(port).second) return port;
-    throw Error(ErrorKind::Runtime, "this machine offered only ports an earlier attempt of the job used");
-  };
-  request.job.master_port = fresh_port();
-  request.job.jax_coordinator_port = fresh_port();
+  std::tie(request.job.master_port, request.job.jax_coordinator_port) = ports_no_attempt_used(
+      used_ports, [] { return std::pair(find_free_tcp_port(), find_free_tcp_port()); }, "this machine");
   std::vector<RankProcess> ranks;
   for (const auto& node : job.plan.nodes)
     for (auto& r : rank_processes_for_node(node_view(job.plan, node.node_rank), request, muster_env, topology))
@@ -142,20 +157,10 @@ LaunchedJob run_here(ClusterContext& context, const JobOptions& options,
   std::unique_ptr<RankService> mpi = world ? serve_mpi(*world, 0, exchange, warnings) : nullptr;
   for (const auto& warning : warnings) output->launch_warning(warning);
   PosixSpawner spawner;
-  job.result = run_local_job(spawner, ranks, teardown_policy(options), *output,
+  job.result = run_local_job(spawner, ranks, teardown_policy(options, deadline), *output,
                              context.interrupt_fds(), {"MUSTER_JOB_ID=" + request.job.job_id}, mpi.get());
   output->flush();
   return job;
-}
-
-std::vector<LaunchedJob::Attempt> attempts_of(const RestartedJob& restarted, const ClusterSpec& cluster) {
-  std::vector<LaunchedJob::Attempt> out;
-  for (const auto& a : restarted.attempts) {
-    LaunchedJob::Attempt attempt{a.number, {}, a.started_s, a.end, a.ended_by, a.action, a.seconds_to_running};
-    for (size_t n : a.nodes) attempt.hosts.push_back(cluster.nodes[n].host);
-    out.push_back(std::move(attempt));
-  }
-  return out;
 }
 
 // Attempts on this machine alone: there is no other node to move to, so every restart is in
@@ -164,18 +169,13 @@ class LocalAttempts : public AttemptRunner {
  public:
   LocalAttempts(ClusterContext& context, const JobOptions& options, const OutputFactory& make_output)
       : context_(context), options_(options), make_output_(make_output) {}
-  AttemptEnd run_attempt(int number, const std::vector<size_t>&) override {
+  AttemptEnd run_attempt(int number, const std::vector<size_t>&, std::optional<SteadyTime> deadline) override {
+    // When the ranks ran and the failure was seen are left unset: the local launcher does not
+    // say, and the timeline prints no time it did not measure.
     AttemptEnd end;
-    const auto started = std::chrono::steady_clock::now();
-    job = run_here(context_, options_, make_output_, number, used_ports_);
+    job = run_here(context_, options_, make_output_, number, deadline, used_ports_);
     end.result = job.result;
-    end.ranks_running = started;
-    if (end.result.end != JobEnd::Completed) end.failure_seen = std::chrono::steady_clock::now();
-    for (const auto& r : end.result.ranks)
-      if (end.result.first_failed_rank && r.rank == *end.result.first_failed_rank && r.status)
-        end.ended_by = fmt::format("rank {} {}", r.rank, r.status->describe());
-    if (end.ended_by.empty())
-      end.ended_by = end.result.end == JobEnd::Completed ? "every rank exited 0" : end.result.start_error;
+    end.ended_by = describe_job_end(job.result, job.plan, options_.timeout_s);
     return end;
   }
   std::map<size_t, std::string> check_nodes(const std::vector<size_t>&) override { return {}; }
@@ -241,60 +241,24 @@ std::vector<std::string> check_pmix_on_every_node(ClusterContext& context, const
   return lacking;
 }
 
-// The job's plan with its k-th share on nodes[k]: the share keeps the slots, and so the rank
-// numbers, of the k-th working node of the cluster; the node running it gives its GPUs.
+// The job's plan with its k-th share on nodes[k] (see plan_shares_on_nodes), each node with
+// the GPUs its agent reported.
 RankPlan plan_on_nodes(ClusterContext& context, std::optional<int> ranks, MapBy map_by,
                        const std::vector<size_t>& nodes) {
-  const ClusterSpec& cluster = context.cluster();
+  ClusterSpec cluster = context.cluster();
   ClusterSession& session = context.session();
-  const std::vector<size_t> working = working_and_spare_nodes(cluster).first;
-  ClusterSpec shares;
-  shares.source = cluster.source;
-  for (size_t k = 0; k < nodes.size(); ++k) {
-    NodeSpec first = cluster.nodes[working[k]];
-    first.gpu_count = session.hellos()[working[k]].gpus;
-    NodeSpec share = cluster.nodes[nodes[k]];
-    share.gpu_count = session.hellos()[nodes[k]].gpus;
-    // A node the session could not reach, or has lost, runs none (as plan_job).
-    share.slots.fixed = session.usable(nodes[k]) ? resolved_slots(first) : 0;
-    shares.nodes.push_back(std::move(share));
+  std::vector<bool> usable(cluster.nodes.size());
+  for (size_t i = 0; i < cluster.nodes.size(); ++i) {
+    cluster.nodes[i].gpu_count = session.hellos()[i].gpus;
+    usable[i] = session.usable(i);
   }
-  RankPlan by_share = make_rank_plan(shares, ranks, map_by);
-  RankPlan plan;
-  for (size_t i = 0; i < cluster.nodes.size(); ++i) plan.nodes.push_back(NodePlan{int(i), cluster.nodes[i].host, 0, {}});
-  for (size_t k = 0; k < nodes.size(); ++k) {
-    NodePlan& node = plan.nodes[nodes[k]];
-    node = by_share.nodes[k];
-    node.node_rank = int(nodes[k]);
-  }
-  plan.ranks = std::move(by_share.ranks);
-  for (auto& r : plan.ranks) r.node_rank = int(nodes[size_t(r.node_rank)]);
-  return plan;
+  return plan_shares_on_nodes(cluster, nodes, usable, ranks, map_by);
 }
 
-// What ended an attempt, in a few words for the timeline.
-std::string what_ended(const JobResult& result, const RankPlan& plan, const SessionRunFacts& facts) {
-  auto rank_on = [&](int rank) {
-    return fmt::format("rank {} ({})", rank, rank >= 0 && rank < plan.world_size() ? plan.ranks[size_t(rank)].host : "?");
-  };
-  switch (result.end) {
-    case JobEnd::Completed: return "every rank exited 0";
-    case JobEnd::RankFailed:
-      if (result.aborted) return result.aborted->said;
-      for (const auto& r : result.ranks)
-        if (result.first_failed_rank && r.rank == *result.first_failed_rank && r.status)
-          return fmt::format("{} {}", rank_on(r.rank), r.status->describe());
-      return "a rank failed";
-    case JobEnd::StartFailed: return fmt::format("a start failed: {}", result.start_error);
-    case JobEnd::NodeLost:
-      for (const auto& [node, why] : facts.faulty) return fmt::format("lost contact with {}: {}", plan.nodes[node].host, why);
-      return "a node was lost";
-    case JobEnd::Interrupted: return fmt::format("interrupted by signal {}", result.received_signal);
-    case JobEnd::TimedOut: return "ran past --timeout";
-    case JobEnd::TimeLimit: return "Slurm's time limit";
-  }
-  return "";
-}
+// How long the check after a failure waits for a node: past the agent's own deadline for its
+// checks (kHealthDeadline), so that a slow healthy node is not left out and a hung check names
+// itself, as doctor waits.
+constexpr std::chrono::milliseconds kNodeCheckWait = kHealthDeadline + std::chrono::seconds(5);
 
 // Attempts over the context's session: each planned on its nodes, with a rendezvous port no
 // earlier attempt used (a rank of a lost attempt may still hold one, or a peer still dial it).
@@ -304,14 +268,17 @@ class SessionAttempts : public AttemptRunner {
                   const OutputFactory& make_output)
       : context_(context), options_(options), request_(std::move(request)), make_output_(make_output) {}
 
-  AttemptEnd run_attempt(int number, const std::vector<size_t>& nodes) override {
+  AttemptEnd run_attempt(int number, const std::vector<size_t>& nodes,
+                         std::optional<SteadyTime> deadline) override {
     const PingReport& network = context_.network();
     LaunchRequest request = request_;
     request.job.restart_count = number;
     plan = plan_on_nodes(context_, options_.ranks, options_.map_by, nodes);
     const size_t rendezvous = size_t(plan.ranks.front().node_rank);
     request.job.master_addr = master_addr(network, rendezvous);
-    std::tie(request.job.master_port, request.job.jax_coordinator_port) = fresh_ports(rendezvous);
+    std::tie(request.job.master_port, request.job.jax_coordinator_port) =
+        ports_no_attempt_used(used_ports_, [&] { return rendezvous_ports(context_, int(rendezvous)); },
+                              context_.cluster().nodes[rendezvous].host);
 
     request.mpi = mpi_world(options_, plan, request.job.job_id,
                             [&](int node) { return context_.session().hellos()[size_t(node)].hostname; });
@@ -325,44 +292,26 @@ class SessionAttempts : public AttemptRunner {
         if (p.kind == FindingKind::Pair || p.kind == FindingKind::Interfaces) output->launch_warning(p.message);
     }
     AttemptEnd end;
-    SessionRunFacts facts;
-    end.result = run_over_session(context_.session(), plan, request, teardown_policy(options_), *output,
-                                  context_.interrupt_fds(), &facts);
+    end.result = run_over_session(context_.session(), plan, request, teardown_policy(options_, deadline), *output,
+                                  context_.interrupt_fds(), &end.facts, &job_state_);
     output->flush();
-    end.ended_by = what_ended(end.result, plan, facts);
-    end.faulty = std::move(facts.faulty);
-    end.ranks_running = facts.ranks_running;
-    end.failure_seen = facts.failure_seen;
+    end.ended_by = describe_job_end(end.result, plan, options_.timeout_s, end.facts.faulty);
     return end;
   }
 
-  // Reach and health at once: each node's own checks, answered within a few seconds, against
-  // the cluster file's expectations. A node that does not answer, or fails a check, is at fault.
+  // Reach and health at once: each node's own checks against the cluster file's expectations,
+  // as `muster health` runs them. A node that does not answer, or fails a check, is at fault.
   std::map<size_t, std::string> check_nodes(const std::vector<size_t>& nodes) override {
-    ClusterSession& session = context_.session();
     std::map<size_t, std::string> faulty;
-    std::vector<std::pair<size_t, std::string>> asks;
-    for (size_t n : nodes) {
-      if (!session.usable(n)) faulty[n] = session.why_unusable(n);
-      else asks.emplace_back(n, health_request_json(context_.cluster().expect));
-    }
-    const auto limit = std::chrono::seconds(5);
-    auto answers = session.ask(asks, limit, context_.interrupt_fds());
-    for (size_t k = 0; k < asks.size(); ++k) {
-      const size_t n = asks[k].first;
-      if (!answers[k].payload) {
-        faulty[n] = session.usable(n) ? "it did not answer a check of its health within 5 s" : session.why_unusable(n);
+    for (const auto& node : check_cluster_health(context_, kNodeCheckWait, false, nodes).nodes) {
+      if (!node.health) {
+        faulty[node.node] = node.why_not;
         continue;
       }
-      try {
-        const NodeHealth health = node_health_from_json(*answers[k].payload);
-        std::vector<std::string> failed;
-        for (const auto& f : health.findings)
-          if (f.status == HealthStatus::Fail) failed.push_back(f.summary());
-        if (!failed.empty()) faulty[n] = fmt::format("failed its health check: {}", fmt::join(failed, "; "));
-      } catch (const Error& e) {
-        faulty[n] = fmt::format("its health report was malformed ({})", e.what());
-      }
+      std::vector<std::string> failed;
+      for (const auto& f : node.health->findings)
+        if (f.status == HealthStatus::Fail) failed.push_back(f.summary());
+      if (!failed.empty()) faulty[node.node] = fmt::format("failed its health check: {}", fmt::join(failed, "; "));
     }
     return faulty;
   }
@@ -382,32 +331,21 @@ class SessionAttempts : public AttemptRunner {
     return context_.cluster().nodes[node].address;
   }
 
-  std::pair<int, int> fresh_ports(size_t node) {
-    for (int tries = 0; tries < 5; ++tries) {
-      auto ports = rendezvous_ports(context_, int(node));
-      if (used_ports_.count(ports.first) || used_ports_.count(ports.second) || ports.first == ports.second) continue;
-      used_ports_.insert(ports.first);
-      used_ports_.insert(ports.second);
-      return ports;
-    }
-    throw Error(ErrorKind::Runtime, fmt::format("{} offered only rendezvous ports an earlier attempt of the job used",
-                                                context_.cluster().nodes[node].host));
-  }
-
   ClusterContext& context_;
   const JobOptions& options_;
   const LaunchRequest request_;
   const OutputFactory& make_output_;
   std::set<int> used_ports_;
+  SessionJobState job_state_;  // the job's control socket and --stall reading, for every attempt
 };
 
 // Ranks on other machines: the session's agents, started again as --restarts allows.
 LaunchedJob run_across_nodes(ClusterContext& context, const JobOptions& options,
-                             const OutputFactory& make_output) {
+                             const OutputFactory& make_output, std::optional<SteadyTime> deadline) {
   // 1. Every node reached; the request every attempt shares.
   const Environment muster_env = node_environment();
   LaunchRequest request = launch_request(options, context.cluster(), muster_env);
-  context.session();
+  ClusterSession& session = context.session();  // reaches every node now: what follows reads their hellos
 
   // 2. Rank 0's rendezvous and each node's interfaces, chosen from what was measured: an
   //    address of rank 0's node every node reached, and per node the interface in the subnet
@@ -424,22 +362,63 @@ LaunchedJob run_across_nodes(ClusterContext& context, const JobOptions& options,
     // UCX (Debian's MPICH is built on it; with RDMA it would lose verbs), unless the user
     // chose theirs.
     request.job.node_defaults[node] = {{"OMPI_MCA_btl_tcp_if_include", name}};
-    if (!context.session().hellos()[size_t(node)].rdma) request.job.node_defaults[node]["UCX_NET_DEVICES"] = name;
+    if (!session.hellos()[size_t(node)].rdma) request.job.node_defaults[node]["UCX_NET_DEVICES"] = name;
   }
 
   // 3. Each attempt: the plan on its nodes, a fresh rendezvous, the MPI service, the ranks.
   auto [working, spares] = working_and_spare_nodes(context.cluster());
   SessionAttempts runner(context, options, std::move(request), make_output);
-  RestartedJob restarted = run_with_restarts(runner, working, spares, options.restarts);
+  RestartedJob restarted = run_with_restarts(runner, working, spares, options.restarts, deadline);
   LaunchedJob job;
   job.plan = std::move(runner.plan);
   job.result = std::move(restarted.result);
-  job.attempts = attempts_of(restarted, context.cluster());
+  job.attempts = std::move(restarted.attempts);
   for (const auto& [node, why] : restarted.left_out) job.left_out.emplace_back(context.cluster().nodes[node].host, why);
   return job;
 }
 
 }  // namespace
+
+std::string describe_job_end(const JobResult& result, const RankPlan& plan, double timeout_s,
+                             const std::map<size_t, std::string>& lost) {
+  auto rank_on = [&](int rank) {
+    return fmt::format("rank {} ({})", rank, rank >= 0 && rank < plan.world_size() ? plan.ranks[size_t(rank)].host : "?");
+  };
+  switch (result.end) {
+    case JobEnd::Completed: return "every rank exited 0";
+    case JobEnd::RankFailed:
+      if (result.aborted) return result.aborted->said;
+      for (const auto& r : result.ranks)
+        if (result.first_failed_rank && r.rank == *result.first_failed_rank && r.status)
+          return fmt::format("{} {}", rank_on(r.rank), r.status->describe());
+      return "a rank failed";
+    case JobEnd::StartFailed:
+      return fmt::format("{} could not start: {}", rank_on(result.first_failed_rank.value_or(0)), result.start_error);
+    case JobEnd::NodeLost:
+      for (const auto& [node, why] : lost)
+        if (node < plan.nodes.size()) return fmt::format("lost contact with {}: {}", plan.nodes[node].host, why);
+      return fmt::format("{} was on a node that was lost", rank_on(result.first_failed_rank.value_or(0)));
+    case JobEnd::Interrupted:
+      if (const char* name = sigabbrev_np(result.received_signal)) return fmt::format("interrupted by SIG{}", name);
+      return fmt::format("interrupted by signal {}", result.received_signal);
+    case JobEnd::TimedOut: return fmt::format("the job ran past --timeout {}s", timeout_s);
+    case JobEnd::TimeLimit: return "Slurm time limit: the job was ended at its time limit";
+  }
+  return "";
+}
+
+const char* job_end_name(JobEnd end) {
+  switch (end) {
+    case JobEnd::Completed: return "completed";
+    case JobEnd::RankFailed: return "rank_failed";
+    case JobEnd::StartFailed: return "start_failed";
+    case JobEnd::Interrupted: return "interrupted";
+    case JobEnd::TimedOut: return "timed_out";
+    case JobEnd::TimeLimit: return "time_limit";
+    case JobEnd::NodeLost: return "node_lost";
+  }
+  return "?";
+}
 
 RankPlan plan_job(ClusterContext& context, std::optional<int> ranks, MapBy map_by) {
   ClusterSpec cluster = context.cluster();
@@ -448,13 +427,7 @@ RankPlan plan_job(ClusterContext& context, std::optional<int> ranks, MapBy map_b
     learn_local_gpus(cluster, this_machine);
     return make_rank_plan(cluster, ranks, map_by);
   }
-  ClusterSession& session = context.session();
-  for (size_t i = 0; i < cluster.nodes.size(); ++i) {
-    if (session.usable(i)) cluster.nodes[i].gpu_count = session.hellos()[i].gpus;
-    else cluster.nodes[i].slots.fixed = 0;  // left out: it was not reached, or was lost
-    if (cluster.nodes[i].spare) cluster.nodes[i].slots.fixed = 0;  // held back for restarts
-  }
-  return make_rank_plan(cluster, ranks, map_by);
+  return plan_on_nodes(context, ranks, map_by, working_and_spare_nodes(cluster).first);
 }
 
 void refuse_this_machine_listed_twice(const ClusterContext& context) {
@@ -473,16 +446,19 @@ void refuse_this_machine_listed_twice(const ClusterContext& context) {
 
 LaunchedJob launch_job(ClusterContext& context, const JobOptions& options,
                        const OutputFactory& make_output) {
+  // --timeout bounds the whole job: one deadline, from now, that every attempt shares.
+  std::optional<SteadyTime> deadline;
+  if (options.timeout_s > 0) deadline = std::chrono::steady_clock::now() + seconds_to_ms(options.timeout_s);
   LaunchedJob job;
   if (context.is_local()) {
     LocalAttempts runner(context, options, make_output);
     std::vector<size_t> nodes(context.cluster().nodes.size());
     for (size_t i = 0; i < nodes.size(); ++i) nodes[i] = i;
-    RestartedJob restarted = run_with_restarts(runner, nodes, {}, options.restarts);
+    RestartedJob restarted = run_with_restarts(runner, nodes, {}, options.restarts, deadline);
     job = std::move(runner.job);
-    job.attempts = attempts_of(restarted, context.cluster());
+    job.attempts = std::move(restarted.attempts);
   } else {
-    job = run_across_nodes(context, options, make_output);
+    job = run_across_nodes(context, options, make_output, deadline);
   }
   // A SIGTERM inside an allocation is Slurm's: its time limit, scancel or a preemption. (The
   // query asks slurmctld only for such an end.)

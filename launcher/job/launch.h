@@ -4,6 +4,7 @@
 #pragma once
 
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -11,6 +12,7 @@
 
 #include "launcher/cluster/rank_plan.h"
 #include "launcher/job/cluster_context.h"
+#include "launcher/job/restarts.h"
 #include "launcher/local/local_job.h"
 #include "launcher/local/mpi_world.h"
 #include "topology/binding.h"
@@ -44,16 +46,7 @@ struct JobOptions {
 struct LaunchedJob {
   RankPlan plan;     // the last attempt's
   JobResult result;  // the last attempt's: its exit status is the job's
-  // Each attempt, for the timeline (one, unless the job was started again).
-  struct Attempt {
-    int number = 0;
-    std::vector<std::string> hosts;  // the nodes it ran on
-    double started_s = 0;            // since the first attempt started
-    JobEnd end = JobEnd::Completed;
-    std::string ended_by, action;
-    std::optional<double> seconds_to_running;  // from its failure to the next attempt's ranks running
-  };
-  std::vector<Attempt> attempts;
+  std::vector<AttemptRecord> attempts;  // for the timeline: one, unless the job was started again
   std::vector<std::pair<std::string, std::string>> left_out;  // host, why
 };
 
@@ -71,6 +64,15 @@ void refuse_this_machine_listed_twice(const ClusterContext& context);
 // rendezvous address works; Interrupted on Ctrl-C before the start.
 LaunchedJob launch_job(ClusterContext& context, const JobOptions& options,
                        const OutputFactory& make_output);
+
+// How a job, or one attempt of it, ended, in a few words: "rank 3 (node2) exited with status
+// 3", "interrupted by SIGINT", "the job ran past --timeout 60s". `lost`: the nodes it lost,
+// with why, named for a lost node's end ("lost contact with node3: ...").
+std::string describe_job_end(const JobResult& result, const RankPlan& plan, double timeout_s,
+                             const std::map<size_t, std::string>& lost = {});
+
+// The end's name in JSON: "completed", "rank_failed", "node_lost", ...
+const char* job_end_name(JobEnd end);
 
 // The plan launch_job would make: with each node's GPU count as the session's agents
 // reported it (or this machine's topology), and no ranks on nodes that cannot be used.

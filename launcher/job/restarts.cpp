@@ -23,22 +23,20 @@ bool end_calls_for_restart(JobEnd end) {
 }
 
 RestartedJob run_with_restarts(AttemptRunner& runner, std::vector<size_t> nodes, std::vector<size_t> spares,
-                               int restarts) {
+                               int restarts, std::optional<SteadyTime> deadline) {
   RestartedJob job;
   const SteadyTime first_start = Clock::now();
   std::optional<SteadyTime> previous_failure;
   for (int number = 0;; ++number) {
     AttemptRecord record;
-    record.number = number;
-    record.nodes = nodes;
+    for (size_t n : nodes) record.hosts.push_back(runner.host(n));
     record.started_s = seconds_between(first_start, Clock::now());
-    AttemptEnd end = runner.run_attempt(number, nodes);
-    if (previous_failure && end.ranks_running && !job.attempts.empty())
-      job.attempts.back().seconds_to_running = seconds_between(*previous_failure, *end.ranks_running);
+    AttemptEnd end = runner.run_attempt(number, nodes, deadline);
+    if (previous_failure && end.facts.ranks_running && !job.attempts.empty())
+      job.attempts.back().seconds_to_running = seconds_between(*previous_failure, *end.facts.ranks_running);
     record.end = end.result.end;
     record.ended_by = end.ended_by;
     job.result = std::move(end.result);
-    job.nodes = nodes;
     auto finish = [&](std::string action) {
       record.action = std::move(action);
       job.attempts.push_back(std::move(record));
@@ -48,21 +46,33 @@ RestartedJob run_with_restarts(AttemptRunner& runner, std::vector<size_t> nodes,
     if (number >= restarts)
       return finish(restarts == 0 ? "" : fmt::format("none: the {} restart{} were spent", restarts,
                                                      restarts == 1 ? "" : "s"));
+    // Another attempt would be stopped as it starts.
+    if (deadline && Clock::now() >= *deadline) return finish("none: the job's --timeout has passed");
 
     // Whose fault: the nodes the attempt lost or could not start on, and those of its other
-    // nodes and the spares that fail a quick check now. A spare that fails is not used.
-    std::map<size_t, std::string> faulty = end.faulty;
+    // nodes that fail a quick check now.
+    std::map<size_t, std::string> faulty = end.facts.faulty;
     std::vector<size_t> to_check;
     for (size_t n : nodes)
       if (!faulty.count(n)) to_check.push_back(n);
-    to_check.insert(to_check.end(), spares.begin(), spares.end());
-    for (auto& [node, why] : runner.check_nodes(to_check)) {
+    for (auto& [node, why] : runner.check_nodes(to_check))
       if (std::find(nodes.begin(), nodes.end(), node) != nodes.end()) faulty[node] = why;
-      else if (auto it = std::find(spares.begin(), spares.end(), node); it != spares.end()) {
-        spares.erase(it);
-        job.left_out[node] = why;
+    // Spares are checked only when a node at fault needs one, as many as are needed: a restart
+    // in place uses none. A spare that fails its check is left out as a node would be.
+    size_t needed = 0;
+    for (size_t n : nodes) needed += faulty.count(n);
+    std::vector<size_t> healthy_spares;
+    while (healthy_spares.size() < needed && !spares.empty()) {
+      const size_t take = std::min(needed - healthy_spares.size(), spares.size());
+      const std::vector<size_t> candidates(spares.begin(), spares.begin() + long(take));
+      spares.erase(spares.begin(), spares.begin() + long(take));
+      const std::map<size_t, std::string> failed = runner.check_nodes(candidates);
+      for (size_t n : candidates) {
+        if (auto it = failed.find(n); it != failed.end()) job.left_out[n] = it->second;
+        else healthy_spares.push_back(n);
       }
     }
+    spares.insert(spares.begin(), healthy_spares.begin(), healthy_spares.end());
 
     std::vector<std::string> moves;
     for (size_t k = 0; k < nodes.size(); ++k) {
@@ -81,31 +91,30 @@ RestartedJob run_with_restarts(AttemptRunner& runner, std::vector<size_t> nodes,
       nodes[k] = spares.front();
       spares.erase(spares.begin());
     }
-    previous_failure = end.failure_seen.value_or(Clock::now());
+    previous_failure = end.facts.failure_seen.value_or(Clock::now());
     record.action = (moves.empty() ? "restarted in place: no node at fault" : fmt::format("{}", fmt::join(moves, "; ")));
     job.attempts.push_back(std::move(record));
   }
 }
 
-void mark_last_nodes_spare(ClusterSpec& cluster, int count) {
-  if (count == 0) return;
-  if (cluster.is_this_machine)
-    throw Error(ErrorKind::Usage, "--spares needs a cluster of several nodes (-H, --hostfile or -f); "
-                                  "this machine alone has none to spare");
-  if (count < 0 || size_t(count) >= cluster.nodes.size())
-    throw Error(ErrorKind::Usage,
-                fmt::format("--spares {} leaves no node of the {} in {} to run the job; give fewer spares than nodes",
-                            count, cluster.nodes.size(), cluster.source.empty() ? "the cluster" : cluster.source));
-  for (size_t i = cluster.nodes.size() - size_t(count); i < cluster.nodes.size(); ++i) cluster.nodes[i].spare = true;
-}
-
-void check_spares(const ClusterSpec& cluster) {
-  if (!cluster.nodes.empty() && std::all_of(cluster.nodes.begin(), cluster.nodes.end(),
-                                            [](const NodeSpec& n) { return n.spare; }))
+void set_spares(ClusterSpec& cluster, int count) {
+  const std::string where = cluster.source.empty() ? "the cluster" : cluster.source;
+  if (count != 0) {
+    if (cluster.is_this_machine)
+      throw Error(ErrorKind::Usage, "--spares needs a cluster of several nodes (-H, --hostfile or -f); "
+                                    "this machine alone has none to spare");
+    if (count < 0 || size_t(count) >= cluster.nodes.size())
+      throw Error(ErrorKind::Usage,
+                  fmt::format("--spares {} leaves no node of the {} in {} to run the job; give fewer spares than nodes",
+                              count, cluster.nodes.size(), where));
+    for (size_t i = cluster.nodes.size() - size_t(count); i < cluster.nodes.size(); ++i) cluster.nodes[i].spare = true;
+  }
+  if (!cluster.nodes.empty() &&
+      std::all_of(cluster.nodes.begin(), cluster.nodes.end(), [](const NodeSpec& n) { return n.spare; }))
     throw Error(ErrorKind::Config,
                 fmt::format("every node of {} is a spare: none is left to run the job; take 'spare: true' off "
                             "the nodes that run it",
-                            cluster.source.empty() ? "the cluster" : cluster.source));
+                            where));
 }
 
 std::pair<std::vector<size_t>, std::vector<size_t>> working_and_spare_nodes(const ClusterSpec& cluster) {

@@ -30,12 +30,13 @@ using Milliseconds = std::chrono::milliseconds;
 class SessionRun {
  public:
   SessionRun(ClusterSession& session, const RankPlan& plan, const LaunchRequest& request,
-             const TeardownPolicy& policy, JobOutput& output, const std::vector<int>& interrupt_fds)
+             const TeardownPolicy& policy, JobOutput& output, const std::vector<int>& interrupt_fds,
+             SessionJobState* job_state)
       : session_(session), plan_(plan), request_(request), policy_(policy), output_(output),
-        interrupt_fds_(interrupt_fds), status_(size_t(plan.world_size())),
+        interrupt_fds_(interrupt_fds), job_(job_state ? *job_state : own_job_), status_(size_t(plan.world_size())),
         stopped_(status_.size(), false) {}
 
-  SessionRunFacts facts_;
+  AttemptFacts facts_;
 
   JobResult run() {
     check_every_node_is_usable();
@@ -318,8 +319,8 @@ class SessionRun {
 
   // Once per job, when no rank has written a line for --stall: the job goes on.
   void check_stall() {
-    if (!policy_.stall || stall_read_ || tearing_down_ || Clock::now() - last_line_ < *policy_.stall) return;
-    stall_read_ = true;
+    if (!policy_.stall || job_.stall_read || tearing_down_ || Clock::now() - last_line_ < *policy_.stall) return;
+    job_.stall_read = true;
     read_stacks(StacksWhen::Stall);
   }
 
@@ -327,6 +328,8 @@ class SessionRun {
 
   // Where `muster stacks` finds the job. Without it the job runs as well: it says why.
   void open_control_socket() {
+    if (job_.control_tried) return;  // an earlier attempt's: it says what it did
+    job_.control_tried = true;
     JobListing listing;
     for (const auto& word : request_.argv) listing.command += (listing.command.empty() ? "" : " ") + word;
     if (listing.command.size() > 200) listing.command = listing.command.substr(0, 197) + "...";
@@ -336,15 +339,15 @@ class SessionRun {
       if (!node.ranks.empty()) hosts.push_back(host(size_t(node.node_rank)));
     listing.hosts = fold_hostlist(hosts);
     try {
-      control_ = std::make_unique<JobControlSocket>(request_.job.job_id, listing);
+      job_.control = std::make_unique<JobControlSocket>(request_.job.job_id, listing);
     } catch (const Error& e) {
       output_.launch_warning(fmt::format("'muster stacks' cannot reach this job: {}", e.what()));
     }
   }
 
   void check_control_requests() {
-    if (!control_) return;
-    while (auto client = control_->take_stacks_request()) {
+    if (!job_.control) return;
+    while (auto client = job_.control->take_stacks_request()) {
       clients_.push_back(*client);
       read_stacks(StacksWhen::Request);
     }
@@ -486,6 +489,8 @@ class SessionRun {
   const TeardownPolicy& policy_;
   JobOutput& output_;
   const std::vector<int>& interrupt_fds_;
+  SessionJobState own_job_;  // when this run is the whole job
+  SessionJobState& job_;
   int id_ = 0;
   JobResult result_;
   std::vector<std::optional<ExitStatus>> status_;
@@ -503,10 +508,8 @@ class SessionRun {
     Clock::time_point until;
   };
   std::optional<StacksReading> stacks_;
-  std::unique_ptr<JobControlSocket> control_;
   std::vector<int> clients_;  // `muster stacks` waiting for the reading under way
   bool stop_after_stacks_ = false;  // the timeout came: teardown once the stacks are in
-  bool stall_read_ = false;
   Clock::time_point last_line_;
   // What a node is given to read its ranks, and what the head waits for every node's answer
   // (the network and a slow node's unwinding on top).
@@ -531,8 +534,9 @@ class SessionRun {
 
 JobResult run_over_session(ClusterSession& session, const RankPlan& plan, const LaunchRequest& request,
                            const TeardownPolicy& policy, JobOutput& output,
-                           const std::vector<int>& interrupt_fds, SessionRunFacts* facts) {
-  SessionRun run(session, plan, request, policy, output, interrupt_fds);
+                           const std::vector<int>& interrupt_fds, AttemptFacts* facts,
+                           SessionJobState* job_state) {
+  SessionRun run(session, plan, request, policy, output, interrupt_fds, job_state);
   JobResult result = run.run();
   if (facts) *facts = std::move(run.facts_);
   // A scheduler that ended the agents (scancel, a time limit, a failed node) signals the

@@ -83,6 +83,16 @@ TEST(RestartsCli, BadInputStartsNothingAndExits2) {
   EXPECT_FALSE(std::filesystem::exists(dir.file("started")));
 }
 
+// --timeout bounds the whole job: attempt 0 fails after 2 s and attempt 1 would finish 2 s
+// later, past the job's 3 s; with a fresh clock per attempt it completed.
+TEST(RestartsCli, TheTimeoutBoundsTheWholeJobNotEachAttempt) {
+  auto r = run_muster({"run", "-n", "1", "--timeout", "3", "--restarts", "1", "--grace", "1", "--", "sh", "-c",
+                       "if [ \"$MUSTER_RESTART_COUNT\" = 0 ]; then sleep 2; exit 1; fi; sleep 2"});
+  EXPECT_EQ(r.exit_code, 124) << r.err;
+  EXPECT_NE(r.err.find("ran past --timeout 3s"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("muster: 2 attempts:"), std::string::npos) << r.err;
+}
+
 class RestartsCluster : public ::testing::Test {
  protected:
   void start(int hosts) {

@@ -113,5 +113,50 @@ TEST(RankPlan, GroupRanksCountOnlyTheNodesThatRunRanks) {
   EXPECT_EQ(rank_plan_from_json(rank_plan_json(plan)).ranks[1].group_rank, 1);
 }
 
+NodeSpec planned_node(const std::string& host, std::optional<int> slots, int gpus, bool spare = false) {
+  NodeSpec n;
+  n.host = host;
+  n.slots.fixed = slots;
+  n.gpu_count = gpus;
+  n.spare = spare;
+  return n;
+}
+
+// A spare holds no ranks in the plan itself, wherever it is listed.
+TEST(RankPlan, ASpareHoldsNoRanks) {
+  ClusterSpec cluster;
+  cluster.nodes = {planned_node("s", std::nullopt, 4, true), planned_node("a", 2, 0), planned_node("b", 2, 0)};
+  const RankPlan plan = make_rank_plan(cluster, std::nullopt, MapBy::Slot);
+  EXPECT_EQ(layout(plan), "a:0/0 a:1/1 b:2/0 b:3/1");
+  EXPECT_EQ(plan.nodes[0].slots, 0);
+  EXPECT_EQ(plan.ranks[0].group_rank, 0);
+}
+
+// The share of a node left out moves to a spare: it keeps its slots, rank numbers and group
+// rank, and takes the spare's GPUs; the node left out runs none.
+TEST(RankPlan, AShareMovedToASpareKeepsItsRanksAndTakesTheSparesGpus) {
+  ClusterSpec cluster;
+  cluster.nodes = {planned_node("a", std::nullopt, 2), planned_node("b", std::nullopt, 4),
+                   planned_node("c", std::nullopt, 2), planned_node("s", std::nullopt, 2, true)};
+  const std::vector<bool> usable = {true, false, true, true};
+  const RankPlan plan = plan_shares_on_nodes(cluster, {0, 3, 2}, usable, std::nullopt, MapBy::Slot);
+  EXPECT_EQ(layout(plan), "a:0/0 a:1/1 s:2/0 s:3/1 s:4/2 s:5/3 c:6/0 c:7/1");
+  EXPECT_TRUE(plan.nodes[1].ranks.empty());
+  EXPECT_EQ(plan.nodes[3].slots, 4);
+  for (int rank : {2, 3, 4, 5}) {
+    EXPECT_EQ(plan.ranks[size_t(rank)].node_rank, 3);
+    EXPECT_EQ(plan.ranks[size_t(rank)].group_rank, 1);
+  }
+  EXPECT_EQ(plan.ranks[2].gpu, 0);
+  EXPECT_EQ(plan.ranks[3].gpu, 1);
+  EXPECT_FALSE(plan.ranks[4].gpu) << "the spare has two GPUs";
+  EXPECT_EQ(plan.ranks[7].group_rank, 2);
+
+  // On the working nodes (the first attempt's plan), a node not usable runs none.
+  const RankPlan first = plan_shares_on_nodes(cluster, {0, 1, 2}, usable, std::nullopt, MapBy::Slot);
+  EXPECT_EQ(layout(first), "a:0/0 a:1/1 c:2/0 c:3/1");
+  EXPECT_EQ(first.ranks[2].group_rank, 1);
+}
+
 }  // namespace
 }  // namespace muster

@@ -1,6 +1,7 @@
 // Whose fault an attempt's end was and what is done about it, with a recording runner.
 #include "launcher/job/restarts.h"
 
+#include <csignal>
 #include <deque>
 
 #include <fmt/format.h>
@@ -8,6 +9,7 @@
 
 #include "launcher/cluster/cluster_file.h"
 #include "launcher/error.h"
+#include "launcher/job/launch.h"
 
 namespace muster {
 namespace {
@@ -21,9 +23,11 @@ class RecordingRunner : public AttemptRunner {
   std::vector<std::vector<size_t>> ran_on;     // per attempt
   std::vector<int> numbers;
   std::vector<std::vector<size_t>> checked;
+  std::vector<std::optional<SteadyTime>> deadlines;  // per attempt
 
-  AttemptEnd run_attempt(int number, const std::vector<size_t>& nodes) override {
+  AttemptEnd run_attempt(int number, const std::vector<size_t>& nodes, std::optional<SteadyTime> deadline) override {
     numbers.push_back(number);
+    deadlines.push_back(deadline);
     ran_on.push_back(nodes);
     AttemptEnd end = ends.front();
     ends.pop_front();
@@ -54,7 +58,7 @@ AttemptEnd node_lost(size_t node) {
   AttemptEnd end;
   end.result.end = JobEnd::NodeLost;
   end.result.first_failed_rank = 0;
-  end.faulty[node] = "nothing heard from it for 5 s";
+  end.facts.faulty[node] = "nothing heard from it for 5 s";
   end.ended_by = "lost a node";
   return end;
 }
@@ -72,9 +76,10 @@ TEST(Restarts, ALostNodeIsLeftOutAndItsShareMovesToASpare) {
   ASSERT_EQ(job.attempts.size(), 2u);
   EXPECT_EQ(job.attempts[0].action, "node3 left out; its ranks moved to node5");
   EXPECT_EQ(job.attempts[1].end, JobEnd::Completed);
-  // The lost node is not asked again; the others and the spare are.
-  ASSERT_EQ(runner.checked.size(), 1u);
-  EXPECT_EQ(runner.checked[0], (std::vector<size_t>{0, 1, 3, 4}));
+  // The lost node is not asked again; the others are, then the spare it needs.
+  ASSERT_EQ(runner.checked.size(), 2u);
+  EXPECT_EQ(runner.checked[0], (std::vector<size_t>{0, 1, 3}));
+  EXPECT_EQ(runner.checked[1], (std::vector<size_t>{4}));
 }
 
 TEST(Restarts, ARankThatFailsOnAHealthyNodeIsRestartedInPlace) {
@@ -86,6 +91,9 @@ TEST(Restarts, ARankThatFailsOnAHealthyNodeIsRestartedInPlace) {
   EXPECT_TRUE(job.left_out.empty());
   EXPECT_EQ(job.attempts[0].action, "restarted in place: no node at fault");
   EXPECT_EQ(job.result.exit_code(), 0);
+  // A restart in place needs no spare: the spare is not asked, and cannot be lost to a check.
+  ASSERT_EQ(runner.checked.size(), 1u);
+  EXPECT_EQ(runner.checked[0], (std::vector<size_t>{0, 1}));
 }
 
 TEST(Restarts, ANodeThatFailsItsCheckAfterARankFailureIsLeftOut) {
@@ -119,6 +127,20 @@ TEST(Restarts, ASpareThatFailsItsCheckIsNotUsed) {
   ASSERT_EQ(runner.ran_on.size(), 2u);
   EXPECT_EQ(runner.ran_on[1], (std::vector<size_t>{3, 1}));
   EXPECT_EQ(job.left_out.at(2), "unreachable");
+  EXPECT_EQ(runner.checked, (std::vector<std::vector<size_t>>{{1}, {2}, {3}}));
+}
+
+// A restart in place asks no spare (a spare that missed that check was lost for good); when a
+// node is at fault, spares are asked in order until one passes.
+TEST(Restarts, SparesAreCheckedOnlyWhenANodeNeedsOne) {
+  RecordingRunner runner;
+  runner.ends = {rank_failed(1), node_lost(1), completed()};
+  runner.unhealthy[2] = "unreachable";
+  RestartedJob job = run_with_restarts(runner, {0, 1}, {2, 3}, 2);
+  ASSERT_EQ(runner.ran_on.size(), 3u);
+  EXPECT_EQ(runner.ran_on[1], (std::vector<size_t>{0, 1}));
+  EXPECT_EQ(runner.ran_on[2], (std::vector<size_t>{0, 3}));
+  EXPECT_EQ(runner.checked, (std::vector<std::vector<size_t>>{{0, 1}, {0}, {2}, {3}}));
 }
 
 TEST(Restarts, WhenTheRestartsAreSpentTheJobExitsAsItWouldHaveWithoutThem) {
@@ -144,28 +166,66 @@ TEST(Restarts, ATimeoutOrCtrlCIsNotRestarted) {
   }
 }
 
+// --timeout bounds the whole job: a restarted attempt gets what is left of it, not a fresh
+// clock, and no attempt starts once it has passed.
+TEST(Restarts, EveryAttemptSharesTheJobsOneDeadline) {
+  RecordingRunner runner;
+  runner.ends = {rank_failed(1), node_lost(0), completed()};
+  const SteadyTime deadline = std::chrono::steady_clock::now() + std::chrono::hours(1);
+  run_with_restarts(runner, {0}, {1}, 5, deadline);
+  ASSERT_EQ(runner.deadlines.size(), 3u);
+  for (const auto& d : runner.deadlines) EXPECT_EQ(d, deadline);
+
+  RecordingRunner late;
+  late.ends = {rank_failed(1), completed()};
+  RestartedJob job = run_with_restarts(late, {0}, {1}, 5, std::chrono::steady_clock::now());
+  EXPECT_EQ(late.ran_on.size(), 1u) << "an attempt was started after the job's deadline";
+  EXPECT_EQ(job.result.exit_code(), 1);
+  EXPECT_EQ(job.attempts.back().action, "none: the job's --timeout has passed");
+}
+
 TEST(Restarts, TheTimelineHasTheTimeToRanksRunningAgain) {
   RecordingRunner runner;
   AttemptEnd lost = node_lost(0);
   const auto t = std::chrono::steady_clock::now();
-  lost.failure_seen = t;
+  lost.facts.failure_seen = t;
   AttemptEnd done = completed();
-  done.ranks_running = t + std::chrono::milliseconds(1500);
+  done.facts.ranks_running = t + std::chrono::milliseconds(1500);
   runner.ends = {lost, done};
   RestartedJob job = run_with_restarts(runner, {0}, {1}, 1);
   ASSERT_TRUE(job.attempts[0].seconds_to_running);
   EXPECT_DOUBLE_EQ(*job.attempts[0].seconds_to_running, 1.5);
 }
 
+// The report's end and the timeline's say the same, from one function: a timeout or Ctrl-C
+// included, which the local timeline left empty.
+TEST(Restarts, AnEndIsDescribedTheSameForTheReportAndTheTimeline) {
+  ClusterSpec two;
+  two.nodes = {NodeSpec{"a", "", {2}, {}, {}, {}}, NodeSpec{"b", "", {2}, {}, {}, {}}};
+  const RankPlan plan = make_rank_plan(two, std::nullopt, MapBy::Slot);
+  JobResult result;
+  result.end = JobEnd::Interrupted;
+  result.received_signal = SIGTERM;
+  EXPECT_EQ(describe_job_end(result, plan, 0), "interrupted by SIGTERM");
+  result.end = JobEnd::TimedOut;
+  EXPECT_EQ(describe_job_end(result, plan, 2.5), "the job ran past --timeout 2.5s");
+  result.end = JobEnd::NodeLost;
+  result.first_failed_rank = 2;
+  EXPECT_EQ(describe_job_end(result, plan, 0), "rank 2 (b) was on a node that was lost");
+  EXPECT_EQ(describe_job_end(result, plan, 0, {{1, "nothing heard from it for 5 s"}}),
+            "lost contact with b: nothing heard from it for 5 s");
+  EXPECT_STREQ(job_end_name(JobEnd::NodeLost), "node_lost");
+}
+
 TEST(Restarts, SparesAreTheLastNodesOfAHostList) {
   ClusterSpec cluster;
   for (int i = 0; i < 4; ++i) cluster.nodes.push_back(NodeSpec{fmt::format("n{}", i), "", {1}, {}, {}, {}});
-  mark_last_nodes_spare(cluster, 1);
+  set_spares(cluster, 1);
   auto [working, spares] = working_and_spare_nodes(cluster);
   EXPECT_EQ(working, (std::vector<size_t>{0, 1, 2}));
   EXPECT_EQ(spares, (std::vector<size_t>{3}));
-  EXPECT_THROW(mark_last_nodes_spare(cluster, 4), Error);
-  EXPECT_THROW(mark_last_nodes_spare(cluster, -1), Error);
+  EXPECT_THROW(set_spares(cluster, 4), Error);
+  EXPECT_THROW(set_spares(cluster, -1), Error);
 }
 
 TEST(Restarts, TheClusterFileNamesSparesAndRestarts) {
@@ -177,7 +237,8 @@ TEST(Restarts, TheClusterFileNamesSparesAndRestarts) {
   EXPECT_TRUE(c.nodes[2].spare);
   EXPECT_THROW(parse_cluster_yaml("launch:\n  restarts: -1\nnodes: [n1]\n", "c.yaml"), Error);
   EXPECT_THROW(parse_cluster_yaml("nodes:\n  - host: n1\n    spare: maybe\n", "c.yaml"), Error);
-  EXPECT_THROW(check_spares(parse_cluster_yaml("nodes:\n  - host: n1\n    spare: true\n", "c.yaml")), Error);
+  ClusterSpec all_spare = parse_cluster_yaml("nodes:\n  - host: n1\n    spare: true\n", "c.yaml");
+  EXPECT_THROW(set_spares(all_spare, 0), Error);
 }
 
 }  // namespace
