@@ -44,7 +44,7 @@ struct HealthFinding {
 // The GPU stress tests (gpu_stress.cpp): whether they run, and the bars they judge by, from
 // `muster health --stress` and the cluster file's checks.stress* keys.
 struct StressSettings {
-  bool run = false;
+  bool run = false;  // set by health --stress and doctor only: the cluster file gives the bars
   double peer_ratio = 0.7;      // a figure below this times its peers' median fails (checks.stress_peer_ratio)
   double hardware_ratio = 0.5;  // a copy below this times what its link implies fails (checks.stress_hardware_ratio)
   std::chrono::milliseconds budget{8000};  // the node's whole measurement
