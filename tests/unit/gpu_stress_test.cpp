@@ -231,9 +231,19 @@ class RecordingGpuLibraries : public GpuLibraries {
  public:
   std::optional<StressMeasurements> figures;
   std::vector<std::chrono::milliseconds> budgets;
+  std::optional<NvmlHealthReading> nvml;         // unset: no NVML
+  std::optional<NvmlAfterStress> after_stress;   // unset: NVML does not answer after the load
+  size_t nvml_reads = 0;
+  std::vector<std::vector<std::string>> after_stress_asked;
   std::optional<NvmlHealthReading> read_nvml(std::string& why) override {
-    why = "no NVML in this test";
-    return std::nullopt;
+    ++nvml_reads;
+    if (!nvml) why = "no NVML in this test";
+    return nvml;
+  }
+  std::optional<NvmlAfterStress> read_after_stress(const std::vector<std::string>& bus_ids, std::string& why) override {
+    after_stress_asked.push_back(bus_ids);
+    if (!after_stress) why = "no NVML in this test";
+    return after_stress;
   }
   NcclReading read_nccl() override { return {}; }
   std::optional<StressMeasurements> measure_stress(std::chrono::milliseconds budget, std::string& why) override {
@@ -259,7 +269,9 @@ TEST(GpuStressFamily, MeasuresOnlyWhenAskedWithinTheBudgetAndJudges) {
   HealthExpectations expect;
   auto quiet = check_node_health({tree.root(), &gpus}, expect);
   EXPECT_TRUE(gpus.budgets.empty());
-  EXPECT_TRUE(findings_starting(quiet, "gpu_").empty() || findings_starting(quiet, "gpu_host_copy").empty());
+  for (const char* check : {"gpu_host_copy", "gpu_memory_bandwidth", "gpu_gemm", "gpu_peer_copy", "gpu_stress"})
+    EXPECT_TRUE(findings_starting(quiet, check).empty()) << check << " without stress asked: " << dump(quiet.findings);
+  EXPECT_TRUE(gpus.after_stress_asked.empty());
   expect.stress.run = true;
   expect.stress.budget = std::chrono::milliseconds(3000);
   auto h = check_node_health({tree.root(), &gpus}, expect);
@@ -271,6 +283,33 @@ TEST(GpuStressFamily, MeasuresOnlyWhenAskedWithinTheBudgetAndJudges) {
   const auto summary = findings_starting(h, "gpu_stress");
   ASSERT_EQ(summary.size(), 1u);
   EXPECT_EQ(summary[0].values.at("seconds"), 1.5);
+}
+
+TEST(GpuStressFamily, NamesComeFromTheNodesNvmlReadingAndCausesFromOneReadingAfterTheLoad) {
+  testing::NodeTree tree;
+  tree.healthy_gpu_node();
+  RecordingGpuLibraries gpus;
+  gpus.figures = healthy(2);
+  gpus.figures->gpus[1].gemm.value = 300;
+  const StressContext known = context_of(2);
+  gpus.nvml = NvmlHealthReading{"550.54.15", 12040, 2, {*known.nvml[0], *known.nvml[1]}};
+  // Before the load the clocks were at their most; right after it GPU1's were held down.
+  gpus.after_stress = NvmlAfterStress{{GpuClocksReading{0, 1980, 1980}, GpuClocksReading{throttle::kHwSlowdown, 990, 1980}},
+                                      {{0, 18}, {18, 0}}};
+  HealthExpectations expect;
+  expect.stress.run = true;
+  auto h = check_node_health({tree.root(), &gpus}, expect);
+  EXPECT_EQ(gpus.nvml_reads, 1u) << "NVML read again for the stress tests";
+  ASSERT_EQ(gpus.after_stress_asked.size(), 1u);
+  EXPECT_EQ(gpus.after_stress_asked[0], (std::vector<std::string>{bus_of(0), bus_of(1)}));
+  const auto bad = failures(findings_starting(h, "gpu_gemm"));
+  ASSERT_EQ(bad.size(), 1u) << dump(h.findings);
+  EXPECT_EQ(bad[0].device, "GPU1 0000:28:00.0 NVIDIA H100 80GB HBM3 GPU-8b0c0000-0000-4000-8000-000000000001");
+  EXPECT_NE(bad[0].remedy.find("clocks held down by hardware slowdown"), std::string::npos) << bad[0].remedy;
+  EXPECT_NE(bad[0].remedy.find("SM clock 990 MHz of its 1980 MHz"), std::string::npos) << bad[0].remedy;
+  const auto pairs = findings_starting(h, "gpu_peer_copy");
+  ASSERT_EQ(pairs.size(), 1u) << dump(h.findings);
+  EXPECT_EQ(pairs[0].values.at("nvlinks"), 18);
 }
 
 TEST(GpuStressFamily, NothingMeasurableIsUnknownWithTheReason) {

@@ -10,7 +10,6 @@
 #include <fmt/ranges.h>
 
 #include "topology/health/checks.h"
-#include "topology/nvml.h"
 
 namespace muster {
 
@@ -327,18 +326,29 @@ void check_gpu_stress(const NodeReading& node, NodeHealth& out) {
     out.findings.push_back(std::move(f));
     return;
   }
-  // What would slow a GPU, read right after the GEMMs: their clocks and throttle reasons then.
+  // The GPUs as the node's NVML reading names them (index, name, UUID, NVLinks up), with
+  // what would slow them read once more right after the GEMMs: their clocks then, and the
+  // NVLinks between each pair.
   StressContext context;
   context.settings = settings;
-  std::string why_no_nvml;
-  const std::optional<NvmlHealthReading> now = node.sources.gpus->read_nvml(why_no_nvml);
   std::vector<std::string> bus_ids;
-  for (const auto& g : measured->gpus) {
-    bus_ids.push_back(g.bus_id);
+  for (const auto& g : measured->gpus) bus_ids.push_back(g.bus_id);
+  std::string why_not_after;
+  const std::optional<NvmlAfterStress> after = node.sources.gpus->read_after_stress(bus_ids, why_not_after);
+  for (size_t i = 0; i < measured->gpus.size(); ++i) {
+    const GpuStressFigures& g = measured->gpus[i];
     std::optional<GpuHealthReading> reading;
-    if (now)
-      for (const auto& r : now->gpus)
+    if (node.nvml)
+      for (const auto& r : node.nvml->gpus)
         if (r.bus_id == g.bus_id && r.error.empty()) reading = r;
+    if (reading) {
+      // The clocks before the load say nothing of it: only those read after it are judged.
+      const std::optional<GpuClocksReading> clocks =
+          after && i < after->clocks.size() ? after->clocks[i] : std::nullopt;
+      reading->throttle_reasons = clocks ? clocks->throttle_reasons : std::nullopt;
+      reading->sm_clock_mhz = clocks ? clocks->sm_clock_mhz : std::nullopt;
+      reading->max_sm_clock_mhz = clocks ? clocks->max_sm_clock_mhz : std::nullopt;
+    }
     context.nvml.push_back(reading);
     std::optional<StressLink> link;
     for (const auto& d : node.pci.devices)
@@ -349,8 +359,7 @@ void check_gpu_stress(const NodeReading& node, NodeHealth& out) {
       }
     context.links.push_back(link);
   }
-  std::string why_no_links;
-  if (auto facts = query_nvml(bus_ids, why_no_links)) context.nvlinks = facts->nvlinks;
+  if (after) context.nvlinks = after->nvlinks;
   for (auto& f : judge_gpu_stress(*measured, context)) out.findings.push_back(std::move(f));
   HealthFinding summary = finding("gpu_stress", Status::Pass, "",
                                   fmt::format("{} GPU{} and {} copies between them measured in {:.1f} s (budget {:g} s)",
