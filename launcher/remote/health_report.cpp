@@ -1,6 +1,7 @@
 #include "launcher/remote/health_report.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <cstdlib>
 
 #include <fmt/format.h>
@@ -23,6 +24,11 @@ std::string bounded(const json& j, const char* key) {
   std::string s = j.at(key).get<std::string>();
   if (s.size() > kMaxText) s.resize(kMaxText);
   return s;
+}
+
+// A count of parts a node reports (GPUs, links, ports); 0 when it says none.
+int count_in(const json& j, const char* key) {
+  return j.contains(key) ? json_integer(j.at(key), 0, 1 << 16) : 0;
 }
 
 HealthStatus status_from(const std::string& name) {
@@ -108,7 +114,8 @@ std::string to_json(const NodeHealth& h) {
 
 NodeHealth node_health_from_json(std::string_view text) {
   try {
-    json j = parse_untrusted_json(text);
+    // Every integer below is read through json_integer: a figure of any finite size is data.
+    json j = parse_untrusted_json(text, Floats::AnyFinite);
     NodeHealth h;
     h.complete = j.value("complete", false);
     const json& findings = j.at("findings");
@@ -144,8 +151,7 @@ NodeHealth node_health_from_json(std::string_view text) {
     const json& s = j.at("software");
     h.software = {bounded(s, "nvidia_driver"), bounded(s, "cuda_driver"), bounded(s, "nccl"),
                   bounded(s, "nccl_net_plugin"), bounded(s, "kernel"), bounded(s, "rdma_providers"),
-                  std::clamp(s.value("nvidia_gpus", 0), 0, 1 << 16), bounded(s, "gpu_model"),
-                  std::clamp(s.value("nvlinks", 0), 0, 1 << 16), std::clamp(s.value("ib_ports", 0), 0, 1 << 16),
+                  count_in(s, "nvidia_gpus"), bounded(s, "gpu_model"), count_in(s, "nvlinks"), count_in(s, "ib_ports"),
                   bounded(s, "ib_rates"), bounded(s, "hardware_model")};
     return h;
   } catch (const nlohmann::json::exception& e) {
@@ -161,12 +167,12 @@ std::string counters_to_json(const std::vector<HealthCounter>& counters) {
 
 std::vector<HealthCounter> counters_from_json(std::string_view text) {
   try {
-    json j = parse_untrusted_json(text);
+    json j = parse_untrusted_json(text, Floats::AnyFinite);
     if (!j.is_array()) throw Error(ErrorKind::Runtime, "not a list of counters");
     std::vector<HealthCounter> out;
     for (const auto& c : j) {
       if (out.size() == kMaxCounters) break;  // the first ones are compared; no node has more
-      out.push_back({bounded(c, "device"), bounded(c, "name"), c.at("value").get<std::uint64_t>()});
+      out.push_back({bounded(c, "device"), bounded(c, "name"), json_integer<std::uint64_t>(c.at("value"), 0, UINT64_MAX)});
     }
     return out;
   } catch (const nlohmann::json::exception& e) {

@@ -144,8 +144,8 @@ HealthFinding combined(const char* check, const std::string& device, const std::
   return f;
 }
 
-// Figures are kept in GB/s, TFLOPS and MHz, named so in the key, not in bytes and FLOPs a
-// second: the agent protocol refuses a float of 2^31 or more (json_fields.h).
+// Figures are kept in the units an operator reads them in (GB/s, TFLOPS, MHz), named so in
+// the key.
 void add_value(std::map<std::string, double>& values, const std::string& key, const StressFigure& f) {
   if (f.value) values[key] = *f.value;
 }
