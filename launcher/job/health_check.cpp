@@ -9,6 +9,7 @@
 
 #include <fmt/format.h>
 
+#include "launcher/median.h"
 #include "launcher/remote/health_report.h"
 #include "topology/health/counter_baseline.h"
 #include "topology/health/finish_within.h"
@@ -295,17 +296,15 @@ std::vector<std::vector<HealthFinding>> stress_across_nodes(const std::vector<co
     if (on.size() < 3) continue;  // two nodes cannot say which one is slow
     std::vector<double> values;
     for (const auto& s : seen) values.push_back(s.value);
-    std::sort(values.begin(), values.end());
-    const double median = values.size() % 2 ? values[values.size() / 2]
-                                            : (values[values.size() / 2 - 1] + values[values.size() / 2]) / 2;
+    const double middle = median(values);
     for (const auto& s : seen) {
-      if (s.value >= peer_ratio * median) continue;
+      if (s.value >= peer_ratio * middle) continue;
       HealthFinding f;
       f.check = s.finding->check;
       f.status = HealthStatus::Fail;
       f.device = s.finding->device;
       f.observed = fmt::format("{} {:.1f}", std::get<2>(group), s.value);
-      f.expected = fmt::format("at least {:.1f}", peer_ratio * median);
+      f.expected = fmt::format("at least {:.1f}", peer_ratio * middle);
       f.expected_from = fmt::format("{:g}x the median of {} figures of {} GPUs across {} nodes (checks.stress_peer_ratio)",
                                     peer_ratio, values.size(), std::get<0>(group).empty() ? "its" : std::get<0>(group),
                                     on.size());

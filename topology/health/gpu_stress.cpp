@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "launcher/median.h"
 #include "topology/health/checks.h"
 
 namespace muster {
@@ -16,12 +17,6 @@ namespace muster {
 namespace {
 
 using health::Status;
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
 
 std::string gbps_text(double gbps) { return fmt::format("{:.1f} GB/s", gbps); }
 
