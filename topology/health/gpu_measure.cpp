@@ -55,7 +55,7 @@ struct CudaRuntime {
   EventSynchronize event_synchronize = nullptr;
   EventElapsedTime elapsed = nullptr;
   EventDestroy event_destroy = nullptr;
-  GetErrorString error_string = nullptr;
+  CudaGetErrorString error_string = nullptr;
 
   template <typename Fn>
   void bind(Fn& fn, const char* symbol) {
