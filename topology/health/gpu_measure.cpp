@@ -34,7 +34,7 @@ constexpr int kMostRepetitions = 16;
 // The CUDA runtime, opened once and kept for the process's life: a runtime with contexts
 // cannot be unloaded safely (as NCCL's).
 struct CudaRuntime {
-  void* handle = nullptr;
+  NodeLibrary library{kCudaRuntimeSonames, RTLD_NOW | RTLD_GLOBAL, NodeLibrary::Close::Never};
   std::string why_not;
   GetDeviceCount device_count = nullptr;
   SetDevice set_device = nullptr;
@@ -57,10 +57,35 @@ struct CudaRuntime {
   EventDestroy event_destroy = nullptr;
   CudaGetErrorString error_string = nullptr;
 
+  CudaRuntime() {
+    if (!library.loaded()) {
+      why_not = "the CUDA runtime (libcudart.so) is not installed on this node";
+      return;
+    }
+    bind(device_count, "cudaGetDeviceCount");
+    bind(set_device, "cudaSetDevice");
+    bind(bus_id, "cudaDeviceGetPCIBusId");
+    bind(malloc, "cudaMalloc");
+    bind(free, "cudaFree");
+    bind(malloc_host, "cudaMallocHost");
+    bind(free_host, "cudaFreeHost");
+    bind(memcpy_async, "cudaMemcpyAsync");
+    bind(memcpy_peer_async, "cudaMemcpyPeerAsync");
+    bind(can_access_peer, "cudaDeviceCanAccessPeer");
+    bind(enable_peer_access, "cudaDeviceEnablePeerAccess");
+    bind(stream_create, "cudaStreamCreate");
+    bind(stream_destroy, "cudaStreamDestroy");
+    bind(stream_synchronize, "cudaStreamSynchronize");
+    bind(event_create, "cudaEventCreateWithFlags");
+    bind(event_record, "cudaEventRecord");
+    bind(event_synchronize, "cudaEventSynchronize");
+    bind(elapsed, "cudaEventElapsedTime");
+    bind(event_destroy, "cudaEventDestroy");
+    bind(error_string, "cudaGetErrorString");
+  }
   template <typename Fn>
   void bind(Fn& fn, const char* symbol) {
-    fn = reinterpret_cast<Fn>(dlsym(handle, symbol));
-    if (!fn && why_not.empty()) why_not = fmt::format("the CUDA runtime lacks {} (too old)", symbol);
+    if (!library.bind(fn, symbol) && why_not.empty()) why_not = fmt::format("the CUDA runtime lacks {} (too old)", symbol);
   }
   std::string error(const char* call, cudaError_t code) const {
     return fmt::format("{} failed: {} (CUDA error {})", call, error_string ? error_string(code) : "?", code);
@@ -68,65 +93,32 @@ struct CudaRuntime {
 };
 
 const CudaRuntime& cuda_runtime() {
-  static const CudaRuntime runtime = [] {
-    CudaRuntime r;
-    for (const char* name : {"libcudart.so.13", "libcudart.so.12", "libcudart.so.11.0", "libcudart.so"})
-      if ((r.handle = open_node_library(name, RTLD_NOW | RTLD_GLOBAL))) break;
-    if (!r.handle) {
-      r.why_not = "the CUDA runtime (libcudart.so) is not installed on this node";
-      return r;
-    }
-    r.bind(r.device_count, "cudaGetDeviceCount");
-    r.bind(r.set_device, "cudaSetDevice");
-    r.bind(r.bus_id, "cudaDeviceGetPCIBusId");
-    r.bind(r.malloc, "cudaMalloc");
-    r.bind(r.free, "cudaFree");
-    r.bind(r.malloc_host, "cudaMallocHost");
-    r.bind(r.free_host, "cudaFreeHost");
-    r.bind(r.memcpy_async, "cudaMemcpyAsync");
-    r.bind(r.memcpy_peer_async, "cudaMemcpyPeerAsync");
-    r.bind(r.can_access_peer, "cudaDeviceCanAccessPeer");
-    r.bind(r.enable_peer_access, "cudaDeviceEnablePeerAccess");
-    r.bind(r.stream_create, "cudaStreamCreate");
-    r.bind(r.stream_destroy, "cudaStreamDestroy");
-    r.bind(r.stream_synchronize, "cudaStreamSynchronize");
-    r.bind(r.event_create, "cudaEventCreateWithFlags");
-    r.bind(r.event_record, "cudaEventRecord");
-    r.bind(r.event_synchronize, "cudaEventSynchronize");
-    r.bind(r.elapsed, "cudaEventElapsedTime");
-    r.bind(r.event_destroy, "cudaEventDestroy");
-    r.bind(r.error_string, "cudaGetErrorString");
-    return r;
-  }();
+  static const CudaRuntime runtime;
   return runtime;
 }
 
 // cuBLAS, opened after the runtime (whose instance it then shares), kept as the runtime is.
 struct Cublas {
-  void* handle = nullptr;
+  NodeLibrary library{kCublasSonames, RTLD_NOW | RTLD_LOCAL, NodeLibrary::Close::Never};
   std::string why_not;
   CublasCreate create = nullptr;
   CublasDestroy destroy = nullptr;
   CublasSetStream set_stream = nullptr;
   CublasGemmEx gemm = nullptr;
+
+  Cublas() {
+    if (!library.loaded()) {
+      why_not = "cuBLAS (libcublas.so) is not installed on this node";
+      return;
+    }
+    if (!library.bind(create, "cublasCreate_v2") || !library.bind(destroy, "cublasDestroy_v2") ||
+        !library.bind(set_stream, "cublasSetStream_v2") || !library.bind(gemm, "cublasGemmEx"))
+      why_not = "cuBLAS lacks cublasGemmEx (too old)";
+  }
 };
 
 const Cublas& cublas() {
-  static const Cublas library = [] {
-    Cublas c;
-    for (const char* name : {"libcublas.so.13", "libcublas.so.12", "libcublas.so.11", "libcublas.so"})
-      if ((c.handle = open_node_library(name, RTLD_NOW | RTLD_LOCAL))) break;
-    if (!c.handle) {
-      c.why_not = "cuBLAS (libcublas.so) is not installed on this node";
-      return c;
-    }
-    c.create = reinterpret_cast<CublasCreate>(dlsym(c.handle, "cublasCreate_v2"));
-    c.destroy = reinterpret_cast<CublasDestroy>(dlsym(c.handle, "cublasDestroy_v2"));
-    c.set_stream = reinterpret_cast<CublasSetStream>(dlsym(c.handle, "cublasSetStream_v2"));
-    c.gemm = reinterpret_cast<CublasGemmEx>(dlsym(c.handle, "cublasGemmEx"));
-    if (!c.create || !c.destroy || !c.set_stream || !c.gemm) c.why_not = "cuBLAS lacks cublasGemmEx (too old)";
-    return c;
-  }();
+  static const Cublas library;
   return library;
 }
 
