@@ -180,6 +180,43 @@ struct GpuWork {
   }
 };
 
+// A GPU's GEMM operands (n x n BF16 each) and cuBLAS handle on its stream, freed with it once
+// the stream has finished with them.
+struct GemmWork {
+  const CudaRuntime& cuda;
+  const Cublas& blas;
+  GpuWork& gpu;
+  void *a = nullptr, *b = nullptr, *c = nullptr;
+  cublasHandle_t handle = nullptr;
+
+  GemmWork(const CudaRuntime& r, const Cublas& l, GpuWork& w) : cuda(r), blas(l), gpu(w) {
+    try {
+      const size_t bytes = size_t(kGemmSize) * kGemmSize * 2;  // BF16
+      check(cuda, "cudaSetDevice", cuda.set_device(gpu.device));
+      check(cuda, "cudaMalloc", cuda.malloc(&a, bytes));
+      check(cuda, "cudaMalloc", cuda.malloc(&b, bytes));
+      check(cuda, "cudaMalloc", cuda.malloc(&c, bytes));
+      if (const cublasStatus_t s = blas.create(&handle); s != kCublasSuccess)
+        throw CudaFailure{fmt::format("cublasCreate failed (cuBLAS status {})", s)};
+      if (const cublasStatus_t s = blas.set_stream(handle, gpu.stream); s != kCublasSuccess)
+        throw CudaFailure{fmt::format("cublasSetStream failed (cuBLAS status {})", s)};
+    } catch (const CudaFailure&) {
+      release();  // a constructor that throws runs no destructor
+      throw;
+    }
+  }
+  ~GemmWork() { release(); }
+  void release() {
+    if (cuda.set_device(gpu.device) != kCudaSuccess) return;
+    if (gpu.stream) cuda.stream_synchronize(gpu.stream);
+    if (handle) blas.destroy(handle);
+    for (void* p : {a, b, c})
+      if (p) cuda.free(p);
+  }
+  GemmWork(const GemmWork&) = delete;
+  GemmWork& operator=(const GemmWork&) = delete;
+};
+
 // What the node's measurement has left of its budget.
 class Budget {
  public:
@@ -200,29 +237,42 @@ int repetitions(double one_ms) {
   return std::clamp(int(std::lround(kFigureMs / one_ms)), 1, kMostRepetitions);
 }
 
-// Times `enqueue` on `gpu`: one round to size, then the repetitions; GB/s of `bytes` a round
-// (or what `per_ms` makes of the milliseconds a round). Sets `reps_out` to what it ran.
-StressFigure timed(GpuWork& gpu, const Budget& budget, const std::function<void()>& enqueue,
-                   const std::function<double(double ms_per_round)>& rate, int* reps_out = nullptr) {
+using Rate = std::function<double(double ms_per_round)>;
+
+// The figure of `reps` rounds enqueued on `gpu`, once its end event has fired: what `rate`
+// makes of the milliseconds a round.
+StressFigure figure_of(GpuWork& gpu, int reps, const Rate& rate) {
+  StressFigure figure;
+  try {
+    const double ms = gpu.elapsed_ms();
+    if (ms > 0) figure.value = rate(ms / reps);
+    else figure.why_not = "the CUDA events measured no time";
+  } catch (const CudaFailure& f) {
+    figure.why_not = f.what;
+  }
+  return figure;
+}
+
+// Times `enqueue` on `gpu`: one round to size, then the repetitions. Sets `reps_out` to what
+// it ran.
+StressFigure timed(GpuWork& gpu, const Budget& budget, const std::function<void()>& enqueue, const Rate& rate,
+                   int* reps_out = nullptr) {
   StressFigure figure;
   if (budget.spent()) {
     figure.why_not = budget.why_spent();
     return figure;
   }
+  int reps = 1;
   try {
     gpu.enqueue_timed(1, enqueue);
-    const int reps = repetitions(gpu.elapsed_ms());
+    reps = repetitions(gpu.elapsed_ms());
     gpu.enqueue_timed(reps, enqueue);
-    const double ms = gpu.elapsed_ms();
-    if (!(ms > 0)) {
-      figure.why_not = "the CUDA events measured no time";
-      return figure;
-    }
-    figure.value = rate(ms / reps);
-    if (reps_out) *reps_out = reps;
   } catch (const CudaFailure& f) {
     figure.why_not = f.what;
+    return figure;
   }
+  figure = figure_of(gpu, reps, rate);
+  if (reps_out && figure.value) *reps_out = reps;
   return figure;
 }
 
@@ -261,18 +311,24 @@ std::optional<StressMeasurements> measure_gpus_with_cuda(std::chrono::millisecon
     return std::nullopt;
   }
 
+  // A copy between the host and GPU `w` of kCopyBytes, `kind` its direction.
+  auto host_copy = [&](GpuWork& w, int kind) {
+    const bool to_device = kind == kMemcpyHostToDevice;
+    return [&cuda, &w, kind, to_device] {
+      check(cuda, "cudaMemcpyAsync",
+            to_device ? cuda.memcpy_async(w.copy, w.host, kCopyBytes, kind, w.stream)
+                      : cuda.memcpy_async(w.host, w.copy, kCopyBytes, kind, w.stream));
+    };
+  };
+  auto per_round = [](size_t bytes) { return [bytes](double ms) { return gbps(bytes, ms); }; };
+
   // Each GPU alone: to it, from it, within it.
   std::vector<int> h2d_reps(size_t(count), 1), d2h_reps(size_t(count), 1);
   for (int d = 0; d < count; ++d) {
     GpuWork& w = *gpus[size_t(d)];
     GpuStressFigures& g = out.gpus[size_t(d)];
-    auto per_round = [](size_t bytes) { return [bytes](double ms) { return gbps(bytes, ms); }; };
-    g.h2d = timed(w, budget, [&] {
-      check(cuda, "cudaMemcpyAsync", cuda.memcpy_async(w.copy, w.host, kCopyBytes, kMemcpyHostToDevice, w.stream));
-    }, per_round(kCopyBytes), &h2d_reps[size_t(d)]);
-    g.d2h = timed(w, budget, [&] {
-      check(cuda, "cudaMemcpyAsync", cuda.memcpy_async(w.host, w.copy, kCopyBytes, kMemcpyDeviceToHost, w.stream));
-    }, per_round(kCopyBytes), &d2h_reps[size_t(d)]);
+    g.h2d = timed(w, budget, host_copy(w, kMemcpyHostToDevice), per_round(kCopyBytes), &h2d_reps[size_t(d)]);
+    g.d2h = timed(w, budget, host_copy(w, kMemcpyDeviceToHost), per_round(kCopyBytes), &d2h_reps[size_t(d)]);
     // A copy within the GPU reads and writes every byte, as bandwidthTest counts it.
     g.hbm = timed(w, budget, [&] {
       check(cuda, "cudaMemcpyAsync",
@@ -281,41 +337,29 @@ std::optional<StressMeasurements> measure_gpus_with_cuda(std::chrono::millisecon
   }
 
   // Every GPU at once, each as many rounds as it ran alone: a PCIe switch shared by two GPUs
-  // halves each only now.
+  // halves each only now. All are enqueued before any is read.
   for (int kind : {kMemcpyHostToDevice, kMemcpyDeviceToHost}) {
     const bool to_device = kind == kMemcpyHostToDevice;
-    std::vector<std::string> failed(static_cast<size_t>(count));
+    auto figure_at = [&](int d) -> StressFigure& {
+      return to_device ? out.gpus[size_t(d)].h2d_all : out.gpus[size_t(d)].d2h_all;
+    };
     if (budget.spent()) {
-      for (auto& g : out.gpus) (to_device ? g.h2d_all : g.d2h_all).why_not = budget.why_spent();
+      for (int d = 0; d < count; ++d) figure_at(d).why_not = budget.why_spent();
       continue;
     }
-    const auto reps = to_device ? h2d_reps : d2h_reps;
+    const std::vector<int>& reps = to_device ? h2d_reps : d2h_reps;
+    std::vector<bool> enqueued(size_t(count), false);
     for (int d = 0; d < count; ++d) {
       GpuWork& w = *gpus[size_t(d)];
       try {
-        w.enqueue_timed(reps[size_t(d)], [&] {
-          check(cuda, "cudaMemcpyAsync",
-                to_device ? cuda.memcpy_async(w.copy, w.host, kCopyBytes, kind, w.stream)
-                          : cuda.memcpy_async(w.host, w.copy, kCopyBytes, kind, w.stream));
-        });
+        w.enqueue_timed(reps[size_t(d)], host_copy(w, kind));
+        enqueued[size_t(d)] = true;
       } catch (const CudaFailure& f) {
-        failed[size_t(d)] = f.what;
+        figure_at(d).why_not = f.what;
       }
     }
-    for (int d = 0; d < count; ++d) {
-      StressFigure& figure = to_device ? out.gpus[size_t(d)].h2d_all : out.gpus[size_t(d)].d2h_all;
-      if (!failed[size_t(d)].empty()) {
-        figure.why_not = failed[size_t(d)];
-        continue;
-      }
-      try {
-        const double ms = gpus[size_t(d)]->elapsed_ms();
-        if (ms > 0) figure.value = gbps(kCopyBytes * size_t(reps[size_t(d)]), ms);
-        else figure.why_not = "the CUDA events measured no time";
-      } catch (const CudaFailure& f) {
-        figure.why_not = f.what;
-      }
-    }
+    for (int d = 0; d < count; ++d)
+      if (enqueued[size_t(d)]) figure_at(d) = figure_of(*gpus[size_t(d)], reps[size_t(d)], per_round(kCopyBytes));
   }
 
   // Every ordered pair, from the source's stream, with peer access on where the GPUs allow it.
@@ -334,7 +378,7 @@ std::optional<StressMeasurements> measure_gpus_with_cuda(std::chrono::millisecon
       GpuWork &a = *gpus[size_t(from)], &b = *gpus[size_t(to)];
       p.gbps = timed(a, budget, [&] {
         check(cuda, "cudaMemcpyPeerAsync", cuda.memcpy_peer_async(b.copy, to, a.copy, from, kCopyBytes, a.stream));
-      }, [](double ms) { return gbps(kCopyBytes, ms); });
+      }, per_round(kCopyBytes));
       out.peers.push_back(p);
     }
 
@@ -346,35 +390,24 @@ std::optional<StressMeasurements> measure_gpus_with_cuda(std::chrono::millisecon
       figure.why_not = blas.why_not;
       continue;
     }
+    // Before three 128 MiB buffers and a cuBLAS handle are made for nothing.
+    if (budget.spent()) {
+      figure.why_not = budget.why_spent();
+      continue;
+    }
     GpuWork& w = *gpus[size_t(d)];
-    const size_t bytes = size_t(kGemmSize) * kGemmSize * 2;  // BF16
-    void *a = nullptr, *b = nullptr, *c = nullptr;
-    cublasHandle_t handle = nullptr;
     try {
-      check(cuda, "cudaSetDevice", cuda.set_device(d));
-      check(cuda, "cudaMalloc", cuda.malloc(&a, bytes));
-      check(cuda, "cudaMalloc", cuda.malloc(&b, bytes));
-      check(cuda, "cudaMalloc", cuda.malloc(&c, bytes));
-      if (const cublasStatus_t s = blas.create(&handle); s != kCublasSuccess)
-        throw CudaFailure{fmt::format("cublasCreate failed (cuBLAS status {})", s)};
-      if (const cublasStatus_t s = blas.set_stream(handle, w.stream); s != kCublasSuccess)
-        throw CudaFailure{fmt::format("cublasSetStream failed (cuBLAS status {})", s)};
+      const GemmWork gemm(cuda, blas, w);
       const float one = 1, zero = 0;
       const int n = kGemmSize;
       figure = timed(w, budget, [&] {
-        const cublasStatus_t s = blas.gemm(handle, kCublasOpN, kCublasOpN, n, n, n, &one, a, kDataBf16, n, b,
-                                           kDataBf16, n, &zero, c, kDataBf16, n, kComputeF32, kGemmDefault);
+        const cublasStatus_t s = blas.gemm(gemm.handle, kCublasOpN, kCublasOpN, n, n, n, &one, gemm.a, kDataBf16, n,
+                                           gemm.b, kDataBf16, n, &zero, gemm.c, kDataBf16, n, kComputeF32, kGemmDefault);
         if (s != kCublasSuccess) throw CudaFailure{fmt::format("cublasGemmEx failed (cuBLAS status {})", s)};
       }, [n](double ms) { return 2.0 * n * double(n) * n / (ms * 1e-3) / 1e12; });
     } catch (const CudaFailure& f) {
-      figure.value.reset();
       figure.why_not = f.what;
     }
-    cuda.set_device(d);
-    if (w.stream) cuda.stream_synchronize(w.stream);
-    if (handle) blas.destroy(handle);
-    for (void* p : {a, b, c})
-      if (p) cuda.free(p);
   }
   gpus.clear();
   out.seconds = std::chrono::duration<double>(Clock::now() - started).count();
