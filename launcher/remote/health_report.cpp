@@ -100,7 +100,7 @@ std::string to_json(const NodeHealth& h) {
   for (const auto& f : h.findings)
     findings.push_back({{"check", f.check}, {"status", health_status_name(f.status)}, {"device", f.device},
                         {"observed", f.observed}, {"expected", f.expected}, {"expected_from", f.expected_from},
-                        {"remedy", f.remedy}, {"values", f.values}});
+                        {"remedy", f.remedy}, {"values", f.values}, {"gpu_model", f.gpu_model}});
   const NodeSoftware& s = h.software;
   json software = {{"nvidia_driver", s.nvidia_driver}, {"nvlinks", s.nvlinks}, {"cuda_driver", s.cuda_driver}, {"nccl", s.nccl},
                    {"nccl_net_plugin", s.nccl_net_plugin}, {"kernel", s.kernel},
@@ -140,6 +140,7 @@ NodeHealth node_health_from_json(std::string_view text) {
       out.expected = bounded(f, "expected");
       out.expected_from = bounded(f, "expected_from");
       out.remedy = bounded(f, "remedy");
+      out.gpu_model = bounded(f, "gpu_model");
       if (f.contains("values")) {
         if (f.at("values").size() > 64) throw Error(ErrorKind::Runtime, "a health finding with too many values");
         for (const auto& [key, value] : f.at("values").items())

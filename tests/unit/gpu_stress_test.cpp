@@ -343,11 +343,18 @@ TEST(GpuStressAcrossNodes, ANodeWhoseGpusAreSlowAlikeFailsAgainstItsModelAcrossT
   ASSERT_EQ(slow[2].size(), 8u) << dump(slow[2]);
   EXPECT_EQ(slow[2][0].check, "gpu_gemm");
   EXPECT_EQ(slow[2][0].status, HealthStatus::Fail);
-  EXPECT_EQ(slow[2][0].expected, "at least 455.0");
-  EXPECT_NE(slow[2][0].expected_from.find("across 4 nodes"), std::string::npos) << slow[2][0].expected_from;
-  // Another model is not its peer: alone in its model, nothing is said.
-  nodes[2].software.gpu_model = "NVIDIA H100 PCIe";
-  EXPECT_TRUE(stress_across_nodes(all, 0.7)[2].empty());
+  EXPECT_EQ(slow[2][0].observed, "BF16 GEMM 300.0 TFLOPS");  // worded as on the node
+  EXPECT_EQ(slow[2][0].expected, "at least 455.0 TFLOPS");
+  EXPECT_NE(slow[2][0].expected_from.find("of NVIDIA H100 80GB HBM3 GPUs across 4 nodes"), std::string::npos)
+      << slow[2][0].expected_from;
+  // Another model is not its peer: alone in its model, nothing is said. Each GPU is compared
+  // by its own model, not by the node's first GPU's.
+  auto pcie = healthy(8);
+  for (auto& g : pcie.gpus) g.gemm.value = 300;
+  StressContext pcie_context = context_of(8);
+  for (auto& r : pcie_context.nvml) r->name = "NVIDIA H100 PCIe";
+  nodes[2].findings = judge_gpu_stress(pcie, pcie_context);
+  EXPECT_TRUE(stress_across_nodes(all, 0.7)[2].empty()) << dump(stress_across_nodes(all, 0.7)[2]);
 }
 
 }  // namespace

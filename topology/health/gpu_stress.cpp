@@ -19,6 +19,7 @@ namespace {
 using health::Status;
 
 std::string gbps_text(double gbps) { return fmt::format("{:.1f} GB/s", gbps); }
+std::string tflops_text(double tflops) { return fmt::format("{:.1f} TFLOPS", tflops); }
 
 // How one figure fared against its bars.
 struct Judged {
@@ -58,8 +59,6 @@ Judged judge(const std::string& what, const StressFigure& figure, const std::vec
     }
   return j;
 }
-
-std::string tflops_text(double tflops) { return fmt::format("{:.1f} TFLOPS", tflops); }
 
 // The bar of its peers' median, if it has peers measured.
 std::optional<Bar> peer_bar(const std::vector<double>& peer_values, const StressSettings& s, const char* unit) {
@@ -114,10 +113,12 @@ std::string label_of(const GpuStressFigures& g, const std::optional<GpuHealthRea
 std::string model_of(const std::optional<GpuHealthReading>& nvml) { return nvml ? nvml->name : ""; }
 
 // One finding from the figures judged for it: the worst status; on failure, what failed.
-HealthFinding combined(const char* check, const std::string& device, const std::vector<Judged>& judged,
-                       const std::string& remedy, std::map<std::string, double> values) {
+HealthFinding combined(const char* check, const std::string& device, const std::string& model,
+                       const std::vector<Judged>& judged, const std::string& remedy,
+                       std::map<std::string, double> values) {
   HealthFinding f;
   f.check = check;
+  f.gpu_model = model;
   f.device = device;
   f.values = std::move(values);
   f.status = Status::Pass;
@@ -141,11 +142,15 @@ HealthFinding combined(const char* check, const std::string& device, const std::
 
 // Figures are kept in the units an operator reads them in (GB/s, TFLOPS, MHz), named so in
 // the key.
-void add_value(std::map<std::string, double>& values, const std::string& key, const StressFigure& f) {
-  if (f.value) values[key] = *f.value;
+void add_value(std::map<std::string, double>& values, const StressFigureKey& key, const StressFigure& f) {
+  if (f.value) values[key.key] = *f.value;
 }
 
 }  // namespace
+
+std::string stress_figure_text(const char* what, const char* unit, double value) {
+  return fmt::format("{} {:.1f} {}", what, value, unit);
+}
 
 double pcie_gbps(double speed_gts, int width) {
   const double encoding = speed_gts >= 8 ? 128.0 / 130.0 : 0.8;
@@ -193,8 +198,8 @@ std::vector<HealthFinding> judge_gpu_stress(const StressMeasurements& m, const S
     // Copies to and from the host.
     {
       std::vector<Judged> judged = {
-          judge("H2D", g.h2d, bars(i, &GpuStressFigures::h2d, "GB/s", true), gbps_text),
-          judge("D2H", g.d2h, bars(i, &GpuStressFigures::d2h, "GB/s", true), gbps_text),
+          judge(kStressH2d.what, g.h2d, bars(i, &GpuStressFigures::h2d, "GB/s", true), gbps_text),
+          judge(kStressD2h.what, g.d2h, bars(i, &GpuStressFigures::d2h, "GB/s", true), gbps_text),
           judge(fmt::format("H2D with all {} GPUs at once", n), g.h2d_all, bars(i, &GpuStressFigures::h2d_all, "GB/s", false),
                 gbps_text),
           judge(fmt::format("D2H with all {} GPUs at once", n), g.d2h_all, bars(i, &GpuStressFigures::d2h_all, "GB/s", false),
@@ -202,36 +207,36 @@ std::vector<HealthFinding> judge_gpu_stress(const StressMeasurements& m, const S
       std::vector<std::string> host_causes = causes;
       if (auto l = link_cause(link(i))) host_causes.insert(host_causes.begin(), *l);
       std::map<std::string, double> values;
-      add_value(values, "h2d_gigabytes_per_second", g.h2d);
-      add_value(values, "d2h_gigabytes_per_second", g.d2h);
-      add_value(values, "h2d_all_gigabytes_per_second", g.h2d_all);
-      add_value(values, "d2h_all_gigabytes_per_second", g.d2h_all);
-      out.push_back(combined("gpu_host_copy", device, judged,
+      add_value(values, kStressH2d, g.h2d);
+      add_value(values, kStressD2h, g.d2h);
+      add_value(values, kStressH2dAll, g.h2d_all);
+      add_value(values, kStressD2hAll, g.d2h_all);
+      out.push_back(combined(kStressH2d.check, device, model_of(nvml(i)), judged,
                              remedy_of(host_causes, "no throttle reason nor degraded link was seen: reseat the GPU and "
                                                     "check its PCIe switch or riser; drain the node if it stays slow"),
                              std::move(values)));
     }
     {
       std::map<std::string, double> values;
-      add_value(values, "hbm_gigabytes_per_second", g.hbm);
-      out.push_back(combined("gpu_memory_bandwidth", device,
-                             {judge("copy within the GPU", g.hbm, bars(i, &GpuStressFigures::hbm, "GB/s", false), gbps_text)},
+      add_value(values, kStressHbm, g.hbm);
+      out.push_back(combined(kStressHbm.check, device, model_of(nvml(i)),
+                             {judge(kStressHbm.what, g.hbm, bars(i, &GpuStressFigures::hbm, "GB/s", false), gbps_text)},
                              remedy_of(causes, "no throttle reason was seen: its memory is slow; drain the node and "
                                                "have the GPU replaced if it stays slow"),
                              std::move(values)));
     }
     {
       std::map<std::string, double> values;
-      add_value(values, "gemm_teraflops", g.gemm);
+      add_value(values, kStressGemm, g.gemm);
       if (auto r = nvml(i)) {
         if (r->sm_clock_mhz) values["sm_clock_megahertz"] = *r->sm_clock_mhz;
         if (r->max_sm_clock_mhz) values["max_sm_clock_megahertz"] = *r->max_sm_clock_mhz;
         if (r->throttle_reasons) values["clocks_throttle_reasons"] = double(*r->throttle_reasons);
       }
-      Judged j = judge("BF16 GEMM", g.gemm, bars(i, &GpuStressFigures::gemm, "TFLOPS", false), tflops_text);
+      Judged j = judge(kStressGemm.what, g.gemm, bars(i, &GpuStressFigures::gemm, "TFLOPS", false), tflops_text);
       if (auto r = nvml(i); r && r->sm_clock_mhz && j.status != Status::Unknown)
         j.observed += fmt::format(" at an SM clock of {} MHz", *r->sm_clock_mhz);
-      out.push_back(combined("gpu_gemm", device, {j},
+      out.push_back(combined(kStressGemm.check, device, model_of(nvml(i)), {j},
                              remedy_of(causes, "no throttle reason was seen: check its cooling and power; drain the "
                                                "node if it stays slow"),
                              std::move(values)));
@@ -279,8 +284,8 @@ std::vector<HealthFinding> judge_gpu_stress(const StressMeasurements& m, const S
                                            nvml(to) ? nvml(to)->index : unsigned(to),
                                            p->peer_access ? "" : " (no peer access: staged through the host)"),
                                p->gbps, pair_bars, gbps_text));
-        add_value(values, from == a ? "forward_gigabytes_per_second" : "backward_gigabytes_per_second", p->gbps);
-        if (links) values["nvlinks"] = *links;
+        add_value(values, from == a ? kStressPeerForward : kStressPeerBackward, p->gbps);
+        if (links) values[kStressNvlinksKey] = *links;
       }
       for (size_t g : {a, b}) {
         if (auto r = nvml(g))
@@ -290,8 +295,11 @@ std::vector<HealthFinding> judge_gpu_stress(const StressMeasurements& m, const S
           causes.push_back(fmt::format("GPU{}: {}", nvml(g) ? nvml(g)->index : unsigned(g), cause));
       }
       if (judged.empty()) continue;
-      out.push_back(combined("gpu_peer_copy",
-                             fmt::format("{} <-> {}", label_of(m.gpus[a], nvml(a)), label_of(m.gpus[b], nvml(b))), judged,
+      std::string model_a = model_of(nvml(a)), model_b = model_of(nvml(b));
+      if (model_b < model_a) std::swap(model_a, model_b);
+      out.push_back(combined(kStressPeerForward.check,
+                             fmt::format("{} <-> {}", label_of(m.gpus[a], nvml(a)), label_of(m.gpus[b], nvml(b))),
+                             model_a == model_b ? model_a : model_a + " + " + model_b, judged,
                              remedy_of(causes, "no inactive NVLink nor throttle reason was seen: check the NVLink "
                                                "fabric (nvidia-smi nvlink -s, the NVSwitches); drain the node if it "
                                                "stays slow"),

@@ -35,6 +35,9 @@ struct HealthFinding {
   std::string expected_from;  // "the link's maximum", "expect.pcie_width", "most nodes"
   std::string remedy;         // one line of what to do; "" for a pass
   std::map<std::string, double> values;  // what was measured, in base units, for monitoring
+  // The GPU model a stress figure was measured on (both, "A + B", for a pair of two models);
+  // "" for other findings: the cluster compares a figure with the same model's only.
+  std::string gpu_model;
 
   // One line: "GPU1 0000:2a:00.0: PCIe link x8 at 32.0 GT/s, expected x16 at 32.0 GT/s (the
   // link's maximum)".
