@@ -51,9 +51,7 @@ std::string health_request_json(const HealthExpectations& e) {
   if (e.driver_version) expect["driver_version"] = *e.driver_version;
   json request = {{"op", "health"}, {"expect", expect}};
   if (e.stress.run)
-    request["stress"] = {{"peer_ratio", e.stress.peer_ratio},
-                         {"hardware_ratio", e.stress.hardware_ratio},
-                         {"budget_ms", e.stress.budget.count()}};
+    request["stress"] = {{"peer_ratio", e.stress.peer_ratio}, {"hardware_ratio", e.stress.hardware_ratio}};
   return bytes_kept(request).dump();  // as the cluster file wrote it
 }
 
@@ -76,7 +74,7 @@ HealthExpectations expectations_from_request(std::string_view text) try {
   if (x.contains("gpu_model")) e.gpu_model = bounded(x, "gpu_model");
   if (x.contains("driver_version")) e.driver_version = bounded(x, "driver_version");
   if (j.contains("stress")) {
-    // From the head, but bounded all the same: a budget is time the GPUs are held.
+    // From the head, but bounded all the same.
     const json& st = j.at("stress");
     auto ratio = [&](const char* key) {
       const double v = st.at(key).get<double>();
@@ -86,9 +84,6 @@ HealthExpectations expectations_from_request(std::string_view text) try {
     e.stress.run = true;
     e.stress.peer_ratio = ratio("peer_ratio");
     e.stress.hardware_ratio = ratio("hardware_ratio");
-    const long long budget = st.at("budget_ms").get<long long>();
-    if (budget < 100 || budget > 10000) throw Error(ErrorKind::Runtime, "stress.budget_ms out of range");
-    e.stress.budget = std::chrono::milliseconds(budget);
   }
   return e;
 } catch (const nlohmann::json::exception& e) {

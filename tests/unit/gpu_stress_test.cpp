@@ -50,7 +50,7 @@ StressContext context_of(size_t n) {
     r.sm_clock_mhz = 1980;
     r.max_sm_clock_mhz = 1980;
     c.nvml.push_back(r);
-    c.links.push_back(StressLink{16, 16, 32, 32});
+    c.links.push_back(StressLink{{16, 32}, {16, 32}});
   }
   c.nvlinks.assign(n, std::vector<int>(n, 18));
   for (size_t i = 0; i < n; ++i) c.nvlinks[i][i] = 0;
@@ -122,7 +122,7 @@ TEST(GpuStressJudge, ALinkTrainedBelowItsBestIsTheLikelyCause) {
   m.gpus[1].h2d.value = 26;
   m.gpus[1].d2h.value = 26;
   auto c = context_of(2);
-  c.links[1] = StressLink{8, 16, 32, 32};
+  c.links[1] = StressLink{{8, 32}, {16, 32}};
   const auto bad = failures(judge_gpu_stress(m, c));
   ASSERT_EQ(bad.size(), 1u) << dump(bad);
   EXPECT_EQ(bad[0].observed, "H2D 26.0 GB/s; D2H 26.0 GB/s");
@@ -273,10 +273,9 @@ TEST(GpuStressFamily, MeasuresOnlyWhenAskedWithinTheBudgetAndJudges) {
     EXPECT_TRUE(findings_starting(quiet, check).empty()) << check << " without stress asked: " << dump(quiet.findings);
   EXPECT_TRUE(gpus.after_stress_asked.empty());
   expect.stress.run = true;
-  expect.stress.budget = std::chrono::milliseconds(3000);
   auto h = check_node_health({tree.root(), &gpus}, expect);
   ASSERT_EQ(gpus.budgets.size(), 1u);
-  EXPECT_EQ(gpus.budgets[0], std::chrono::milliseconds(3000));
+  EXPECT_EQ(gpus.budgets[0], kStressBudget);
   const auto bad = failures(findings_starting(h, "gpu_memory_bandwidth"));
   ASSERT_EQ(bad.size(), 1u) << dump(h.findings);
   EXPECT_EQ(bad[0].device, "GPU1 0000:28:00.0");  // NVML did not answer: the CUDA ordinal and bus id

@@ -94,9 +94,9 @@ std::vector<std::string> clock_causes(const std::optional<GpuHealthReading>& g) 
 }
 
 std::optional<std::string> link_cause(const std::optional<StressLink>& l) {
-  if (!l || (l->width >= l->max_width && l->speed_gts >= l->max_speed_gts)) return std::nullopt;
-  return fmt::format("PCIe link at x{} {:g} GT/s, below its x{} {:g} GT/s", l->width, l->speed_gts, l->max_width,
-                     l->max_speed_gts);
+  if (!l || (l->now.width >= l->best.width && l->now.speed_gts >= l->best.speed_gts)) return std::nullopt;
+  return fmt::format("PCIe link at x{} {:g} GT/s, below its x{} {:g} GT/s", l->now.width, l->now.speed_gts,
+                     l->best.width, l->best.speed_gts);
 }
 
 std::string remedy_of(const std::vector<std::string>& causes, const char* otherwise) {
@@ -181,12 +181,12 @@ std::vector<HealthFinding> judge_gpu_stress(const StressMeasurements& m, const S
     std::vector<Bar> out_bars;
     if (auto b = peer_bar(peers(i, which), s, unit)) out_bars.push_back(*b);
     if (by_link)
-      if (auto l = link(i); l && l->max_width > 0 && l->max_speed_gts > 0) {
-        const double rate = pcie_gbps(l->max_speed_gts, l->max_width);
+      if (auto l = link(i); l && l->best.width > 0 && l->best.speed_gts > 0) {
+        const double rate = pcie_gbps(l->best.speed_gts, l->best.width);
         out_bars.push_back({s.hardware_ratio * rate,
                             fmt::format("{:g}x the {:.1f} GB/s of its PCIe link at its best, x{} {:g} GT/s "
                                         "(checks.stress_hardware_ratio)",
-                                        s.hardware_ratio, rate, l->max_width, l->max_speed_gts)});
+                                        s.hardware_ratio, rate, l->best.width, l->best.speed_gts)});
       }
     return out_bars;
   };
@@ -320,7 +320,7 @@ void check_gpu_stress(const NodeReading& node, NodeHealth& out) {
     return;
   }
   std::string why_not;
-  const std::optional<StressMeasurements> measured = node.sources.gpus->measure_stress(settings.budget, why_not);
+  const std::optional<StressMeasurements> measured = node.sources.gpus->measure_stress(kStressBudget, why_not);
   if (!measured) {
     const bool no_gpu = node.pci.listed && node.pci.nvidia_gpus.empty();
     HealthFinding f = finding("gpu_stress", no_gpu ? Status::Absent : Status::Unknown, "",
@@ -357,8 +357,8 @@ void check_gpu_stress(const NodeReading& node, NodeHealth& out) {
     for (const auto& d : node.pci.devices)
       if (d.bus_id == g.bus_id) {
         auto best = link_at_best(node, d);
-        auto current = link_now(node, d);
-        if (best && current) link = StressLink{current->width, best->width, current->speed_gts, best->speed_gts};
+        auto now = link_now(d);
+        if (best && now) link = StressLink{*now, *best};
       }
     context.links.push_back(link);
   }
@@ -368,7 +368,7 @@ void check_gpu_stress(const NodeReading& node, NodeHealth& out) {
                                   fmt::format("{} GPU{} and {} copies between them measured in {:.1f} s (budget {:g} s)",
                                               measured->gpus.size(), measured->gpus.size() == 1 ? "" : "s",
                                               measured->peers.size(), measured->seconds,
-                                              settings.budget.count() / 1e3));
+                                              kStressBudget.count() / 1e3));
   summary.values["seconds"] = measured->seconds;
   out.findings.push_back(std::move(summary));
 }

@@ -12,14 +12,14 @@
 #include <string>
 #include <vector>
 
+#include "topology/health/checks.h"
 #include "topology/health/health.h"
 
 namespace muster {
 
 // A GPU's PCIe link now and the best it can train at.
 struct StressLink {
-  int width = 0, max_width = 0;
-  double speed_gts = 0, max_speed_gts = 0;
+  PcieLinkRate now, best;
 };
 
 // What is known of the measured GPUs besides their figures, index for index.
