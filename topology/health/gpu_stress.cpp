@@ -158,7 +158,7 @@ double pcie_gbps(double speed_gts, int width) {
 }
 
 double nvlink_gbps(const std::string& name) {
-  for (const char* blackwell : {"B100", "B200", "B300", "GB200", "GB300"})
+  for (const char* blackwell : {"B100", "B200", "B300"})  // GB200 and GB300 among them
     if (name.find(blackwell) != std::string::npos) return 50;
   return 25;
 }
