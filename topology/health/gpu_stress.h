@@ -19,7 +19,7 @@ namespace muster {
 
 // A GPU's PCIe link now and the best it can train at.
 struct StressLink {
-  PcieLinkRate now, best;
+  health::PcieLinkRate now, best;
 };
 
 // What is known of the measured GPUs besides their figures, index for index.
