@@ -8,6 +8,7 @@
 #include <dlfcn.h>
 
 #include <cstdlib>
+#include <span>
 #include <sstream>
 #include <string>
 
@@ -22,13 +23,26 @@ inline void* open_node_library(const char* name, int flags) {
   return dlopen(name, flags);
 }
 
+// The first of a library's sonames (newest first) that opens.
+inline void* open_node_library(std::span<const char* const> names, int flags) {
+  for (const char* name : names)
+    if (void* handle = open_node_library(name, flags)) return handle;
+  return nullptr;
+}
+
 // A library of the node's opened at run time (open_node_library) and closed with this
-// object, its entry points bound by name. Whether it loaded: loaded().
+// object, unless it is one that cannot be unloaded safely once used (the CUDA runtime with
+// contexts, NCCL), its entry points bound by name. Whether it loaded: loaded().
 class NodeLibrary {
  public:
-  NodeLibrary(const char* name, int flags) : handle_(open_node_library(name, flags)) {}
+  enum class Close { WithThis, Never };
+  NodeLibrary(const char* name, int flags, Close close = Close::WithThis)
+      : handle_(open_node_library(name, flags)), close_(close) {}
+  // The first of these sonames that opens.
+  NodeLibrary(std::span<const char* const> names, int flags, Close close = Close::WithThis)
+      : handle_(open_node_library(names, flags)), close_(close) {}
   ~NodeLibrary() {
-    if (handle_) dlclose(handle_);
+    if (handle_ && close_ == Close::WithThis) dlclose(handle_);
   }
   NodeLibrary(const NodeLibrary&) = delete;
   NodeLibrary& operator=(const NodeLibrary&) = delete;
@@ -43,6 +57,7 @@ class NodeLibrary {
 
  private:
   void* handle_;
+  Close close_;
 };
 
 }  // namespace muster

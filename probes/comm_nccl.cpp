@@ -58,8 +58,7 @@ struct Libraries {
 Libraries& libraries() {
   static Libraries libs = [] {
     Libraries l;
-    for (const char* name : {"libcudart.so.13", "libcudart.so.12", "libcudart.so.11.0", "libcudart.so"})
-      if ((l.cudart = open_node_library(name, RTLD_NOW | RTLD_GLOBAL))) break;
+    l.cudart = open_node_library(kCudaRuntimeSonames, RTLD_NOW | RTLD_GLOBAL);
     if (!l.cudart) {
       l.why_not = "the CUDA runtime (libcudart.so) is not installed on this node; use --backend gloo";
       return l;

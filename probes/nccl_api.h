@@ -1,16 +1,18 @@
-// The NCCL and CUDA runtime declarations muster uses, as their APIs document them: neither
-// header is on a CPU-only machine, and muster must build there, opening the libraries at run
-// time. tests/fakes/gpu/abi_check.cpp compares every one of these with the real nccl.h and
-// cuda_runtime_api.h wherever those are installed, so a mismatch fails the build of the tests.
+// The NCCL declarations muster uses, as its API documents them, beside the CUDA runtime's
+// (launcher/cuda_runtime_api.h): neither header is on a CPU-only machine, and muster must
+// build there, opening the libraries at run time. tests/fakes/gpu/abi_check.cpp compares every
+// one of these with the real nccl.h wherever it is installed, so a mismatch fails the build of
+// the tests.
 #pragma once
 
 #include <cstddef>
 
+#include "launcher/cuda_runtime_api.h"
+
 namespace muster::nccl_api {
 
-using cudaError_t = int;                     // enum cudaError
-using cudaStream_t = struct CUstream_st*;
-using cudaEvent_t = struct CUevent_st*;
+using namespace cuda_runtime_api;
+
 using ncclComm_t = struct ncclComm*;
 using ncclResult_t = int;                    // enum ncclResult_t
 using ncclDataType_t = int;                  // enum ncclDataType_t
@@ -22,11 +24,6 @@ struct ncclUniqueId {
 
 constexpr ncclDataType_t kFloat32 = 7;       // ncclFloat32
 constexpr ncclRedOp_t kSum = 0;              // ncclSum
-constexpr int kMemcpyHostToDevice = 1;       // cudaMemcpyHostToDevice
-constexpr int kMemcpyDeviceToHost = 2;       // cudaMemcpyDeviceToHost
-constexpr cudaError_t kCudaSuccess = 0;      // cudaSuccess
-constexpr cudaError_t kCudaNotReady = 600;   // cudaErrorNotReady
-constexpr unsigned kEventDisableTiming = 2;  // cudaEventDisableTiming
 constexpr ncclResult_t kNcclSuccess = 0;     // ncclSuccess
 constexpr ncclResult_t kNcclInProgress = 7;  // ncclInProgress
 
@@ -67,18 +64,5 @@ using AllReduce = ncclResult_t (*)(const void*, void*, size_t, ncclDataType_t, n
 using AllGather = ncclResult_t (*)(const void*, void*, size_t, ncclDataType_t, ncclComm_t, cudaStream_t);
 using ReduceScatter = ncclResult_t (*)(const void*, void*, size_t, ncclDataType_t, ncclRedOp_t, ncclComm_t, cudaStream_t);
 using Broadcast = ncclResult_t (*)(const void*, void*, size_t, ncclDataType_t, int root, ncclComm_t, cudaStream_t);
-using SetDevice = cudaError_t (*)(int);
-using GetDeviceCount = cudaError_t (*)(int*);
-using Malloc = cudaError_t (*)(void**, size_t);
-using Free = cudaError_t (*)(void*);
-using Memcpy = cudaError_t (*)(void*, const void*, size_t, int kind);
-using StreamCreate = cudaError_t (*)(cudaStream_t*);
-using StreamDestroy = cudaError_t (*)(cudaStream_t);
-using StreamQuery = cudaError_t (*)(cudaStream_t);
-using EventCreateWithFlags = cudaError_t (*)(cudaEvent_t*, unsigned int);
-using EventRecord = cudaError_t (*)(cudaEvent_t, cudaStream_t);
-using EventQuery = cudaError_t (*)(cudaEvent_t);
-using EventDestroy = cudaError_t (*)(cudaEvent_t);
-using CudaGetErrorString = const char* (*)(cudaError_t);
 
 }  // namespace muster::nccl_api

@@ -3,14 +3,10 @@
 #include <algorithm>
 #include <set>
 
+#include "launcher/median.h"
+
 namespace muster {
 namespace {
-
-double median_of(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  return v[(v.size() - 1) / 2];
-}
 
 }  // namespace
 
@@ -121,7 +117,7 @@ std::vector<Outlier> rtt_outliers(int nodes, const std::vector<PairProbe>& probe
     per_node[size_t(p.src)].push_back(p.result.rtt.median_us);
     per_node[size_t(p.dst)].push_back(p.result.rtt.median_us);
   }
-  const double cluster = median_of(all);
+  const double cluster = median(all);
   std::vector<Outlier> out;
   if (nodes < 3 || cluster <= 0) return out;  // with two nodes there is no majority to compare
   for (int node = 0; node < nodes; ++node) {
@@ -129,7 +125,7 @@ std::vector<Outlier> rtt_outliers(int nodes, const std::vector<PairProbe>& probe
     const auto& mine = per_node[size_t(node)];
     if (mine.empty()) continue;
     double fastest = *std::min_element(mine.begin(), mine.end());
-    if (fastest >= factor * cluster) out.push_back({node, median_of(mine) / cluster});
+    if (fastest >= factor * cluster) out.push_back({node, median(mine) / cluster});
   }
   return out;
 }
@@ -177,8 +173,8 @@ SlowBandwidth find_slow_bandwidth(int nodes, const std::vector<PairBandwidth>& p
     slow_sender[i] = mostly_slow(sending[i]);
     slow_receiver[i] = mostly_slow(receiving[i]);
     if (slow_sender[i] || slow_receiver[i])
-      out.nodes.push_back({int(i), slow_sender[i], slow_receiver[i], median_of(sending[i]),
-                           median_of(receiving[i]), int(std::max(sending[i].size(), receiving[i].size()))});
+      out.nodes.push_back({int(i), slow_sender[i], slow_receiver[i], median(sending[i]),
+                           median(receiving[i]), int(std::max(sending[i].size(), receiving[i].size()))});
   }
   // A link is named only between nodes each fast with some peer: otherwise nothing tells the
   // link from its ends (two nodes, or a node half of whose pairs are slow).

@@ -24,6 +24,8 @@ struct NvmlLibrary {
   nvml_api::DeviceGetNvLinkState link_state = nullptr;
   nvml_api::DeviceGetNvLinkRemotePciInfo link_remote = nullptr;
   nvml_api::DeviceGetNvLinkRemoteDeviceType link_remote_type = nullptr;  // NVML 11 and later
+  nvml_api::DeviceGetCurrentClocksThrottleReasons throttle_reasons = nullptr;
+  nvml_api::DeviceGetClockInfo clock = nullptr, max_clock = nullptr;
 
   ~NvmlLibrary() {
     if (shutdown) shutdown();  // before the library closes, with its member
@@ -65,6 +67,11 @@ std::optional<NvmlFacts> query_nvml(const std::vector<std::string>& gpu_bus_ids,
   }
   nvml.bind(nvml.shutdown, "nvmlShutdown");
   nvml.bind(nvml.link_remote_type, "nvmlDeviceGetNvLinkRemoteDeviceType");
+  // A driver that drops the deprecated name still answers under the new one.
+  if (!nvml.bind(nvml.throttle_reasons, "nvmlDeviceGetCurrentClocksEventReasons"))
+    nvml.bind(nvml.throttle_reasons, "nvmlDeviceGetCurrentClocksThrottleReasons");
+  nvml.bind(nvml.clock, "nvmlDeviceGetClockInfo");
+  nvml.bind(nvml.max_clock, "nvmlDeviceGetMaxClockInfo");
 
   NvmlFacts facts;
   const size_t n = gpu_bus_ids.size();
@@ -83,6 +90,11 @@ std::optional<NvmlFacts> query_nvml(const std::vector<std::string>& gpu_bus_ids,
     NvmlGpuFacts gpu;
     if (nvml.name(device, text, sizeof text) == kSuccess) gpu.name = text;
     if (nvml.uuid(device, text, sizeof text) == kSuccess) gpu.uuid = text;
+    unsigned long long reasons = 0;
+    if (nvml.throttle_reasons && nvml.throttle_reasons(device, &reasons) == kSuccess) gpu.throttle_reasons = reasons;
+    unsigned mhz = 0;
+    if (nvml.clock && nvml.clock(device, kClockSm, &mhz) == kSuccess) gpu.sm_clock_mhz = mhz;
+    if (nvml.max_clock && nvml.max_clock(device, kClockSm, &mhz) == kSuccess) gpu.max_sm_clock_mhz = mhz;
     facts.by_bus_id[normalise_bus_id(gpu_bus_ids[i])] = gpu;
     for (unsigned link = 0; link < kMaxLinks; ++link) {
       int active = 0;

@@ -2,6 +2,7 @@
 // or start: GPU names, UUIDs and NVLink counts when libnvidia-ml.so.1 is there.
 #pragma once
 
+#include <cstdint>
 #include <map>
 #include <optional>
 #include <string>
@@ -12,6 +13,10 @@ namespace muster {
 struct NvmlGpuFacts {
   std::string name;  // "NVIDIA H100 80GB HBM3"
   std::string uuid;  // "GPU-..."
+  // Its clocks when asked, and what holds them down (nvmlClocksThrottleReason* bits); unset:
+  // NVML did not answer.
+  std::optional<std::uint64_t> throttle_reasons;
+  std::optional<unsigned> sm_clock_mhz, max_sm_clock_mhz;
 };
 
 struct NvmlFacts {

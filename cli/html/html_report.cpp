@@ -10,6 +10,7 @@
 
 #include <fmt/format.h>
 
+#include "launcher/median.h"
 #include "launcher/text_bytes.h"
 
 namespace muster::cli {
@@ -66,14 +67,6 @@ std::string legend(const char* measure) {
   for (int b = 0; b < 5; ++b)
     out += fmt::format("<span style=\"background:{}\">{}</span>", kBinColour[b], kBinWords[b]);
   return out + "</p>\n";
-}
-
-// The lower median, as muster's other medians are taken.
-double median_of(std::vector<double> values) {
-  if (values.empty()) return 0;
-  const auto middle = values.begin() + std::ptrdiff_t((values.size() - 1) / 2);
-  std::nth_element(values.begin(), middle, values.end());
-  return *middle;
 }
 
 std::string status_cell(const std::string& status, const std::string& title) {
@@ -339,7 +332,7 @@ std::string per_node_view(const Network& net, const Measure& m, double median) {
   std::string out = "<table class=\"per-node\"><tr><th>node</th><th>sending (median)</th><th>receiving (median)</th></tr>\n";
   auto cell = [&](const std::vector<double>& values) {
     if (values.empty()) return std::string("<td>not measured</td>");
-    const double v = median_of(values), ratio = ratio_to(v, median, m.higher_is_better);
+    const double v = muster::median(values), ratio = ratio_to(v, median, m.higher_is_better);
     return fmt::format("<td style=\"background:{}\" title=\"{:.2f}x the median\">{} {}</td>", kBinColour[bin_of(ratio)],
                        ratio, number(v), m.unit);
   };
@@ -375,7 +368,7 @@ std::string network_sections(const Network& net) {
                               {"rtt", "Pair round-trip time", "us", false, &net.rtt_us}};
   for (const Measure& m : measures) {
     if (m.values->measured() == 0) continue;
-    const double median = median_of(m.values->all());
+    const double median = muster::median(m.values->all());
     out += fmt::format("<section id=\"{}\"><h2>{}</h2>\n<p>{} nodes, {} ordered pairs measured, median {} {}.",
                        m.id, m.title, net.hosts.size(), m.values->measured(), number(median), m.unit);
     std::vector<std::string> failing(net.failing.begin(), net.failing.end());

@@ -234,7 +234,8 @@ class Doctor {
       add("health", "node", std::nullopt, CheckStatus::Skip, "needs the ssh stage, which did not run");
       return;
     }
-    health_ = check_cluster_health(*context_, request_.health_limit, request_.stress);
+    health_ = check_cluster_health(*context_, request_.health_limit,
+                                   request_.stress || context_->cluster().checks.stress.value_or(false));
     for (const auto& n : health_->nodes) {
       if (!n.health) {
         // A check that hung fails, as it does in muster health: a node that cannot answer
@@ -556,6 +557,7 @@ DoctorReport run_node_health(const ClusterInput& cluster, const std::string& sna
     ClusterSpec spec = load_cluster(cluster);
     expect = spec.expect;
     report.cluster = spec.name.empty() ? spec.source : spec.name;
+    stress = stress || spec.checks.stress.value_or(false);
   }
   if (stress) expect.stress.run = true;
   char name[256] = {};

@@ -9,9 +9,11 @@
 
 #include <fmt/format.h>
 
+#include "launcher/median.h"
 #include "launcher/remote/health_report.h"
 #include "topology/health/counter_baseline.h"
 #include "topology/health/finish_within.h"
+#include "topology/health/gpu_stress.h"
 #include "topology/health/node_record.h"
 #include "probes/network_report.h"
 
@@ -279,53 +281,48 @@ ClusterHealth check_cluster_health(ClusterContext& context, std::chrono::millise
 
 std::vector<std::vector<HealthFinding>> stress_across_nodes(const std::vector<const NodeHealth*>& nodes,
                                                             double peer_ratio) {
-  // Every figure of the stress tests that passed on its node, grouped by the node's GPU
-  // model, the check, the figure and (for a pair) its NVLinks: a node whose GPUs are all slow
+  // Every figure of the stress tests that passed on its node, grouped by the GPU model it was
+  // measured on, the figure and (for a pair) its NVLinks: a node whose GPUs are all slow
   // alike passes on its own, and only the cluster shows it.
   struct Seen {
     size_t node;
     const HealthFinding* finding;
     double value;
   };
-  static const std::set<std::string> checks = {"gpu_host_copy", "gpu_memory_bandwidth", "gpu_gemm", "gpu_peer_copy"};
-  static const std::set<std::string> figures = {
-      "h2d_gigabytes_per_second", "d2h_gigabytes_per_second", "h2d_all_gigabytes_per_second",
-      "d2h_all_gigabytes_per_second", "hbm_gigabytes_per_second", "gemm_teraflops",
-      "forward_gigabytes_per_second", "backward_gigabytes_per_second"};
-  std::map<std::tuple<std::string, std::string, std::string, double>, std::vector<Seen>> groups;
+  std::map<std::tuple<std::string, const StressFigureKey*, double>, std::vector<Seen>> groups;
   for (size_t k = 0; k < nodes.size(); ++k)
     for (const auto& f : nodes[k]->findings) {
-      if (!checks.count(f.check) || f.status != HealthStatus::Pass) continue;
-      const auto links = f.values.find("nvlinks");
-      for (const auto& [key, value] : f.values)
-        if (figures.count(key))
-          groups[{nodes[k]->software.gpu_model, f.check, key, links == f.values.end() ? -1 : links->second}]
-              .push_back({k, &f, value});
+      if (f.status != HealthStatus::Pass) continue;
+      const auto links = f.values.find(kStressNvlinksKey);
+      for (const StressFigureKey& figure : kStressFigures) {
+        if (f.check != figure.check) continue;
+        if (const auto value = f.values.find(figure.key); value != f.values.end())
+          groups[{f.gpu_model, &figure, links == f.values.end() ? -1 : links->second}].push_back({k, &f, value->second});
+      }
     }
   std::vector<std::vector<HealthFinding>> out(nodes.size());
   for (const auto& [group, seen] : groups) {
+    const auto& [model, figure, links] = group;
     std::set<size_t> on;
     for (const auto& s : seen) on.insert(s.node);
     if (on.size() < 3) continue;  // two nodes cannot say which one is slow
     std::vector<double> values;
     for (const auto& s : seen) values.push_back(s.value);
-    std::sort(values.begin(), values.end());
-    const double median = values.size() % 2 ? values[values.size() / 2]
-                                            : (values[values.size() / 2 - 1] + values[values.size() / 2]) / 2;
+    const double middle = median(values);
     for (const auto& s : seen) {
-      if (s.value >= peer_ratio * median) continue;
+      if (s.value >= peer_ratio * middle) continue;
       HealthFinding f;
       f.check = s.finding->check;
       f.status = HealthStatus::Fail;
       f.device = s.finding->device;
-      f.observed = fmt::format("{} {:.1f}", std::get<2>(group), s.value);
-      f.expected = fmt::format("at least {:.1f}", peer_ratio * median);
+      f.gpu_model = model;
+      f.observed = stress_figure_text(figure->what, figure->unit, s.value);
+      f.expected = fmt::format("at least {:.1f} {}", peer_ratio * middle, figure->unit);
       f.expected_from = fmt::format("{:g}x the median of {} figures of {} GPUs across {} nodes (checks.stress_peer_ratio)",
-                                    peer_ratio, values.size(), std::get<0>(group).empty() ? "its" : std::get<0>(group),
-                                    on.size());
+                                    peer_ratio, values.size(), model.empty() ? "its" : model, on.size());
       f.remedy = "this node's GPUs are slow alike, or this one is: compare its clocks, power caps and links with a "
                  "healthy node's";
-      f.values[std::get<2>(group)] = s.value;
+      f.values[figure->key] = s.value;
       out[s.node].push_back(std::move(f));
     }
   }

@@ -1,6 +1,7 @@
 #include "launcher/remote/health_report.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <cstdlib>
 
 #include <fmt/format.h>
@@ -25,6 +26,11 @@ std::string bounded(const json& j, const char* key) {
   return s;
 }
 
+// A count of parts a node reports (GPUs, links, ports); 0 when it says none.
+int count_in(const json& j, const char* key) {
+  return j.contains(key) ? json_integer(j.at(key), 0, 1 << 16) : 0;
+}
+
 HealthStatus status_from(const std::string& name) {
   for (HealthStatus s : {HealthStatus::Pass, HealthStatus::Warn, HealthStatus::Fail, HealthStatus::Unknown,
                          HealthStatus::Absent})
@@ -45,9 +51,7 @@ std::string health_request_json(const HealthExpectations& e) {
   if (e.driver_version) expect["driver_version"] = *e.driver_version;
   json request = {{"op", "health"}, {"expect", expect}};
   if (e.stress.run)
-    request["stress"] = {{"peer_ratio", e.stress.peer_ratio},
-                         {"hardware_ratio", e.stress.hardware_ratio},
-                         {"budget_ms", e.stress.budget.count()}};
+    request["stress"] = {{"peer_ratio", e.stress.peer_ratio}, {"hardware_ratio", e.stress.hardware_ratio}};
   return bytes_kept(request).dump();  // as the cluster file wrote it
 }
 
@@ -70,7 +74,7 @@ HealthExpectations expectations_from_request(std::string_view text) try {
   if (x.contains("gpu_model")) e.gpu_model = bounded(x, "gpu_model");
   if (x.contains("driver_version")) e.driver_version = bounded(x, "driver_version");
   if (j.contains("stress")) {
-    // From the head, but bounded all the same: a budget is time the GPUs are held.
+    // From the head, but bounded all the same.
     const json& st = j.at("stress");
     auto ratio = [&](const char* key) {
       const double v = st.at(key).get<double>();
@@ -80,9 +84,6 @@ HealthExpectations expectations_from_request(std::string_view text) try {
     e.stress.run = true;
     e.stress.peer_ratio = ratio("peer_ratio");
     e.stress.hardware_ratio = ratio("hardware_ratio");
-    const long long budget = st.at("budget_ms").get<long long>();
-    if (budget < 100 || budget > 10000) throw Error(ErrorKind::Runtime, "stress.budget_ms out of range");
-    e.stress.budget = std::chrono::milliseconds(budget);
   }
   return e;
 } catch (const nlohmann::json::exception& e) {
@@ -94,7 +95,7 @@ std::string to_json(const NodeHealth& h) {
   for (const auto& f : h.findings)
     findings.push_back({{"check", f.check}, {"status", health_status_name(f.status)}, {"device", f.device},
                         {"observed", f.observed}, {"expected", f.expected}, {"expected_from", f.expected_from},
-                        {"remedy", f.remedy}, {"values", f.values}});
+                        {"remedy", f.remedy}, {"values", f.values}, {"gpu_model", f.gpu_model}});
   const NodeSoftware& s = h.software;
   json software = {{"nvidia_driver", s.nvidia_driver}, {"nvlinks", s.nvlinks}, {"cuda_driver", s.cuda_driver}, {"nccl", s.nccl},
                    {"nccl_net_plugin", s.nccl_net_plugin}, {"kernel", s.kernel},
@@ -108,7 +109,8 @@ std::string to_json(const NodeHealth& h) {
 
 NodeHealth node_health_from_json(std::string_view text) {
   try {
-    json j = parse_untrusted_json(text);
+    // Every integer below is read through json_integer: a figure of any finite size is data.
+    json j = parse_untrusted_json(text, Floats::AnyFinite);
     NodeHealth h;
     h.complete = j.value("complete", false);
     const json& findings = j.at("findings");
@@ -133,6 +135,7 @@ NodeHealth node_health_from_json(std::string_view text) {
       out.expected = bounded(f, "expected");
       out.expected_from = bounded(f, "expected_from");
       out.remedy = bounded(f, "remedy");
+      out.gpu_model = bounded(f, "gpu_model");
       if (f.contains("values")) {
         if (f.at("values").size() > 64) throw Error(ErrorKind::Runtime, "a health finding with too many values");
         for (const auto& [key, value] : f.at("values").items())
@@ -144,8 +147,7 @@ NodeHealth node_health_from_json(std::string_view text) {
     const json& s = j.at("software");
     h.software = {bounded(s, "nvidia_driver"), bounded(s, "cuda_driver"), bounded(s, "nccl"),
                   bounded(s, "nccl_net_plugin"), bounded(s, "kernel"), bounded(s, "rdma_providers"),
-                  std::clamp(s.value("nvidia_gpus", 0), 0, 1 << 16), bounded(s, "gpu_model"),
-                  std::clamp(s.value("nvlinks", 0), 0, 1 << 16), std::clamp(s.value("ib_ports", 0), 0, 1 << 16),
+                  count_in(s, "nvidia_gpus"), bounded(s, "gpu_model"), count_in(s, "nvlinks"), count_in(s, "ib_ports"),
                   bounded(s, "ib_rates"), bounded(s, "hardware_model")};
     return h;
   } catch (const nlohmann::json::exception& e) {
@@ -161,12 +163,12 @@ std::string counters_to_json(const std::vector<HealthCounter>& counters) {
 
 std::vector<HealthCounter> counters_from_json(std::string_view text) {
   try {
-    json j = parse_untrusted_json(text);
+    json j = parse_untrusted_json(text, Floats::AnyFinite);
     if (!j.is_array()) throw Error(ErrorKind::Runtime, "not a list of counters");
     std::vector<HealthCounter> out;
     for (const auto& c : j) {
       if (out.size() == kMaxCounters) break;  // the first ones are compared; no node has more
-      out.push_back({bounded(c, "device"), bounded(c, "name"), c.at("value").get<std::uint64_t>()});
+      out.push_back({bounded(c, "device"), bounded(c, "name"), json_integer<std::uint64_t>(c.at("value"), 0, UINT64_MAX)});
     }
     return out;
   } catch (const nlohmann::json::exception& e) {

@@ -15,21 +15,12 @@
 #include <nlohmann/json.hpp>
 
 #include "tests/support/command_runner.h"
+#include "tests/support/fake_gpus.h"
 #include "tests/support/node_tree.h"
 #include "tests/support/test_cluster.h"
 
 namespace muster::testing {
 namespace {
-
-std::string machine_description(const std::string& name) {
-  return std::string(MUSTER_SOURCE_DIR) + "/tests/fakes/gpu/machines/" + name + ".txt";
-}
-
-// The fake libnvidia-ml describing `machine`, found as the node's own NVML would be.
-std::vector<std::string> fake_nvml(const std::string& machine) {
-  return {std::string("LD_LIBRARY_PATH=") + MUSTER_FAKE_GPU_DIR,
-          "MUSTER_FAKE_GPU_MACHINE=" + machine_description(machine)};
-}
 
 // The sick node of the issue: one GPU trained at x8, one IB port Down at a lower rate (and,
 // through the fake NVML's two-gpus-sick machine, one row remap pending).
@@ -93,7 +84,7 @@ TEST(Health, ASickNodeFailsNamingEachDeviceAndValue) {
   TempDir dir;
   // This node, its files under MUSTER_HEALTH_FSROOT (as in a container with the host's /sys
   // mounted elsewhere), its NVML the fake's.
-  std::vector<std::string> env = fake_nvml("two-gpus-sick");
+  std::vector<std::string> env = fake_gpu_libraries("two-gpus-sick");
   env.push_back("MUSTER_HEALTH_FSROOT=" + tree.root());
   auto r = run_muster({"health", "--json", dir.file("report.json"), "--junit", dir.file("report.xml"),
                        "--prometheus", dir.file("health.prom")},
@@ -129,7 +120,7 @@ TEST(Health, ASickNodeFailsNamingEachDeviceAndValue) {
 TEST(Health, AHealthyNodePassesAndTheClusterFilesExpectationsApply) {
   NodeTree tree;
   tree.healthy_gpu_node();
-  std::vector<std::string> env = fake_nvml("two-gpus-healthy");
+  std::vector<std::string> env = fake_gpu_libraries("two-gpus-healthy");
   env.push_back("MUSTER_HEALTH_FSROOT=" + tree.root());
   auto healthy = run_muster({"health"}, env);
   EXPECT_EQ(healthy.exit_code, 0) << healthy.out << healthy.err;
@@ -151,7 +142,7 @@ TEST(Health, ASnapshotIsReadWithoutThisMachinesNvml) {
   NodeTree tree;
   make_sick(tree);
   tree.write("proc/driver/nvidia/version", "NVRM version: NVIDIA UNIX x86_64 Kernel Module  550.54.15  Tue Mar 5");
-  auto r = run_muster({"health", "--fsroot", tree.root(), "--json"}, fake_nvml("two-gpus-healthy"));
+  auto r = run_muster({"health", "--fsroot", tree.root(), "--json"}, fake_gpu_libraries("two-gpus-healthy"));
   ASSERT_EQ(r.exit_code, 1) << r.out << r.err;
   auto report = nlohmann::json::parse(r.out);
   auto fails = failed(report);
@@ -172,7 +163,7 @@ TEST(Health, ACheckThatHangsFailsAtTheDeadlineNamingIt) {
   tree.kernel_log("4,900,1000,-;NVRM: Xid (PCI:0000:2a:00): 79, pid=1234, GPU has fallen off the bus.");
   TempDir dir;
   // The healthy machine, with NVML never returning for its second GPU, as on a wedged one.
-  std::ifstream healthy(machine_description("two-gpus-healthy"));
+  std::ifstream healthy(fake_gpu_machine_file("two-gpus-healthy"));
   dir.write("wedged.txt", std::string(std::istreambuf_iterator<char>(healthy), {}) + "hang 0000:2a:00.0\n");
   const auto started = std::chrono::steady_clock::now();
   auto r = run_muster({"health", "--timeout", "1"},
@@ -195,7 +186,7 @@ TEST(Health, RecordingANodeWhoseNvmlHangsEndsAtTheDeadlineAndRecordsNothing) {
   NodeTree tree;
   tree.healthy_gpu_node();
   TempDir dir;
-  std::ifstream healthy(machine_description("two-gpus-healthy"));
+  std::ifstream healthy(fake_gpu_machine_file("two-gpus-healthy"));
   dir.write("wedged.txt", std::string(std::istreambuf_iterator<char>(healthy), {}) + "hang 0000:2a:00.0\n");
   const std::vector<std::string> env = {std::string("LD_LIBRARY_PATH=") + MUSTER_FAKE_GPU_DIR,
                                         "MUSTER_FAKE_GPU_MACHINE=" + dir.file("wedged.txt"),
@@ -278,7 +269,7 @@ TEST_F(HealthOnTheTestCluster, DoctorFailsTheSickHostByNameAndPassesTheHealthyOn
   make_sick(sick);
   TestCluster cluster(3);
   HostSetup sick_host;
-  sick_host.environment = fake_nvml("two-gpus-sick");
+  sick_host.environment = fake_gpu_libraries("two-gpus-sick");
   sick_host.environment.push_back("MUSTER_HEALTH_FSROOT=" + sick.root());
   // Under CI's AddressSanitizer build the bundle's loader with LD_LIBRARY_PATH makes
   // LeakSanitizer report the loader's own allocations (see gpu_paths_test.cpp).

@@ -51,4 +51,12 @@ std::vector<std::string> FakeGpuMachine::environment() const {
           "MUSTER_FAKE_GPU_MACHINE=" + description_};
 }
 
+std::string fake_gpu_machine_file(const std::string& name) {
+  return fmt::format("{}/tests/fakes/gpu/machines/{}.txt", MUSTER_SOURCE_DIR, name);
+}
+
+std::vector<std::string> fake_gpu_libraries(const std::string& name) {
+  return {fmt::format("LD_LIBRARY_PATH={}", MUSTER_FAKE_GPU_DIR), "MUSTER_FAKE_GPU_MACHINE=" + fake_gpu_machine_file(name)};
+}
+
 }  // namespace muster::testing

@@ -23,6 +23,13 @@
 
 namespace muster::testing {
 
+// The description of machine `name` under tests/fakes/gpu/machines (without ".txt").
+std::string fake_gpu_machine_file(const std::string& name);
+// The fake GPU libraries (NVML, the CUDA runtime, cuBLAS, NCCL) first on the library path,
+// describing machine `name`, on this machine's own topology: what a node's health checks and
+// stress tests find.
+std::vector<std::string> fake_gpu_libraries(const std::string& name);
+
 class FakeGpuMachine {
  public:
   // Why the fake CUDA runtime and NCCL are missing (no CUDA headers at build time), or "".

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "launcher/error.h"
+#include "launcher/remote/health_report.h"
 
 namespace muster {
 namespace {
@@ -43,16 +44,21 @@ TEST(ClusterFile, ReadsTheAnnotatedExample) {
   EXPECT_DOUBLE_EQ(*spec.checks.min_bandwidth_ratio, 0.5);
 }
 
-TEST(ClusterFile, TheStressKeysReachEveryNodesHealthExpectations) {
+TEST(ClusterFile, TheStressBarsReachTheHealthExpectationsButAPlainHealthRequestRunsNoStress) {
   ClusterSpec plain = parse_cluster_yaml("nodes: [a]\n", "c.yaml");
   EXPECT_FALSE(plain.expect.stress.run);
   EXPECT_DOUBLE_EQ(plain.expect.stress.peer_ratio, 0.7);
   EXPECT_DOUBLE_EQ(plain.expect.stress.hardware_ratio, 0.5);
   ClusterSpec spec = parse_cluster_yaml(
       "checks:\n  stress: true\n  stress_peer_ratio: 0.8\n  stress_hardware_ratio: 0.6\nnodes: [a]\n", "c.yaml");
-  EXPECT_TRUE(spec.expect.stress.run);
+  EXPECT_EQ(spec.checks.stress, true);
   EXPECT_DOUBLE_EQ(spec.expect.stress.peer_ratio, 0.8);
   EXPECT_DOUBLE_EQ(spec.expect.stress.hardware_ratio, 0.6);
+  // Whether they run is doctor's and health's choice: the health request every other caller
+  // sends (the restart path's quick check among them) holds no node's GPUs.
+  EXPECT_FALSE(spec.expect.stress.run);
+  EXPECT_EQ(health_request_json(spec.expect).find("stress"), std::string::npos) << health_request_json(spec.expect);
+  EXPECT_FALSE(expectations_from_request(health_request_json(spec.expect)).stress.run);
 }
 
 TEST(ClusterFile, LaunchSlotsAreTheDefaultWhereverLaunchIsWritten) {

@@ -50,7 +50,7 @@ StressContext context_of(size_t n) {
     r.sm_clock_mhz = 1980;
     r.max_sm_clock_mhz = 1980;
     c.nvml.push_back(r);
-    c.links.push_back(StressLink{16, 16, 32, 32});
+    c.links.push_back(StressLink{{16, 32}, {16, 32}});
   }
   c.nvlinks.assign(n, std::vector<int>(n, 18));
   for (size_t i = 0; i < n; ++i) c.nvlinks[i][i] = 0;
@@ -122,7 +122,7 @@ TEST(GpuStressJudge, ALinkTrainedBelowItsBestIsTheLikelyCause) {
   m.gpus[1].h2d.value = 26;
   m.gpus[1].d2h.value = 26;
   auto c = context_of(2);
-  c.links[1] = StressLink{8, 16, 32, 32};
+  c.links[1] = StressLink{{8, 32}, {16, 32}};
   const auto bad = failures(judge_gpu_stress(m, c));
   ASSERT_EQ(bad.size(), 1u) << dump(bad);
   EXPECT_EQ(bad[0].observed, "H2D 26.0 GB/s; D2H 26.0 GB/s");
@@ -231,9 +231,19 @@ class RecordingGpuLibraries : public GpuLibraries {
  public:
   std::optional<StressMeasurements> figures;
   std::vector<std::chrono::milliseconds> budgets;
+  std::optional<NvmlHealthReading> nvml;         // unset: no NVML
+  std::optional<NvmlAfterStress> after_stress;   // unset: NVML does not answer after the load
+  size_t nvml_reads = 0;
+  std::vector<std::vector<std::string>> after_stress_asked;
   std::optional<NvmlHealthReading> read_nvml(std::string& why) override {
-    why = "no NVML in this test";
-    return std::nullopt;
+    ++nvml_reads;
+    if (!nvml) why = "no NVML in this test";
+    return nvml;
+  }
+  std::optional<NvmlAfterStress> read_after_stress(const std::vector<std::string>& bus_ids, std::string& why) override {
+    after_stress_asked.push_back(bus_ids);
+    if (!after_stress) why = "no NVML in this test";
+    return after_stress;
   }
   NcclReading read_nccl() override { return {}; }
   std::optional<StressMeasurements> measure_stress(std::chrono::milliseconds budget, std::string& why) override {
@@ -259,18 +269,46 @@ TEST(GpuStressFamily, MeasuresOnlyWhenAskedWithinTheBudgetAndJudges) {
   HealthExpectations expect;
   auto quiet = check_node_health({tree.root(), &gpus}, expect);
   EXPECT_TRUE(gpus.budgets.empty());
-  EXPECT_TRUE(findings_starting(quiet, "gpu_").empty() || findings_starting(quiet, "gpu_host_copy").empty());
+  for (const char* check : {"gpu_host_copy", "gpu_memory_bandwidth", "gpu_gemm", "gpu_peer_copy", "gpu_stress"})
+    EXPECT_TRUE(findings_starting(quiet, check).empty()) << check << " without stress asked: " << dump(quiet.findings);
+  EXPECT_TRUE(gpus.after_stress_asked.empty());
   expect.stress.run = true;
-  expect.stress.budget = std::chrono::milliseconds(3000);
   auto h = check_node_health({tree.root(), &gpus}, expect);
   ASSERT_EQ(gpus.budgets.size(), 1u);
-  EXPECT_EQ(gpus.budgets[0], std::chrono::milliseconds(3000));
+  EXPECT_EQ(gpus.budgets[0], kStressBudget);
   const auto bad = failures(findings_starting(h, "gpu_memory_bandwidth"));
   ASSERT_EQ(bad.size(), 1u) << dump(h.findings);
   EXPECT_EQ(bad[0].device, "GPU1 0000:28:00.0");  // NVML did not answer: the CUDA ordinal and bus id
   const auto summary = findings_starting(h, "gpu_stress");
   ASSERT_EQ(summary.size(), 1u);
   EXPECT_EQ(summary[0].values.at("seconds"), 1.5);
+}
+
+TEST(GpuStressFamily, NamesComeFromTheNodesNvmlReadingAndCausesFromOneReadingAfterTheLoad) {
+  testing::NodeTree tree;
+  tree.healthy_gpu_node();
+  RecordingGpuLibraries gpus;
+  gpus.figures = healthy(2);
+  gpus.figures->gpus[1].gemm.value = 300;
+  const StressContext known = context_of(2);
+  gpus.nvml = NvmlHealthReading{"550.54.15", 12040, 2, {*known.nvml[0], *known.nvml[1]}};
+  // Before the load the clocks were at their most; right after it GPU1's were held down.
+  gpus.after_stress = NvmlAfterStress{{GpuClocksReading{0, 1980, 1980}, GpuClocksReading{throttle::kHwSlowdown, 990, 1980}},
+                                      {{0, 18}, {18, 0}}};
+  HealthExpectations expect;
+  expect.stress.run = true;
+  auto h = check_node_health({tree.root(), &gpus}, expect);
+  EXPECT_EQ(gpus.nvml_reads, 1u) << "NVML read again for the stress tests";
+  ASSERT_EQ(gpus.after_stress_asked.size(), 1u);
+  EXPECT_EQ(gpus.after_stress_asked[0], (std::vector<std::string>{bus_of(0), bus_of(1)}));
+  const auto bad = failures(findings_starting(h, "gpu_gemm"));
+  ASSERT_EQ(bad.size(), 1u) << dump(h.findings);
+  EXPECT_EQ(bad[0].device, "GPU1 0000:28:00.0 NVIDIA H100 80GB HBM3 GPU-8b0c0000-0000-4000-8000-000000000001");
+  EXPECT_NE(bad[0].remedy.find("clocks held down by hardware slowdown"), std::string::npos) << bad[0].remedy;
+  EXPECT_NE(bad[0].remedy.find("SM clock 990 MHz of its 1980 MHz"), std::string::npos) << bad[0].remedy;
+  const auto pairs = findings_starting(h, "gpu_peer_copy");
+  ASSERT_EQ(pairs.size(), 1u) << dump(h.findings);
+  EXPECT_EQ(pairs[0].values.at("nvlinks"), 18);
 }
 
 TEST(GpuStressFamily, NothingMeasurableIsUnknownWithTheReason) {
@@ -304,11 +342,18 @@ TEST(GpuStressAcrossNodes, ANodeWhoseGpusAreSlowAlikeFailsAgainstItsModelAcrossT
   ASSERT_EQ(slow[2].size(), 8u) << dump(slow[2]);
   EXPECT_EQ(slow[2][0].check, "gpu_gemm");
   EXPECT_EQ(slow[2][0].status, HealthStatus::Fail);
-  EXPECT_EQ(slow[2][0].expected, "at least 455.0");
-  EXPECT_NE(slow[2][0].expected_from.find("across 4 nodes"), std::string::npos) << slow[2][0].expected_from;
-  // Another model is not its peer: alone in its model, nothing is said.
-  nodes[2].software.gpu_model = "NVIDIA H100 PCIe";
-  EXPECT_TRUE(stress_across_nodes(all, 0.7)[2].empty());
+  EXPECT_EQ(slow[2][0].observed, "BF16 GEMM 300.0 TFLOPS");  // worded as on the node
+  EXPECT_EQ(slow[2][0].expected, "at least 455.0 TFLOPS");
+  EXPECT_NE(slow[2][0].expected_from.find("of NVIDIA H100 80GB HBM3 GPUs across 4 nodes"), std::string::npos)
+      << slow[2][0].expected_from;
+  // Another model is not its peer: alone in its model, nothing is said. Each GPU is compared
+  // by its own model, not by the node's first GPU's.
+  auto pcie = healthy(8);
+  for (auto& g : pcie.gpus) g.gemm.value = 300;
+  StressContext pcie_context = context_of(8);
+  for (auto& r : pcie_context.nvml) r->name = "NVIDIA H100 PCIe";
+  nodes[2].findings = judge_gpu_stress(pcie, pcie_context);
+  EXPECT_TRUE(stress_across_nodes(all, 0.7)[2].empty()) << dump(stress_across_nodes(all, 0.7)[2]);
 }
 
 }  // namespace

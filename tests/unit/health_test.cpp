@@ -12,7 +12,10 @@
 
 #include <gtest/gtest.h>
 
+#include <climits>
+
 #include "launcher/job/health_check.h"
+#include "launcher/json_fields.h"
 #include "launcher/remote/health_report.h"
 #include "tests/support/health_findings.h"
 #include "tests/support/node_tree.h"
@@ -659,15 +662,38 @@ TEST(HealthReport, ARoundTripKeepsEveryFieldAndAnOversizedReportIsRefused) {
   EXPECT_FALSE(e2.stress.run);
   e.stress.run = true;
   e.stress.peer_ratio = 0.8;
-  e.stress.budget = std::chrono::milliseconds(5000);
   const HealthExpectations stressed = expectations_from_request(health_request_json(e));
   EXPECT_TRUE(stressed.stress.run);
   EXPECT_DOUBLE_EQ(stressed.stress.peer_ratio, 0.8);
   EXPECT_DOUBLE_EQ(stressed.stress.hardware_ratio, 0.5);
-  EXPECT_EQ(stressed.stress.budget, std::chrono::milliseconds(5000));
   EXPECT_THROW(expectations_from_request(R"({"op":"health","expect":{},"stress":{"peer_ratio":0.7,)"
-                                         R"("hardware_ratio":0.5,"budget_ms":3600000}})"),
+                                         R"("hardware_ratio":1.5}})"),
                Error);
+}
+
+TEST(HealthReport, AFigureOfAnyFiniteSizeSurvivesAndAnIntegerOutOfRangeIsRefused) {
+  // A figure in bytes a second, or a negative one, is data: it does not turn the node's
+  // whole report into "not a health report".
+  const NodeHealth kept = node_health_from_json(
+      R"({"findings":[{"check":"gpu_host_copy","status":"pass","values":{"bytes_per_second":5.3e10,"drift":-4.5}}],)"
+      R"("counters":[{"device":"mlx5_0 port 1","name":"symbol_error","value":12}],"software":{"nvidia_gpus":8}})");
+  ASSERT_EQ(kept.findings.size(), 1u);
+  EXPECT_DOUBLE_EQ(kept.findings[0].values.at("bytes_per_second"), 5.3e10);
+  EXPECT_DOUBLE_EQ(kept.findings[0].values.at("drift"), -4.5);
+  EXPECT_EQ(kept.counters.at(0).value, 12u);
+  EXPECT_EQ(kept.software.nvidia_gpus, 8);
+  // Where a value becomes an integer, its range is still checked before the conversion.
+  EXPECT_THROW(node_health_from_json(R"({"findings":[],"counters":[],"software":{"nvidia_gpus":1e300}})"), Error);
+  EXPECT_THROW(node_health_from_json(R"({"findings":[],"counters":[],"software":{"ib_ports":-1}})"), Error);
+  EXPECT_THROW(counters_from_json(R"([{"device":"d","name":"n","value":1e30}])"), Error);
+  EXPECT_THROW(counters_from_json(R"([{"device":"d","name":"n","value":-1}])"), Error);
+  EXPECT_EQ(json_integer(nlohmann::json::parse("7.0"), 0, 10), 7);
+  EXPECT_EQ(json_integer(nlohmann::json::parse("2147483647"), 0, INT_MAX), INT_MAX);
+  EXPECT_THROW(json_integer(nlohmann::json::parse("2147483648.0"), 0, INT_MAX), nlohmann::json::exception);
+  EXPECT_THROW(json_integer(nlohmann::json::parse("18446744073709551615"), 0L, LONG_MAX), nlohmann::json::exception);
+  // Protocols whose integers are read plainly keep refusing such floats as they are parsed.
+  EXPECT_THROW(parse_untrusted_json("[2.9e69]"), nlohmann::json::exception);
+  EXPECT_NO_THROW(parse_untrusted_json("[2.9e69]", Floats::AnyFinite));
 }
 
 }  // namespace

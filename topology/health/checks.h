@@ -79,15 +79,16 @@ std::optional<std::string> load_baseline(const HealthSources& sources, GrowingCo
 
 // ---- what one family lends another ----
 
-// The best a GPU's link can train at: the lower of its own and the port above's maxima
-// (pcie_link.cpp); nullopt when unreadable.
-struct LinkAtBest {
+// A PCIe link's width and speed.
+struct PcieLinkRate {
   int width = 0;
   double speed_gts = 0;
 };
-std::optional<LinkAtBest> link_at_best(const NodeReading& node, const PciDevice& device);
+// The best a GPU's link can train at: the lower of its own and the port above's maxima
+// (pcie_link.cpp); nullopt when unreadable.
+std::optional<PcieLinkRate> link_at_best(const NodeReading& node, const PciDevice& device);
 // The width and speed it trained at now; nullopt when unreadable.
-std::optional<LinkAtBest> link_now(const NodeReading& node, const PciDevice& device);
+std::optional<PcieLinkRate> link_now(const PciDevice& device);
 // The IB/RoCE ports ACTIVE and LinkUp ("mlx5_0 port 1"), and the rate every active
 // InfiniBand port shares, if one (infiniband.cpp).
 struct ActivePorts {

@@ -190,6 +190,20 @@ class NodeGpuLibraries final : public GpuLibraries {
   std::optional<StressMeasurements> measure_stress(std::chrono::milliseconds budget, std::string& why_not) override {
     return measure_gpus_with_cuda(budget, why_not);
   }
+  std::optional<NvmlAfterStress> read_after_stress(const std::vector<std::string>& bus_ids,
+                                                   std::string& why_not) override {
+    std::optional<NvmlFacts> facts = query_nvml(bus_ids, why_not);
+    if (!facts) return std::nullopt;
+    NvmlAfterStress after;
+    after.nvlinks = std::move(facts->nvlinks);
+    for (const auto& bus_id : bus_ids) {
+      auto found = facts->by_bus_id.find(normalise_bus_id(bus_id));
+      if (found == facts->by_bus_id.end()) after.clocks.emplace_back();
+      else after.clocks.push_back(GpuClocksReading{found->second.throttle_reasons, found->second.sm_clock_mhz,
+                                                   found->second.max_sm_clock_mhz});
+    }
+    return after;
+  }
 };
 
 std::optional<NvmlHealthReading> NodeGpuLibraries::read_nvml(std::string& why_not) {

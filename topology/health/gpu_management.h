@@ -79,6 +79,17 @@ struct NcclReading {
   bool net_plugin = false;     // an NCCL net plugin (NCCL_NET_PLUGIN, else libnccl-net.so) loads
 };
 
+// What NVML says of the measured GPUs right after the stress measurement, in one reading:
+// each one's clocks then and what held them down, and the NVLinks between each pair.
+struct GpuClocksReading {
+  std::optional<std::uint64_t> throttle_reasons;  // nvmlClocksThrottleReason* bits
+  std::optional<unsigned> sm_clock_mhz, max_sm_clock_mhz;
+};
+struct NvmlAfterStress {
+  std::vector<std::optional<GpuClocksReading>> clocks;  // by the bus ids asked, in order; unset: not found
+  std::vector<std::vector<int>> nvlinks;                // [i][j] NVLinks between GPUs i and j
+};
+
 class GpuLibraries {
  public:
   virtual ~GpuLibraries() = default;
@@ -91,6 +102,14 @@ class GpuLibraries {
   virtual std::optional<StressMeasurements> measure_stress(std::chrono::milliseconds budget, std::string& why_not) {
     (void)budget;
     why_not = "the GPUs are not measured here";
+    return std::nullopt;
+  }
+  // NvmlAfterStress of the GPUs with these bus ids; nullopt with the reason when NVML does
+  // not answer.
+  virtual std::optional<NvmlAfterStress> read_after_stress(const std::vector<std::string>& bus_ids,
+                                                           std::string& why_not) {
+    (void)bus_ids;
+    why_not = "NVML is not asked here";
     return std::nullopt;
   }
 };

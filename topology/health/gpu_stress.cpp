@@ -9,8 +9,8 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "launcher/median.h"
 #include "topology/health/checks.h"
-#include "topology/nvml.h"
 
 namespace muster {
 
@@ -18,13 +18,8 @@ namespace {
 
 using health::Status;
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
-
 std::string gbps_text(double gbps) { return fmt::format("{:.1f} GB/s", gbps); }
+std::string tflops_text(double tflops) { return fmt::format("{:.1f} TFLOPS", tflops); }
 
 // How one figure fared against its bars.
 struct Judged {
@@ -65,8 +60,6 @@ Judged judge(const std::string& what, const StressFigure& figure, const std::vec
   return j;
 }
 
-std::string tflops_text(double tflops) { return fmt::format("{:.1f} TFLOPS", tflops); }
-
 // The bar of its peers' median, if it has peers measured.
 std::optional<Bar> peer_bar(const std::vector<double>& peer_values, const StressSettings& s, const char* unit) {
   if (peer_values.empty()) return std::nullopt;
@@ -101,9 +94,9 @@ std::vector<std::string> clock_causes(const std::optional<GpuHealthReading>& g) 
 }
 
 std::optional<std::string> link_cause(const std::optional<StressLink>& l) {
-  if (!l || (l->width >= l->max_width && l->speed_gts >= l->max_speed_gts)) return std::nullopt;
-  return fmt::format("PCIe link at x{} {:g} GT/s, below its x{} {:g} GT/s", l->width, l->speed_gts, l->max_width,
-                     l->max_speed_gts);
+  if (!l || (l->now.width >= l->best.width && l->now.speed_gts >= l->best.speed_gts)) return std::nullopt;
+  return fmt::format("PCIe link at x{} {:g} GT/s, below its x{} {:g} GT/s", l->now.width, l->now.speed_gts,
+                     l->best.width, l->best.speed_gts);
 }
 
 std::string remedy_of(const std::vector<std::string>& causes, const char* otherwise) {
@@ -120,10 +113,12 @@ std::string label_of(const GpuStressFigures& g, const std::optional<GpuHealthRea
 std::string model_of(const std::optional<GpuHealthReading>& nvml) { return nvml ? nvml->name : ""; }
 
 // One finding from the figures judged for it: the worst status; on failure, what failed.
-HealthFinding combined(const char* check, const std::string& device, const std::vector<Judged>& judged,
-                       const std::string& remedy, std::map<std::string, double> values) {
+HealthFinding combined(const char* check, const std::string& device, const std::string& model,
+                       const std::vector<Judged>& judged, const std::string& remedy,
+                       std::map<std::string, double> values) {
   HealthFinding f;
   f.check = check;
+  f.gpu_model = model;
   f.device = device;
   f.values = std::move(values);
   f.status = Status::Pass;
@@ -145,13 +140,17 @@ HealthFinding combined(const char* check, const std::string& device, const std::
   return f;
 }
 
-// Figures are kept in GB/s, TFLOPS and MHz, named so in the key, not in bytes and FLOPs a
-// second: the agent protocol refuses a float of 2^31 or more (json_fields.h).
-void add_value(std::map<std::string, double>& values, const std::string& key, const StressFigure& f) {
-  if (f.value) values[key] = *f.value;
+// Figures are kept in the units an operator reads them in (GB/s, TFLOPS, MHz), named so in
+// the key.
+void add_value(std::map<std::string, double>& values, const StressFigureKey& key, const StressFigure& f) {
+  if (f.value) values[key.key] = *f.value;
 }
 
 }  // namespace
+
+std::string stress_figure_text(const char* what, const char* unit, double value) {
+  return fmt::format("{} {:.1f} {}", what, value, unit);
+}
 
 double pcie_gbps(double speed_gts, int width) {
   const double encoding = speed_gts >= 8 ? 128.0 / 130.0 : 0.8;
@@ -159,7 +158,7 @@ double pcie_gbps(double speed_gts, int width) {
 }
 
 double nvlink_gbps(const std::string& name) {
-  for (const char* blackwell : {"B100", "B200", "B300", "GB200", "GB300"})
+  for (const char* blackwell : {"B100", "B200", "B300"})  // GB200 and GB300 among them
     if (name.find(blackwell) != std::string::npos) return 50;
   return 25;
 }
@@ -182,12 +181,12 @@ std::vector<HealthFinding> judge_gpu_stress(const StressMeasurements& m, const S
     std::vector<Bar> out_bars;
     if (auto b = peer_bar(peers(i, which), s, unit)) out_bars.push_back(*b);
     if (by_link)
-      if (auto l = link(i); l && l->max_width > 0 && l->max_speed_gts > 0) {
-        const double rate = pcie_gbps(l->max_speed_gts, l->max_width);
+      if (auto l = link(i); l && l->best.width > 0 && l->best.speed_gts > 0) {
+        const double rate = pcie_gbps(l->best.speed_gts, l->best.width);
         out_bars.push_back({s.hardware_ratio * rate,
                             fmt::format("{:g}x the {:.1f} GB/s of its PCIe link at its best, x{} {:g} GT/s "
                                         "(checks.stress_hardware_ratio)",
-                                        s.hardware_ratio, rate, l->max_width, l->max_speed_gts)});
+                                        s.hardware_ratio, rate, l->best.width, l->best.speed_gts)});
       }
     return out_bars;
   };
@@ -199,8 +198,8 @@ std::vector<HealthFinding> judge_gpu_stress(const StressMeasurements& m, const S
     // Copies to and from the host.
     {
       std::vector<Judged> judged = {
-          judge("H2D", g.h2d, bars(i, &GpuStressFigures::h2d, "GB/s", true), gbps_text),
-          judge("D2H", g.d2h, bars(i, &GpuStressFigures::d2h, "GB/s", true), gbps_text),
+          judge(kStressH2d.what, g.h2d, bars(i, &GpuStressFigures::h2d, "GB/s", true), gbps_text),
+          judge(kStressD2h.what, g.d2h, bars(i, &GpuStressFigures::d2h, "GB/s", true), gbps_text),
           judge(fmt::format("H2D with all {} GPUs at once", n), g.h2d_all, bars(i, &GpuStressFigures::h2d_all, "GB/s", false),
                 gbps_text),
           judge(fmt::format("D2H with all {} GPUs at once", n), g.d2h_all, bars(i, &GpuStressFigures::d2h_all, "GB/s", false),
@@ -208,36 +207,36 @@ std::vector<HealthFinding> judge_gpu_stress(const StressMeasurements& m, const S
       std::vector<std::string> host_causes = causes;
       if (auto l = link_cause(link(i))) host_causes.insert(host_causes.begin(), *l);
       std::map<std::string, double> values;
-      add_value(values, "h2d_gigabytes_per_second", g.h2d);
-      add_value(values, "d2h_gigabytes_per_second", g.d2h);
-      add_value(values, "h2d_all_gigabytes_per_second", g.h2d_all);
-      add_value(values, "d2h_all_gigabytes_per_second", g.d2h_all);
-      out.push_back(combined("gpu_host_copy", device, judged,
+      add_value(values, kStressH2d, g.h2d);
+      add_value(values, kStressD2h, g.d2h);
+      add_value(values, kStressH2dAll, g.h2d_all);
+      add_value(values, kStressD2hAll, g.d2h_all);
+      out.push_back(combined(kStressH2d.check, device, model_of(nvml(i)), judged,
                              remedy_of(host_causes, "no throttle reason nor degraded link was seen: reseat the GPU and "
                                                     "check its PCIe switch or riser; drain the node if it stays slow"),
                              std::move(values)));
     }
     {
       std::map<std::string, double> values;
-      add_value(values, "hbm_gigabytes_per_second", g.hbm);
-      out.push_back(combined("gpu_memory_bandwidth", device,
-                             {judge("copy within the GPU", g.hbm, bars(i, &GpuStressFigures::hbm, "GB/s", false), gbps_text)},
+      add_value(values, kStressHbm, g.hbm);
+      out.push_back(combined(kStressHbm.check, device, model_of(nvml(i)),
+                             {judge(kStressHbm.what, g.hbm, bars(i, &GpuStressFigures::hbm, "GB/s", false), gbps_text)},
                              remedy_of(causes, "no throttle reason was seen: its memory is slow; drain the node and "
                                                "have the GPU replaced if it stays slow"),
                              std::move(values)));
     }
     {
       std::map<std::string, double> values;
-      add_value(values, "gemm_teraflops", g.gemm);
+      add_value(values, kStressGemm, g.gemm);
       if (auto r = nvml(i)) {
         if (r->sm_clock_mhz) values["sm_clock_megahertz"] = *r->sm_clock_mhz;
         if (r->max_sm_clock_mhz) values["max_sm_clock_megahertz"] = *r->max_sm_clock_mhz;
         if (r->throttle_reasons) values["clocks_throttle_reasons"] = double(*r->throttle_reasons);
       }
-      Judged j = judge("BF16 GEMM", g.gemm, bars(i, &GpuStressFigures::gemm, "TFLOPS", false), tflops_text);
+      Judged j = judge(kStressGemm.what, g.gemm, bars(i, &GpuStressFigures::gemm, "TFLOPS", false), tflops_text);
       if (auto r = nvml(i); r && r->sm_clock_mhz && j.status != Status::Unknown)
         j.observed += fmt::format(" at an SM clock of {} MHz", *r->sm_clock_mhz);
-      out.push_back(combined("gpu_gemm", device, {j},
+      out.push_back(combined(kStressGemm.check, device, model_of(nvml(i)), {j},
                              remedy_of(causes, "no throttle reason was seen: check its cooling and power; drain the "
                                                "node if it stays slow"),
                              std::move(values)));
@@ -285,8 +284,8 @@ std::vector<HealthFinding> judge_gpu_stress(const StressMeasurements& m, const S
                                            nvml(to) ? nvml(to)->index : unsigned(to),
                                            p->peer_access ? "" : " (no peer access: staged through the host)"),
                                p->gbps, pair_bars, gbps_text));
-        add_value(values, from == a ? "forward_gigabytes_per_second" : "backward_gigabytes_per_second", p->gbps);
-        if (links) values["nvlinks"] = *links;
+        add_value(values, from == a ? kStressPeerForward : kStressPeerBackward, p->gbps);
+        if (links) values[kStressNvlinksKey] = *links;
       }
       for (size_t g : {a, b}) {
         if (auto r = nvml(g))
@@ -296,8 +295,11 @@ std::vector<HealthFinding> judge_gpu_stress(const StressMeasurements& m, const S
           causes.push_back(fmt::format("GPU{}: {}", nvml(g) ? nvml(g)->index : unsigned(g), cause));
       }
       if (judged.empty()) continue;
-      out.push_back(combined("gpu_peer_copy",
-                             fmt::format("{} <-> {}", label_of(m.gpus[a], nvml(a)), label_of(m.gpus[b], nvml(b))), judged,
+      std::string model_a = model_of(nvml(a)), model_b = model_of(nvml(b));
+      if (model_b < model_a) std::swap(model_a, model_b);
+      out.push_back(combined(kStressPeerForward.check,
+                             fmt::format("{} <-> {}", label_of(m.gpus[a], nvml(a)), label_of(m.gpus[b], nvml(b))),
+                             model_a == model_b ? model_a : model_a + " + " + model_b, judged,
                              remedy_of(causes, "no inactive NVLink nor throttle reason was seen: check the NVLink "
                                                "fabric (nvidia-smi nvlink -s, the NVSwitches); drain the node if it "
                                                "stays slow"),
@@ -318,7 +320,7 @@ void check_gpu_stress(const NodeReading& node, NodeHealth& out) {
     return;
   }
   std::string why_not;
-  const std::optional<StressMeasurements> measured = node.sources.gpus->measure_stress(settings.budget, why_not);
+  const std::optional<StressMeasurements> measured = node.sources.gpus->measure_stress(kStressBudget, why_not);
   if (!measured) {
     const bool no_gpu = node.pci.listed && node.pci.nvidia_gpus.empty();
     HealthFinding f = finding("gpu_stress", no_gpu ? Status::Absent : Status::Unknown, "",
@@ -327,36 +329,46 @@ void check_gpu_stress(const NodeReading& node, NodeHealth& out) {
     out.findings.push_back(std::move(f));
     return;
   }
-  // What would slow a GPU, read right after the GEMMs: their clocks and throttle reasons then.
+  // The GPUs as the node's NVML reading names them (index, name, UUID, NVLinks up), with
+  // what would slow them read once more right after the GEMMs: their clocks then, and the
+  // NVLinks between each pair.
   StressContext context;
   context.settings = settings;
-  std::string why_no_nvml;
-  const std::optional<NvmlHealthReading> now = node.sources.gpus->read_nvml(why_no_nvml);
   std::vector<std::string> bus_ids;
-  for (const auto& g : measured->gpus) {
-    bus_ids.push_back(g.bus_id);
+  for (const auto& g : measured->gpus) bus_ids.push_back(g.bus_id);
+  std::string why_not_after;
+  const std::optional<NvmlAfterStress> after = node.sources.gpus->read_after_stress(bus_ids, why_not_after);
+  for (size_t i = 0; i < measured->gpus.size(); ++i) {
+    const GpuStressFigures& g = measured->gpus[i];
     std::optional<GpuHealthReading> reading;
-    if (now)
-      for (const auto& r : now->gpus)
+    if (node.nvml)
+      for (const auto& r : node.nvml->gpus)
         if (r.bus_id == g.bus_id && r.error.empty()) reading = r;
+    if (reading) {
+      // The clocks before the load say nothing of it: only those read after it are judged.
+      const std::optional<GpuClocksReading> clocks =
+          after && i < after->clocks.size() ? after->clocks[i] : std::nullopt;
+      reading->throttle_reasons = clocks ? clocks->throttle_reasons : std::nullopt;
+      reading->sm_clock_mhz = clocks ? clocks->sm_clock_mhz : std::nullopt;
+      reading->max_sm_clock_mhz = clocks ? clocks->max_sm_clock_mhz : std::nullopt;
+    }
     context.nvml.push_back(reading);
     std::optional<StressLink> link;
     for (const auto& d : node.pci.devices)
       if (d.bus_id == g.bus_id) {
         auto best = link_at_best(node, d);
-        auto current = link_now(node, d);
-        if (best && current) link = StressLink{current->width, best->width, current->speed_gts, best->speed_gts};
+        auto now = link_now(d);
+        if (best && now) link = StressLink{*now, *best};
       }
     context.links.push_back(link);
   }
-  std::string why_no_links;
-  if (auto facts = query_nvml(bus_ids, why_no_links)) context.nvlinks = facts->nvlinks;
+  if (after) context.nvlinks = after->nvlinks;
   for (auto& f : judge_gpu_stress(*measured, context)) out.findings.push_back(std::move(f));
   HealthFinding summary = finding("gpu_stress", Status::Pass, "",
                                   fmt::format("{} GPU{} and {} copies between them measured in {:.1f} s (budget {:g} s)",
                                               measured->gpus.size(), measured->gpus.size() == 1 ? "" : "s",
                                               measured->peers.size(), measured->seconds,
-                                              settings.budget.count() / 1e3));
+                                              kStressBudget.count() / 1e3));
   summary.values["seconds"] = measured->seconds;
   out.findings.push_back(std::move(summary));
 }

@@ -12,14 +12,14 @@
 #include <string>
 #include <vector>
 
+#include "topology/health/checks.h"
 #include "topology/health/health.h"
 
 namespace muster {
 
 // A GPU's PCIe link now and the best it can train at.
 struct StressLink {
-  int width = 0, max_width = 0;
-  double speed_gts = 0, max_speed_gts = 0;
+  health::PcieLinkRate now, best;
 };
 
 // What is known of the measured GPUs besides their figures, index for index.
@@ -30,8 +30,38 @@ struct StressContext {
   StressSettings settings;
 };
 
+// A figure the stress tests put in a finding's values: the check, its key, and how the
+// findings word it ("H2D 12.0 GB/s").
+struct StressFigureKey {
+  const char* check;
+  const char* key;
+  const char* what;
+  const char* unit;
+};
+inline constexpr StressFigureKey kStressH2d{"gpu_host_copy", "h2d_gigabytes_per_second", "H2D", "GB/s"};
+inline constexpr StressFigureKey kStressD2h{"gpu_host_copy", "d2h_gigabytes_per_second", "D2H", "GB/s"};
+inline constexpr StressFigureKey kStressH2dAll{"gpu_host_copy", "h2d_all_gigabytes_per_second",
+                                               "H2D with all GPUs at once", "GB/s"};
+inline constexpr StressFigureKey kStressD2hAll{"gpu_host_copy", "d2h_all_gigabytes_per_second",
+                                               "D2H with all GPUs at once", "GB/s"};
+inline constexpr StressFigureKey kStressHbm{"gpu_memory_bandwidth", "hbm_gigabytes_per_second", "copy within the GPU",
+                                            "GB/s"};
+inline constexpr StressFigureKey kStressGemm{"gpu_gemm", "gemm_teraflops", "BF16 GEMM", "TFLOPS"};
+inline constexpr StressFigureKey kStressPeerForward{"gpu_peer_copy", "forward_gigabytes_per_second",
+                                                    "copy from the first GPU to the second", "GB/s"};
+inline constexpr StressFigureKey kStressPeerBackward{"gpu_peer_copy", "backward_gigabytes_per_second",
+                                                     "copy from the second GPU to the first", "GB/s"};
+inline constexpr StressFigureKey kStressFigures[] = {kStressH2d, kStressD2h,  kStressH2dAll,      kStressD2hAll,
+                                                     kStressHbm, kStressGemm, kStressPeerForward, kStressPeerBackward};
+// The value key of a pair's NVLink count, which groups pairs of one kind.
+inline constexpr const char* kStressNvlinksKey = "nvlinks";
+
+// "H2D 12.0 GB/s": a figure as the findings word it.
+std::string stress_figure_text(const char* what, const char* unit, double value);
+
 // The findings: per GPU "gpu_host_copy", "gpu_memory_bandwidth" and "gpu_gemm", per pair of
-// GPUs "gpu_peer_copy", with every figure in their values.
+// GPUs "gpu_peer_copy", with every figure in their values (kStressFigures) and the GPUs'
+// model.
 std::vector<HealthFinding> judge_gpu_stress(const StressMeasurements& measured, const StressContext& context);
 
 // GB/s a PCIe link of this generation's speed and width carries each way (128b/130b from

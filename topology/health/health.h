@@ -35,6 +35,9 @@ struct HealthFinding {
   std::string expected_from;  // "the link's maximum", "expect.pcie_width", "most nodes"
   std::string remedy;         // one line of what to do; "" for a pass
   std::map<std::string, double> values;  // what was measured, in base units, for monitoring
+  // The GPU model a stress figure was measured on (both, "A + B", for a pair of two models);
+  // "" for other findings: the cluster compares a figure with the same model's only.
+  std::string gpu_model;
 
   // One line: "GPU1 0000:2a:00.0: PCIe link x8 at 32.0 GT/s, expected x16 at 32.0 GT/s (the
   // link's maximum)".
@@ -44,11 +47,12 @@ struct HealthFinding {
 // The GPU stress tests (gpu_stress.cpp): whether they run, and the bars they judge by, from
 // `muster health --stress` and the cluster file's checks.stress* keys.
 struct StressSettings {
-  bool run = false;
+  bool run = false;  // set by health --stress and doctor only: the cluster file gives the bars
   double peer_ratio = 0.7;      // a figure below this times its peers' median fails (checks.stress_peer_ratio)
   double hardware_ratio = 0.5;  // a copy below this times what its link implies fails (checks.stress_hardware_ratio)
-  std::chrono::milliseconds budget{8000};  // the node's whole measurement
 };
+// The node's whole stress measurement: within the agents' 15 s for a node's health checks.
+inline constexpr std::chrono::milliseconds kStressBudget{8000};
 
 // What the cluster file's `expect:` says a node should have; unset: the device's own
 // maximum, or what most nodes have.

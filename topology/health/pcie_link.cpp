@@ -134,10 +134,10 @@ std::optional<HealthFinding> check_link(const std::string& label, const fs::path
 
 }  // namespace
 
-std::optional<LinkAtBest> link_at_best(const NodeReading& node, const PciDevice& device) {
+std::optional<PcieLinkRate> link_at_best(const NodeReading& node, const PciDevice& device) {
   const LinkState own = read_link(device.dir);
   if (!own.max_speed || !own.max_width) return std::nullopt;
-  LinkAtBest best{*own.max_width, *own.max_speed};
+  PcieLinkRate best{*own.max_width, *own.max_speed};
   if (!device.upstream.empty()) {
     const LinkState above = read_link(node.root.at("/sys/bus/pci/devices") / device.upstream.front());
     if (above.max_speed && above.max_width) {
@@ -148,10 +148,10 @@ std::optional<LinkAtBest> link_at_best(const NodeReading& node, const PciDevice&
   return best;
 }
 
-std::optional<LinkAtBest> link_now(const NodeReading&, const PciDevice& device) {
+std::optional<PcieLinkRate> link_now(const PciDevice& device) {
   const LinkState now = read_link(device.dir);
   if (!now.speed || !now.width) return std::nullopt;
-  return LinkAtBest{*now.width, *now.speed};
+  return PcieLinkRate{*now.width, *now.speed};
 }
 
 void check_pcie(const NodeReading& node, NodeHealth& out) {

@@ -1,8 +1,7 @@
-// Built into the fake NCCL: muster declares the NCCL and CUDA runtime entry points itself
-// (probes/nccl_api.h) so that it builds without either header. Here, where the real headers
-// are installed, every value and size muster relies on is checked against them: a mismatch
-// fails the build.
-#include <cuda_runtime_api.h>
+// Built into the fake NCCL: muster declares the NCCL entry points itself (probes/nccl_api.h)
+// so that it builds without the header. Here, where the real header is installed, every value
+// and size muster relies on is checked against it: a mismatch fails the build. The CUDA
+// runtime's declarations, shared with the stress tests, are checked in cuda_abi_check.cpp.
 #include <nccl.h>
 
 #include <climits>
@@ -10,6 +9,7 @@
 #include <type_traits>
 
 #include "probes/nccl_api.h"
+#include "tests/fakes/gpu/abi_shape.h"
 
 namespace api = muster::nccl_api;
 
@@ -17,25 +17,12 @@ static_assert(api::kFloat32 == ncclFloat32);
 static_assert(api::kSum == ncclSum);
 static_assert(api::kNcclSuccess == ncclSuccess);
 static_assert(api::kNcclInProgress == ncclInProgress);
-static_assert(api::kMemcpyHostToDevice == cudaMemcpyHostToDevice);
-static_assert(api::kMemcpyDeviceToHost == cudaMemcpyDeviceToHost);
-static_assert(api::kCudaSuccess == cudaSuccess);
-static_assert(api::kCudaNotReady == cudaErrorNotReady);
 static_assert(sizeof(api::ncclUniqueId) == sizeof(ncclUniqueId));
 static_assert(sizeof(api::ncclResult_t) == sizeof(ncclResult_t));
 static_assert(sizeof(api::ncclDataType_t) == sizeof(ncclDataType_t));
 static_assert(sizeof(api::ncclRedOp_t) == sizeof(ncclRedOp_t));
-static_assert(sizeof(api::cudaError_t) == sizeof(cudaError_t));
-static_assert(sizeof(api::cudaStream_t) == sizeof(cudaStream_t));
 static_assert(sizeof(api::ncclComm_t) == sizeof(ncclComm_t));
 
-// Each entry point muster calls, by the real declaration: the same number of parameters,
-// each of the size muster passes (its enums are ints, its handles pointers).
-template <typename R1, typename... A1, typename R2, typename... A2>
-constexpr bool same_shape(R1 (*)(A1...), R2 (*)(A2...)) {
-  if constexpr (sizeof...(A1) != sizeof...(A2)) return false;
-  else return sizeof(R1) == sizeof(R2) && ((sizeof(A1) == sizeof(A2)) && ...);
-}
 static_assert(same_shape(api::GetUniqueId{}, &ncclGetUniqueId));
 static_assert(same_shape(api::CommInitRank{}, &ncclCommInitRank));
 static_assert(same_shape(api::CommInitRankConfig{}, &ncclCommInitRankConfig));
@@ -64,19 +51,3 @@ static_assert(same_shape(api::AllReduce{}, &ncclAllReduce));
 static_assert(same_shape(api::AllGather{}, &ncclAllGather));
 static_assert(same_shape(api::ReduceScatter{}, &ncclReduceScatter));
 static_assert(same_shape(api::Broadcast{}, &ncclBroadcast));
-static_assert(same_shape(api::SetDevice{}, &cudaSetDevice));
-static_assert(same_shape(api::GetDeviceCount{}, &cudaGetDeviceCount));
-// cuda_runtime.h adds a template overload; the C entry point is the one dlsym finds.
-static_assert(same_shape(api::Malloc{}, static_cast<cudaError_t (*)(void**, size_t)>(&cudaMalloc)));
-static_assert(same_shape(api::Free{}, &cudaFree));
-static_assert(same_shape(api::Memcpy{}, &cudaMemcpy));
-static_assert(same_shape(api::StreamCreate{}, &cudaStreamCreate));
-static_assert(same_shape(api::StreamDestroy{}, &cudaStreamDestroy));
-static_assert(same_shape(api::StreamQuery{}, &cudaStreamQuery));
-static_assert(same_shape(api::EventCreateWithFlags{}, &cudaEventCreateWithFlags));
-static_assert(same_shape(api::EventRecord{}, &cudaEventRecord));
-static_assert(same_shape(api::EventQuery{}, &cudaEventQuery));
-static_assert(same_shape(api::EventDestroy{}, &cudaEventDestroy));
-static_assert(api::kEventDisableTiming == cudaEventDisableTiming);
-static_assert(sizeof(api::cudaEvent_t) == sizeof(cudaEvent_t));
-static_assert(same_shape(api::CudaGetErrorString{}, &cudaGetErrorString));

@@ -1,9 +1,11 @@
-// Built into the fake cuBLAS: the CUDA runtime and cuBLAS entry points and values muster's GPU
-// stress tests declare themselves (topology/health/cuda_api.h), checked against the real
-// headers where they are installed: a mismatch fails the build.
+// Built into the fake cuBLAS: the CUDA runtime entry points and values muster declares itself
+// (launcher/cuda_runtime_api.h, for NCCL's collectives and the GPU stress tests) and cuBLAS's
+// (topology/health/cuda_api.h), checked against the real headers where they are installed: a
+// mismatch fails the build.
 #include <cublas_api.h>
 #include <cuda_runtime_api.h>
 
+#include "tests/fakes/gpu/abi_shape.h"
 #include "topology/health/cuda_api.h"
 
 namespace api = muster::cuda_api;
@@ -13,6 +15,10 @@ static_assert(api::kPeerAccessAlreadyEnabled == cudaErrorPeerAccessAlreadyEnable
 static_assert(api::kMemcpyHostToDevice == cudaMemcpyHostToDevice);
 static_assert(api::kMemcpyDeviceToHost == cudaMemcpyDeviceToHost);
 static_assert(api::kMemcpyDeviceToDevice == cudaMemcpyDeviceToDevice);
+static_assert(api::kCudaNotReady == cudaErrorNotReady);
+static_assert(api::kEventDisableTiming == cudaEventDisableTiming);
+static_assert(sizeof(api::cudaStream_t) == sizeof(cudaStream_t));
+static_assert(sizeof(api::cudaEvent_t) == sizeof(cudaEvent_t));
 static_assert(api::kCublasSuccess == CUBLAS_STATUS_SUCCESS);
 static_assert(api::kCublasOpN == CUBLAS_OP_N);
 static_assert(api::kDataBf16 == CUDA_R_16BF);
@@ -21,12 +27,6 @@ static_assert(api::kGemmDefault == CUBLAS_GEMM_DEFAULT);
 static_assert(sizeof(api::cudaError_t) == sizeof(cudaError_t));
 static_assert(sizeof(api::cublasStatus_t) == sizeof(cublasStatus_t));
 
-// Each entry point by the real declaration: as many parameters, each of the size muster passes.
-template <typename R1, typename... A1, typename R2, typename... A2>
-constexpr bool same_shape(R1 (*)(A1...), R2 (*)(A2...)) {
-  if constexpr (sizeof...(A1) != sizeof...(A2)) return false;
-  else return sizeof(R1) == sizeof(R2) && ((sizeof(A1) == sizeof(A2)) && ...);
-}
 static_assert(same_shape(api::GetDeviceCount{}, &cudaGetDeviceCount));
 static_assert(same_shape(api::SetDevice{}, &cudaSetDevice));
 static_assert(same_shape(api::DeviceGetPCIBusId{}, &cudaDeviceGetPCIBusId));
@@ -46,7 +46,10 @@ static_assert(same_shape(api::EventRecord{}, static_cast<cudaError_t (*)(cudaEve
 static_assert(same_shape(api::EventSynchronize{}, &cudaEventSynchronize));
 static_assert(same_shape(api::EventElapsedTime{}, &cudaEventElapsedTime));
 static_assert(same_shape(api::EventDestroy{}, &cudaEventDestroy));
-static_assert(same_shape(api::GetErrorString{}, &cudaGetErrorString));
+static_assert(same_shape(api::CudaGetErrorString{}, &cudaGetErrorString));
+static_assert(same_shape(api::Memcpy{}, &cudaMemcpy));
+static_assert(same_shape(api::StreamQuery{}, &cudaStreamQuery));
+static_assert(same_shape(api::EventQuery{}, &cudaEventQuery));
 static_assert(same_shape(api::CublasCreate{}, &cublasCreate_v2));
 static_assert(same_shape(api::CublasDestroy{}, &cublasDestroy_v2));
 static_assert(same_shape(api::CublasSetStream{}, &cublasSetStream_v2));
