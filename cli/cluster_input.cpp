@@ -5,6 +5,8 @@
 #include <CLI/CLI.hpp>
 
 #include "cli/flag_checks.h"
+#include "launcher/cluster/hostlist.h"
+#include "launcher/job/restarts.h"
 
 namespace muster::cli {
 
@@ -33,6 +35,22 @@ void add_cluster_input_options(CLI::App& app, ClusterInput& input, RankFlags ran
   static const std::map<std::string, MapBy> kMapBy = {{"slot", MapBy::Slot}, {"node", MapBy::Node}};
   add_choice(app, "--map-by", input.map_by, kMapBy,
              "slot: fill each node in turn; node: round-robin over nodes");
+}
+
+void add_spare_flags(CLI::App& app, SpareFlags& flags, const std::string& spares_help) {
+  auto* spares = app.add_option("--spares", flags.spares, spares_help)
+                     ->option_text("K")
+                     ->check(in_range(0, double(kMaxHostListSize), true));
+  app.add_option("-N,--nodes", flags.nodes,
+                 "run on the first N nodes and hold the rest back as spares, as srun -N inside a larger "
+                 "Slurm allocation")
+      ->option_text("N")
+      ->check(in_range(1, double(kMaxHostListSize), true))
+      ->excludes(spares);
+}
+
+void hold_spares(ClusterSpec& cluster, const SpareFlags& flags) {
+  set_spares(cluster, flags.nodes ? spares_beyond(cluster, *flags.nodes) : flags.spares);
 }
 
 }  // namespace muster::cli

@@ -27,7 +27,7 @@ struct PlanOptions {
   bool json = false;
   MpiServe mpi = MpiServe::Auto;
   CLI::Option* mpi_flag = nullptr;  // whether --mpi was given: launch.mpi otherwise
-  int spares = 0;
+  SpareFlags spares;
 };
 
 namespace {
@@ -114,9 +114,7 @@ CommandAction setup_plan(CLI::App& app) {
   auto options = std::make_shared<PlanOptions>();
   add_cluster_input_options(app, options->cluster);
   app.add_flag("--json", options->json, "print the plan as JSON");
-  app.add_option("--spares", options->spares, "hold the last K nodes back as spares, as for run")
-      ->option_text("K")
-      ->check(in_range(0, double(kMaxHostListSize), true));
+  add_spare_flags(app, options->spares, "hold the last K nodes back as spares, as for run");
   options->mpi_flag = add_choice(app, "--mpi", options->mpi, mpi_choices(),
                                  "what each rank's MPI library would be served, as for run", "auto");
   return [options]() {
@@ -128,7 +126,7 @@ CommandAction setup_plan(CLI::App& app) {
     HwlocTopologySource this_machine;
     const auto machine = learn_local_gpus(cluster, this_machine);
     const std::string job_gpus = machine ? job_gpus_summary(machine->job, machine->all_gpus) : "";
-    set_spares(cluster, options->spares);
+    hold_spares(cluster, options->spares);
     RankPlan plan = make_rank_plan(cluster, options->cluster.ranks, options->cluster.map_by);
     if (options->json) {
       nlohmann::json j = plan_json(plan, cluster, options->cluster);

@@ -28,7 +28,7 @@ struct RunOptions {
   bool report_bindings = false;
   CLI::Option* mpi_flag = nullptr;  // whether --mpi was given: launch.mpi otherwise
   CLI::Option* restarts_flag = nullptr;  // whether --restarts was given: launch.restarts otherwise
-  int spares = 0;
+  SpareFlags spares;
   bool json = false;
 };
 
@@ -54,7 +54,12 @@ int run_job(RunOptions& options) {
   ClusterSpec cluster = load_cluster(options.cluster);
   if (options.mpi_flag->count() == 0 && cluster.launch.mpi) options.job.mpi = mpi_choices().at(*cluster.launch.mpi);
   if (options.restarts_flag->count() == 0 && cluster.launch.restarts) options.job.restarts = *cluster.launch.restarts;
-  set_spares(cluster, options.spares);
+  hold_spares(cluster, options.spares);
+  if (options.job.drain_bad && options.job.restarts == 0)
+    throw Error(ErrorKind::Usage, "--drain-bad drains the nodes --restarts leaves out: give --restarts N as well");
+  if (options.job.drain_bad && cluster.launcher != Launcher::Slurm)
+    throw Error(ErrorKind::Usage, "--drain-bad drains nodes in Slurm, and this job's nodes are reached over SSH: "
+                                  "run it inside a Slurm allocation (salloc, sbatch) or leave --drain-bad out");
   ClusterContext context(std::move(cluster), options.remote.settings());
   refuse_this_machine_listed_twice(context);
   LaunchedJob job = launch_job(context, options.job, [&](const RankPlan& plan) {
@@ -112,11 +117,12 @@ CommandAction setup_run(CLI::App& app) {
                      "on healthy nodes the job restarts in place. Default: launch.restarts, else 0")
           ->option_text("N")
           ->check(in_range(0, kMaxRestarts, true));
-  app.add_option("--spares", options->spares,
-                 "hold the last K nodes of the cluster back as spares for --restarts (the cluster file's "
-                 "'spare: true' says the same per node)")
-      ->option_text("K")
-      ->check(in_range(0, double(kMaxHostListSize), true));
+  add_spare_flags(app, options->spares,
+                  "hold the last K nodes of the cluster back as spares for --restarts (the cluster file's "
+                  "'spare: true' says the same per node)");
+  app.add_flag("--drain-bad", options->job.drain_bad,
+               "under Slurm, drain a node that --restarts leaves out, with why (as health --drain; a node "
+               "an administrator drained is left as it is)");
   app.add_flag("--json", options->json,
                "at the end, print the attempts on stdout as one JSON object ({\"events\": [...]}), "
                "after the ranks' output");

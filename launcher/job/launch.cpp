@@ -19,6 +19,7 @@
 #include "launcher/cluster/local_gpus.h"
 #include "launcher/error.h"
 #include "launcher/job/health_check.h"
+#include "launcher/job/node_drain.h"
 #include "launcher/job/restarts.h"
 #include "launcher/job/session_job.h"
 #include "launcher/job/slurm_job.h"
@@ -179,6 +180,7 @@ class LocalAttempts : public AttemptRunner {
     return end;
   }
   std::map<size_t, std::string> check_nodes(const std::vector<size_t>&) override { return {}; }
+  std::string leave_out(size_t, const std::string&) override { return ""; }
   std::string host(size_t node) const override { return context_.cluster().nodes[node].host; }
   LaunchedJob job;  // the last attempt's
 
@@ -316,6 +318,22 @@ class SessionAttempts : public AttemptRunner {
     return faulty;
   }
 
+  // --drain-bad: Slurm hears of a node left out at once, as health --drain would tell it, and
+  // gives it to no later job; a drain an administrator made stays theirs. A drain that fails
+  // is said and the job goes on: the node is left out all the same.
+  std::string leave_out(size_t node, const std::string& why) override {
+    if (!options_.drain_bad) return "";
+    const std::string& name = host(node);
+    try {
+      if (!drains_) drains_ = scontrol_node_control(std::chrono::seconds(10));
+      const std::string job = Environment::current().get("SLURM_JOB_ID");
+      return drain_or_resume(*drains_, name, fmt::format("left out of job {}: {}", job.empty() ? "?" : job, why))
+          .message;
+    } catch (const Error& e) {
+      return fmt::format("--drain-bad: {} was not drained: {}", name, e.what());
+    }
+  }
+
   std::string host(size_t node) const override { return context_.cluster().nodes[node].host; }
 
   RankPlan plan;  // the last attempt's
@@ -337,6 +355,7 @@ class SessionAttempts : public AttemptRunner {
   const OutputFactory& make_output_;
   std::set<int> used_ports_;
   SessionJobState job_state_;  // the job's control socket and --stall reading, for every attempt
+  std::unique_ptr<SlurmNodeControl> drains_;  // --drain-bad's scontrol, once a node is left out
 };
 
 // Ranks on other machines: the session's agents, started again as --restarts allows.
@@ -374,6 +393,7 @@ LaunchedJob run_across_nodes(ClusterContext& context, const JobOptions& options,
   job.result = std::move(restarted.result);
   job.attempts = std::move(restarted.attempts);
   for (const auto& [node, why] : restarted.left_out) job.left_out.emplace_back(context.cluster().nodes[node].host, why);
+  job.result.notes.insert(job.result.notes.end(), restarted.told.begin(), restarted.told.end());
   return job;
 }
 

@@ -41,6 +41,9 @@ struct JobOptions {
   // How many times the job is started again after a failure (--restarts, launch.restarts);
   // see launcher/job/restarts.h for whose fault a failure is and what is done about it.
   int restarts = 0;
+  // --drain-bad: a node left out is drained in Slurm with why (through node_drain.h, as
+  // health --drain), unless an administrator drained it first. Slurm's launcher only.
+  bool drain_bad = false;
 };
 
 struct LaunchedJob {

@@ -27,6 +27,10 @@ RestartedJob run_with_restarts(AttemptRunner& runner, std::vector<size_t> nodes,
   RestartedJob job;
   const SteadyTime first_start = Clock::now();
   std::optional<SteadyTime> previous_failure;
+  auto leave_out = [&](size_t node, const std::string& why) {
+    job.left_out[node] = why;
+    if (std::string told = runner.leave_out(node, why); !told.empty()) job.told.push_back(std::move(told));
+  };
   for (int number = 0;; ++number) {
     AttemptRecord record;
     for (size_t n : nodes) record.hosts.push_back(runner.host(n));
@@ -44,8 +48,8 @@ RestartedJob run_with_restarts(AttemptRunner& runner, std::vector<size_t> nodes,
     };
     if (!end_calls_for_restart(record.end)) return finish("");
     if (number >= restarts)
-      return finish(restarts == 0 ? "" : fmt::format("none: the {} restart{} were spent", restarts,
-                                                     restarts == 1 ? "" : "s"));
+      return finish(restarts == 0 ? "" : fmt::format("none: the {} {} spent", restarts,
+                                                     restarts == 1 ? "restart was" : "restarts were"));
     // Another attempt would be stopped as it starts.
     if (deadline && Clock::now() >= *deadline) return finish("none: the job's --timeout has passed");
 
@@ -68,7 +72,7 @@ RestartedJob run_with_restarts(AttemptRunner& runner, std::vector<size_t> nodes,
       spares.erase(spares.begin(), spares.begin() + long(take));
       const std::map<size_t, std::string> failed = runner.check_nodes(candidates);
       for (size_t n : candidates) {
-        if (auto it = failed.find(n); it != failed.end()) job.left_out[n] = it->second;
+        if (auto it = failed.find(n); it != failed.end()) leave_out(n, it->second);
         else healthy_spares.push_back(n);
       }
     }
@@ -80,7 +84,7 @@ RestartedJob run_with_restarts(AttemptRunner& runner, std::vector<size_t> nodes,
       if (it == faulty.end()) continue;
       // Why, once, in the job's list of nodes left out: a lost node's words already ended the attempt.
       const std::string bad = fmt::format("{} left out", runner.host(nodes[k]));
-      job.left_out[nodes[k]] = it->second;
+      leave_out(nodes[k], it->second);
       if (spares.empty()) {
         const std::string said = fmt::format("{} was left out ({}) and no spare node was left; the job ends",
                                              runner.host(nodes[k]), it->second);
@@ -115,6 +119,15 @@ void set_spares(ClusterSpec& cluster, int count) {
                 fmt::format("every node of {} is a spare: none is left to run the job; take 'spare: true' off "
                             "the nodes that run it",
                             where));
+}
+
+int spares_beyond(const ClusterSpec& cluster, int nodes) {
+  const std::string where = cluster.source.empty() ? "the cluster" : cluster.source;
+  if (nodes < 1 || size_t(nodes) > cluster.nodes.size())
+    throw Error(ErrorKind::Usage, fmt::format("--nodes {}: {} has {} node{}; give 1 to {}", nodes, where,
+                                              cluster.nodes.size(), cluster.nodes.size() == 1 ? "" : "s",
+                                              cluster.nodes.size()));
+  return int(cluster.nodes.size()) - nodes;
 }
 
 std::pair<std::vector<size_t>, std::vector<size_t>> working_and_spare_nodes(const ClusterSpec& cluster) {

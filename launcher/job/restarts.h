@@ -46,6 +46,9 @@ class AttemptRunner {
                                  std::optional<SteadyTime> deadline) = 0;
   // After a failure: which of `nodes` fail a quick check of their health and reach, with why.
   virtual std::map<size_t, std::string> check_nodes(const std::vector<size_t>& nodes) = 0;
+  // `node` is left out for the rest of the job, for `why`: the moment to tell the scheduler
+  // (run --drain-bad drains it under Slurm). Returns what was done, in one line, or "".
+  virtual std::string leave_out(size_t node, const std::string& why) = 0;
   virtual std::string host(size_t node) const = 0;
 };
 
@@ -63,6 +66,7 @@ struct RestartedJob {
   JobResult result;                        // the last attempt's: its exit status is the job's
   std::vector<AttemptRecord> attempts;
   std::map<size_t, std::string> left_out;  // by node: why
+  std::vector<std::string> told;           // what leave_out did, one line each
 };
 
 // Runs attempts on `nodes` until one needs no restart (it completed, timed out, was
@@ -81,6 +85,11 @@ bool end_calls_for_restart(JobEnd end);
 // 'spare: true'. Throws Error(Usage) when --spares leaves no node to run on or the cluster is
 // this machine alone, Error(Config) when the file's spares leave none.
 void set_spares(ClusterSpec& cluster, int count);
+
+// --nodes N, as srun -N inside a larger allocation: the first N nodes of the cluster run the
+// job and the rest are its spares. Returns how many spares that is, for set_spares. Throws
+// Error(Usage) when N is below 1 or more than the cluster's nodes, naming both.
+int spares_beyond(const ClusterSpec& cluster, int nodes);
 
 // The nodes that run the job (not spares) and the spares, each in cluster order.
 std::pair<std::vector<size_t>, std::vector<size_t>> working_and_spare_nodes(const ClusterSpec& cluster);

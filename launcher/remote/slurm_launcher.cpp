@@ -10,6 +10,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <condition_variable>
 #include <cstring>
@@ -469,7 +470,13 @@ void SlurmAgentLauncher::launch_srun(const std::vector<std::string>& command) {
       // node without it); the agent itself stands in /, or slurmstepd would complain, on
       // every node without the caller's directory, of going to /tmp instead.
       "--chdir=/",
-      "--mpi=none", "--input=none", "--"};
+      "--mpi=none", "--input=none"};
+  // With spares the job is to outlive a node: Slurm would otherwise end the step, and every
+  // agent in it, when it sets a lost node DOWN. (The allocation itself needs salloc's or
+  // sbatch's --no-kill for the same reason; run.md says so.)
+  if (std::any_of(cluster_.nodes.begin(), cluster_.nodes.end(), [](const NodeSpec& n) { return n.spare; }))
+    argv.push_back("--no-kill");
+  argv.push_back("--");
   argv.insert(argv.end(), command.begin(), command.end());
   int out[2];
   if (pipe2(out, O_CLOEXEC) != 0) throw Error(ErrorKind::Runtime, "cannot create a pipe");
@@ -638,7 +645,14 @@ AgentLauncher::OutsideEnd SlurmAgentLauncher::outside_end(Milliseconds wait) {
   changed_.wait_for(lock, wait, [&] { return step_ended_ || !said().empty(); });
   const std::string words = said();
   if (words.empty()) return {};
-  return {"Slurm ended the job's step: " + words, words.find("TIME LIMIT") != std::string::npos};
+  // With spares the step itself is --no-kill; what Slurm ended for a node's failure then is
+  // the allocation, which only salloc's or sbatch's own --no-kill keeps.
+  const bool spares = std::any_of(cluster_.nodes.begin(), cluster_.nodes.end(), [](const NodeSpec& n) { return n.spare; });
+  const std::string hint = spares && words.find("NODE FAILURE") != std::string::npos
+                               ? "; spares outlive a lost node only in an allocation made with --no-kill "
+                                 "(salloc -k, sbatch -k)"
+                               : "";
+  return {"Slurm ended the job's step: " + words + hint, words.find("TIME LIMIT") != std::string::npos};
 }
 
 }  // namespace

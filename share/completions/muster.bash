@@ -40,9 +40,9 @@ _muster() {
     local remote="--fanout --no-ship --heartbeat-timeout"
     local flags
     case $sub in
-        run) flags="$cluster -n --np --map-by $remote -x --export --chdir --tag --bind --mpi --report-bindings --grace --timeout --stall --restarts --spares --json" ;;
+        run) flags="$cluster -n --np --map-by $remote -x --export --chdir --tag --bind --mpi --report-bindings --grace --timeout --stall --restarts --spares -N --nodes --drain-bad --json" ;;
         stacks) flags="--json" ;;
-        plan) flags="$cluster -n --np --map-by --json --mpi --spares" ;;
+        plan) flags="$cluster -n --np --map-by --json --mpi --spares -N --nodes" ;;
         topo) flags="--xml --json" ;;
         exec) flags="$cluster --fanout --fold -N --no-prefix --tag" ;;
         ping) flags="$cluster $remote --count --bandwidth --search --matrix --json --html" ;;
@@ -88,7 +88,7 @@ _muster() {
             return ;;
         *:-n | *:--np | *:--fanout | *:--heartbeat-timeout | *:-x | *:--export | *:--grace | \
             *:--timeout | *:--stall | *:--count | *:--min-bytes | *:--max-bytes | *:--step-factor | \
-            *:--iters | *:--warmup | *:--restarts | *:--spares)
+            *:--iters | *:--warmup | *:--restarts | *:--spares | run:-N | plan:-N | *:--nodes)
             return ;;  # a value of the user's own
     esac
     if [[ $cur == -* || $sub == bundle || $sub == topo || $sub == plan || $sub == ping || $sub == doctor || $sub == health ]]; then

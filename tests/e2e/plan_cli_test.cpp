@@ -31,6 +31,20 @@ TEST(PlanCli, JsonHasRanksWithEveryFieldAndTheWorldSize) {
 
 // A remote node of `slots: auto` has as many ranks as GPUs, which plan (reaching nothing)
 // cannot know: it says so, rather than show the one slot it counts for now.
+// -N as srun -N inside a larger allocation: the first N nodes run the job, the rest are spares,
+// the same plan as --spares gives.
+TEST(PlanCli, NodesHoldsTheRestBackAsSparesAsSparesDoes) {
+  auto by_nodes = run_muster({"plan", "-H", "a:2,b:2,c:2", "-N", "2", "--json"});
+  ASSERT_EQ(by_nodes.exit_code, 0) << by_nodes.err;
+  auto plan = nlohmann::json::parse(by_nodes.out);
+  EXPECT_EQ(plan["world_size"], 4);
+  EXPECT_EQ(plan["spares"], nlohmann::json::array({"c"}));
+  auto by_spares = run_muster({"plan", "-H", "a:2,b:2,c:2", "--spares", "1", "--json"});
+  EXPECT_EQ(by_spares.out, by_nodes.out);
+  auto table = run_muster({"plan", "-H", "a:2,b:2,c:2", "--nodes", "2"});
+  EXPECT_NE(table.out.find("spare runs a left-out node's ranks"), std::string::npos) << table.out;
+}
+
 TEST(PlanCli, AutoSlotsOnANodeNotReachedAreKnownWhenReached) {
   TempDir dir;
   dir.write("cluster.yaml", "launch:\n  slots: auto\nnodes:\n  - host: gpu1\n  - host: gpu2\n    slots: 2\n");

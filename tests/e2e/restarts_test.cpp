@@ -80,6 +80,18 @@ TEST(RestartsCli, BadInputStartsNothingAndExits2) {
   auto file = with({"-f", dir.file("all-spare.yaml")});
   EXPECT_EQ(file.exit_code, 2);
   EXPECT_NE(file.err.find("every node of"), std::string::npos) << file.err;
+  auto both = with({"-H", "a,b,c", "-N", "2", "--spares", "1"});
+  EXPECT_EQ(both.exit_code, 2);
+  EXPECT_NE(both.err.find("--spares and --nodes cannot be used together"), std::string::npos) << both.err;
+  auto too_many = with({"-H", "a,b", "--nodes", "3"});
+  EXPECT_EQ(too_many.exit_code, 2);
+  EXPECT_NE(too_many.err.find("--nodes 3: -H has 2 nodes; give 1 to 2"), std::string::npos) << too_many.err;
+  auto drain_alone = with({"-H", "a,b", "--drain-bad"});
+  EXPECT_EQ(drain_alone.exit_code, 2);
+  EXPECT_NE(drain_alone.err.find("give --restarts N as well"), std::string::npos) << drain_alone.err;
+  auto drain_ssh = with({"-H", "a,b", "--restarts", "1", "--drain-bad"});
+  EXPECT_EQ(drain_ssh.exit_code, 2);
+  EXPECT_NE(drain_ssh.err.find("--drain-bad drains nodes in Slurm"), std::string::npos) << drain_ssh.err;
   EXPECT_FALSE(std::filesystem::exists(dir.file("started")));
 }
 

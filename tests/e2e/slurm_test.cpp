@@ -629,5 +629,41 @@ TEST_F(SlurmTestCluster, AHealthCheckThatHangsIsCutAtItsDeadlineAndDrainsNamingT
       << drain_reason(*cluster_, node) << "\n" << r.err;
 }
 
+// Three of the allocation's four nodes run the job (-N 3, as srun -N) and the fourth is its
+// spare. A node lost mid-step is left out, drained with why (--drain-bad), and its ranks move
+// to the spare; the allocation (salloc --no-kill) and the agents' step outlive the node, and
+// the job ends 0.
+TEST_F(SlurmTestCluster, ANodeLostMidStepIsLeftOutDrainedAndItsRanksMoveToTheSpare) {
+  const std::string mark = "MUSTER_TEST_MARK=spare-" + std::to_string(getpid());
+  const std::string lost = cluster_->hosts().host(2), spare = cluster_->hosts().host(3);
+  RunningCommand head(cluster_->salloc_muster(
+      4, {"run", "-N", "3", "--restarts", "1", "--drain-bad", "--heartbeat-timeout", "5", "--grace", "2", "-x", mark,
+          "--", "sh", "-c", "echo count=$MUSTER_RESTART_COUNT; sleep 30"},
+      {"--no-kill"}));
+  ASSERT_TRUE(wait_until([&] { return !left_on(2, mark).empty(); }, std::chrono::seconds(30)))
+      << "no rank started on " << lost;
+  EXPECT_TRUE(left_on(3, mark).empty()) << "the spare ran ranks before a node was lost";
+  std::this_thread::sleep_for(std::chrono::seconds(1));
+  cluster_->lose_host(2);
+  EXPECT_TRUE(wait_until([&] { return !left_on(3, mark).empty(); }, std::chrono::seconds(40)))
+      << "no rank moved to the spare " << spare;
+  auto r = head.wait(std::chrono::seconds(90));
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("count=1"), std::string::npos) << r.out;
+  EXPECT_NE(r.err.find(lost + " left out; its ranks moved to " + spare), std::string::npos) << r.err;
+  EXPECT_EQ(drain_reason(*cluster_, lost).rfind("muster: left out of job ", 0), 0u)
+      << drain_reason(*cluster_, lost) << "\n" << r.err;
+  EXPECT_NE(r.err.find("drained " + lost), std::string::npos) << r.err;
+  EXPECT_EQ(drain_reason(*cluster_, spare), "") << "only the node left out is drained";
+  EXPECT_TRUE(wait_until([&] {
+    for (int i : {0, 1, 3})
+      if (!left_on(i, mark).empty()) return false;
+    return true;
+  }, std::chrono::seconds(20))) << "ranks were left behind";
+  // The lost node comes back, undrained, for the tests after this one.
+  delete cluster_;
+  cluster_ = new SlurmCluster(4);
+}
+
 }  // namespace
 }  // namespace muster::testing

@@ -40,6 +40,11 @@ class RecordingRunner : public AttemptRunner {
       if (unhealthy.count(n)) out[n] = unhealthy.at(n);
     return out;
   }
+  std::vector<std::pair<size_t, std::string>> left_out;  // in the order the runner was told
+  std::string leave_out(size_t node, const std::string& why) override {
+    left_out.emplace_back(node, why);
+    return fmt::format("drained node{}", node + 1);
+  }
   std::string host(size_t node) const override { return fmt::format("node{}", node + 1); }
 };
 
@@ -128,6 +133,34 @@ TEST(Restarts, ASpareThatFailsItsCheckIsNotUsed) {
   EXPECT_EQ(runner.ran_on[1], (std::vector<size_t>{3, 1}));
   EXPECT_EQ(job.left_out.at(2), "unreachable");
   EXPECT_EQ(runner.checked, (std::vector<std::vector<size_t>>{{1}, {2}, {3}}));
+}
+
+// The runner hears of each node left out when it is, lost node and failed spare alike, so
+// that --drain-bad tells Slurm then and not at the job's end; what it did is in the job's words.
+TEST(Restarts, TheRunnerIsToldOfEachNodeLeftOutAsItIsLeftOut) {
+  RecordingRunner runner;
+  runner.ends = {node_lost(0), rank_failed(1), completed()};
+  runner.unhealthy[2] = "unreachable";
+  RestartedJob job = run_with_restarts(runner, {0, 1}, {2, 3}, 2);
+  EXPECT_EQ(runner.ran_on.size(), 3u);
+  EXPECT_EQ(runner.left_out, (std::vector<std::pair<size_t, std::string>>{
+                                 {2, "unreachable"}, {0, "nothing heard from it for 5 s"}}));
+  EXPECT_EQ(job.told, (std::vector<std::string>{"drained node3", "drained node1"}));
+}
+
+TEST(Restarts, NodesAsSrunMinusNHoldTheRestBackAsSpares) {
+  ClusterSpec cluster;
+  for (int i = 0; i < 4; ++i) cluster.nodes.push_back(NodeSpec{fmt::format("n{}", i), "", {1}, {}, {}, {}});
+  EXPECT_EQ(spares_beyond(cluster, 3), 1);
+  EXPECT_EQ(spares_beyond(cluster, 4), 0);
+  try {
+    spares_beyond(cluster, 5);
+    ADD_FAILURE() << "5 of 4 nodes";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::Usage);
+    EXPECT_STREQ(e.what(), "--nodes 5: the cluster has 4 nodes; give 1 to 4");
+  }
+  EXPECT_THROW(spares_beyond(cluster, 0), Error);
 }
 
 // A restart in place asks no spare (a spare that missed that check was lost for good); when a
