@@ -172,9 +172,18 @@ PmixService::Library::Library() {
 }
 
 int hold_pmix_directory(const std::string& dir) {
-  const int fd = open((dir + "/" + kPmixLockName).c_str(), O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-  if (fd >= 0 && flock(fd, LOCK_EX | LOCK_NB) == 0) return fd;
-  if (fd >= 0) close(fd);
+  // The lock is taken before the file has its name: a server cleaning up as it starts takes
+  // a lock file it can flock for a dead server's, and between this file's creation and its
+  // flock it could do so and remove a live directory (four agents starting at once on a
+  // /tmp they share did; the job's PMIx registration then failed). Under its name it is
+  // held from the first moment; link, unlike rename, refuses a name another server holds.
+  const std::string lock = dir + "/" + kPmixLockName, taking = lock + ".taking";
+  const int fd = open(taking.c_str(), O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+  if (fd < 0) return -1;
+  const bool held = flock(fd, LOCK_EX | LOCK_NB) == 0 && link(taking.c_str(), lock.c_str()) == 0;
+  unlink(taking.c_str());
+  if (held) return fd;
+  close(fd);
   return -1;
 }
 

@@ -7,8 +7,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <thread>
 
 #include <fmt/format.h>
 #include <gtest/gtest.h>
@@ -265,6 +268,40 @@ TEST(PmixDirectories, ThoseWhoseLockNoOneHoldsGoAndNoOthers) {
   remove_pmix_directories_of_dead_servers(parent);
   EXPECT_FALSE(std::filesystem::exists(elsewhere)) << "its server ended";
   std::filesystem::remove_all(parent);
+}
+
+// Servers starting at once on a /tmp they share (agents of one job on nodes that share it,
+// or jobs side by side) each clean up as they start: none may take another's directory,
+// whose lock file it saw before its server held the lock, for a dead server's.
+TEST(PmixDirectories, AServerStartingBesideOthersCleaningUpKeepsItsDirectory) {
+  char parent_pattern[] = "/tmp/muster-pmixdir-test-XXXXXX";
+  ASSERT_NE(mkdtemp(parent_pattern), nullptr);
+  const std::string parent = parent_pattern;
+  std::atomic<bool> stop{false};
+  std::vector<std::thread> cleaners;
+  for (int c = 0; c < 3; ++c)
+    cleaners.emplace_back([&] {
+      while (!stop) remove_pmix_directories_of_dead_servers(parent);
+    });
+  int lost = 0, unheld = 0;
+  for (int i = 0; i < 1000; ++i) {
+    std::string dir = fmt::format("{}/muster-pmix-{}-XXXXXX", parent, getpid());
+    if (!mkdtemp(dir.data())) {
+      ADD_FAILURE() << "mkdtemp: " << strerror(errno);
+      break;
+    }
+    const int fd = hold_pmix_directory(dir);
+    unheld += fd < 0;
+    lost += !std::filesystem::exists(dir + "/" + kPmixLockName);
+    if (fd >= 0) close(fd);
+    std::error_code ignored;  // a cleaner may be removing it too
+    std::filesystem::remove_all(dir, ignored);
+  }
+  stop = true;
+  for (auto& cleaner : cleaners) cleaner.join();
+  std::filesystem::remove_all(parent);
+  EXPECT_EQ(unheld, 0) << "servers that could not hold their own directory's lock";
+  EXPECT_EQ(lost, 0) << "live servers' directories removed as dead";
 }
 
 }  // namespace
