@@ -632,8 +632,9 @@ TEST_F(SlurmTestCluster, AHealthCheckThatHangsIsCutAtItsDeadlineAndDrainsNamingT
 // Three of the allocation's four nodes run the job (-N 3, as srun -N) and the fourth is its
 // spare. A node lost mid-step is left out, drained with why (--drain-bad), and its ranks move
 // to the spare; the allocation (salloc --no-kill) and the agents' step outlive the node, and
-// the job ends 0.
-TEST_F(SlurmTestCluster, ANodeLostMidStepIsLeftOutDrainedAndItsRanksMoveToTheSpare) {
+// the job ends 0. Slow: its ranks sleep past slurmctld's SlurmdTimeout, when Slurm would end
+// a step or an allocation without --no-kill, so it runs on a cluster of its own beside the rest.
+TEST_F(SlurmTestCluster, SlowNodeLossMidStepLeavesTheNodeOutDrainedAndItsRanksMoveToTheSpare) {
   const std::string mark = "MUSTER_TEST_MARK=spare-" + std::to_string(getpid());
   const std::string lost = cluster_->hosts().host(2), spare = cluster_->hosts().host(3);
   RunningCommand head(cluster_->salloc_muster(
