@@ -464,7 +464,10 @@ std::string TestCluster::write_cluster_file(const std::string& extra,
 }
 
 std::vector<std::string> TestCluster::muster_argv(const std::vector<std::string>& args) const {
-  std::vector<std::string> argv = {"ip", "netns", "exec", head_ns_, MUSTER_BINARY};
+  // The head keeps its jobs' control sockets in the cluster's own directory (mode 0700, as
+  // XDG_RUNTIME_DIR is): 'muster stacks' finds this cluster's job alone, though other tests'
+  // jobs run beside it under ctest -j.
+  std::vector<std::string> argv = {"ip", "netns", "exec", head_ns_, "env", "XDG_RUNTIME_DIR=" + dir_, MUSTER_BINARY};
   argv.insert(argv.end(), args.begin(), args.end());
   return argv;
 }
