@@ -16,6 +16,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "launcher/cluster/hostlist.h"
 #include "launcher/error.h"
 #include "launcher/json_fields.h"
 #include "launcher/text_bytes.h"
@@ -130,6 +131,15 @@ std::string job_socket_directory() {
   }
   private_directory(path + "/jobs");
   return path + "/jobs";
+}
+
+JobListing job_listing(const std::vector<std::string>& argv, int ranks, const std::vector<std::string>& hosts) {
+  JobListing listing;
+  for (const auto& word : argv) listing.command += (listing.command.empty() ? "" : " ") + word;
+  if (listing.command.size() > 200) listing.command = listing.command.substr(0, 197) + "...";
+  listing.ranks = ranks;
+  listing.hosts = fold_hostlist(hosts);
+  return listing;
 }
 
 JobControlSocket::JobControlSocket(const std::string& job_id, JobListing listing)

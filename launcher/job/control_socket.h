@@ -24,6 +24,9 @@ struct JobListing {
   std::string hosts;
 };
 
+// A job as `muster stacks` lists it: its command (cut to 200 bytes), world size and hosts.
+JobListing job_listing(const std::vector<std::string>& argv, int ranks, const std::vector<std::string>& hosts);
+
 // The head's end: one socket for one job.
 class JobControlSocket {
  public:

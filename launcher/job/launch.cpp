@@ -18,6 +18,7 @@
 #include "launcher/cluster/job_id.h"
 #include "launcher/cluster/local_gpus.h"
 #include "launcher/error.h"
+#include "launcher/job/control_socket.h"
 #include "launcher/job/health_check.h"
 #include "launcher/job/node_drain.h"
 #include "launcher/job/restarts.h"
@@ -122,6 +123,17 @@ std::pair<int, int> ports_no_attempt_used(std::set<int>& used, const std::functi
               fmt::format("{} offered only rendezvous ports an earlier attempt of the job used", offered_by));
 }
 
+// `muster stacks` reaching a job on this machine alone, at the same socket as across nodes.
+class ControlSocketRequests : public StacksRequests {
+ public:
+  ControlSocketRequests(const std::string& job_id, JobListing listing) : socket_(job_id, std::move(listing)) {}
+  std::optional<int> take() override { return socket_.take_stacks_request(); }
+  void answer(int client, const std::string& report_json) override { JobControlSocket::answer(client, report_json); }
+
+ private:
+  JobControlSocket socket_;
+};
+
 // Every rank on this machine: the local launcher, no SSH. A cluster that names this
 // machine twice (localhost and 127.0.0.1) runs both entries' ranks here, which is how a
 // duplicated machine shows up in smoke's hellos.
@@ -158,8 +170,17 @@ LaunchedJob run_here(ClusterContext& context, const JobOptions& options, const O
   std::unique_ptr<RankService> mpi = world ? serve_mpi(*world, 0, exchange, warnings) : nullptr;
   for (const auto& warning : warnings) output->launch_warning(warning);
   PosixSpawner spawner;
-  job.result = run_local_job(spawner, ranks, teardown_policy(options, deadline), *output,
-                             context.interrupt_fds(), {"MUSTER_JOB_ID=" + request.job.job_id}, mpi.get());
+  TeardownPolicy policy = teardown_policy(options, deadline);
+  policy.read_stacks = true;  // the ranks are this process's children: it reads them itself
+  std::unique_ptr<ControlSocketRequests> stacks_requests;
+  try {
+    stacks_requests = std::make_unique<ControlSocketRequests>(
+        request.job.job_id, job_listing(options.command, job.plan.world_size(), {this_hostname()}));
+  } catch (const Error& e) {
+    output->launch_warning(fmt::format("'muster stacks' cannot reach this job: {}", e.what()));
+  }
+  job.result = run_local_job(spawner, ranks, policy, *output, context.interrupt_fds(),
+                             {"MUSTER_JOB_ID=" + request.job.job_id}, mpi.get(), stacks_requests.get());
   output->flush();
   return job;
 }

@@ -330,16 +330,12 @@ class SessionRun {
   void open_control_socket() {
     if (job_.control_tried) return;  // an earlier attempt's: it says what it did
     job_.control_tried = true;
-    JobListing listing;
-    for (const auto& word : request_.argv) listing.command += (listing.command.empty() ? "" : " ") + word;
-    if (listing.command.size() > 200) listing.command = listing.command.substr(0, 197) + "...";
-    listing.ranks = plan_.world_size();
     std::vector<std::string> hosts;
     for (const auto& node : plan_.nodes)
       if (!node.ranks.empty()) hosts.push_back(host(size_t(node.node_rank)));
-    listing.hosts = fold_hostlist(hosts);
     try {
-      job_.control = std::make_unique<JobControlSocket>(request_.job.job_id, listing);
+      job_.control = std::make_unique<JobControlSocket>(request_.job.job_id,
+                                                        job_listing(request_.argv, plan_.world_size(), hosts));
     } catch (const Error& e) {
       output_.launch_warning(fmt::format("'muster stacks' cannot reach this job: {}", e.what()));
     }

@@ -64,9 +64,11 @@ struct RankSlot {
 class LocalJob {
  public:
   LocalJob(ProcessSpawner& spawner, const TeardownPolicy& policy, JobOutput& output,
-           std::vector<int> interrupt_fds, std::vector<std::string> job_markers, RankService* service)
+           std::vector<int> interrupt_fds, std::vector<std::string> job_markers, RankService* service,
+           StacksRequests* requests)
       : spawner_(spawner), policy_(policy), output_(output),
-        interrupt_fds_(std::move(interrupt_fds)), job_markers_(std::move(job_markers)), service_(service) {}
+        interrupt_fds_(std::move(interrupt_fds)), job_markers_(std::move(job_markers)), service_(service),
+        requests_(policy.read_stacks ? requests : nullptr) {}
 
   JobResult run(const std::vector<RankProcess>& ranks) {
     try {
@@ -85,6 +87,7 @@ class LocalJob {
  private:
   void start_ranks(const std::vector<RankProcess>& ranks) {
     deadline_ = policy_.timeout ? std::optional(Clock::now() + *policy_.timeout) : std::nullopt;
+    last_line_ = Clock::now();
     slots_.resize(ranks.size());
     for (size_t i = 0; i < ranks.size(); ++i) {
       slots_[i].outcome.rank = ranks[i].rank;
@@ -125,6 +128,7 @@ class LocalJob {
       read_available_output();
       serve_ranks();
       record_exits();
+      answer_stacks_requests();
       check_deadlines();
       output_.flush();
     }
@@ -240,7 +244,7 @@ class LocalJob {
     auto now = Clock::now();
     std::optional<Clock::time_point> next_step;
     if (tearing_down_) next_step = sigkill_sent_ ? give_up_at_ : kill_at_;
-    for (auto at : {deadline_, next_step, tearing_down_ ? std::nullopt : settle_until_}) {
+    for (auto at : {deadline_, next_step, tearing_down_ ? std::nullopt : settle_until_, stall_due()}) {
       if (at) wait = std::min(wait, std::chrono::duration_cast<Milliseconds>(*at - now) +
                                         Milliseconds(1));
     }
@@ -276,6 +280,7 @@ class LocalJob {
           ssize_t n = read(fd, chunk, sizeof chunk);
           if (n > 0) {
             s.buffers[stream].feed(std::string_view(chunk, size_t(n)), [&](std::string_view line) {
+              last_line_ = Clock::now();
               output_.line(s.outcome.rank, OutputStream(stream), line);
             });
             continue;
@@ -336,7 +341,12 @@ class LocalJob {
   void check_deadlines() {
     auto now = Clock::now();
     if (settle_until_ && now >= *settle_until_ && !tearing_down_) begin_teardown(JobEnd::RankFailed);
+    if (stall_due() && now >= *stall_due()) {
+      stall_read_ = true;
+      output_.stacks(stacks_now(StacksWhen::Stall));
+    }
     if (deadline_ && now >= *deadline_ && !tearing_down_) {
+      if (policy_.read_stacks) output_.stacks(stacks_now(StacksWhen::Timeout));
       if (service_)
         if (std::string waiting = service_->waiting_on(); !waiting.empty())
           result_.notes.push_back("at the timeout the ranks were waiting in " + waiting);
@@ -348,6 +358,43 @@ class LocalJob {
     if (sigkill_sent_ && now >= give_up_at_)
       for (auto& s : slots_) s.running = false;
   }
+
+  // When --stall reads the stacks, if no rank writes a line before: once per job.
+  std::optional<Clock::time_point> stall_due() const {
+    if (!policy_.read_stacks || !policy_.stall || stall_read_ || tearing_down_) return std::nullopt;
+    return last_line_ + *policy_.stall;
+  }
+
+  void answer_stacks_requests() {
+    if (!requests_ || tearing_down_) return;
+    while (auto client = requests_->take()) requests_->answer(*client, to_json(stacks_now(StacksWhen::Request)));
+  }
+
+  // Where every rank still running is, read here (the ranks are this process's children),
+  // with how those that ended did.
+  StackReport stacks_now(StacksWhen when) {
+    StackReport report;
+    report.when = when;
+    std::vector<std::pair<int, pid_t>> running;
+    int ranks = 0;
+    for (const auto& s : slots_) {
+      ranks = std::max(ranks, s.outcome.rank + 1);
+      if (s.running) running.emplace_back(s.outcome.rank, s.outcome.pid);
+      else if (s.outcome.status) report.ended.emplace_back(s.outcome.rank, s.outcome.status->describe());
+    }
+    report.stacks = read_rank_stacks(running, {}, kStacksLimit);
+    report.host_of_rank.assign(size_t(ranks), this_machine_name());
+    return report;
+  }
+
+  static std::string this_machine_name() {
+    char name[256] = {};
+    gethostname(name, sizeof name - 1);
+    return name;
+  }
+
+  // The head's limit for a node's reading, as across nodes.
+  static constexpr Milliseconds kStacksLimit{3000};
 
   void begin_teardown(JobEnd why) {
     if (tearing_down_) return;
@@ -374,12 +421,15 @@ class LocalJob {
   std::vector<int> interrupt_fds_;
   std::vector<std::string> job_markers_;
   RankService* service_;
+  StacksRequests* requests_;
   std::vector<RankSlot> slots_;
   JobResult result_;
   std::optional<Clock::time_point> deadline_;
   std::optional<Clock::time_point> settle_until_;  // a rank failed: teardown begins then
   bool tearing_down_ = false;
   bool sigkill_sent_ = false;
+  Clock::time_point last_line_ = Clock::now();  // for --stall: the ranks' last line, or their start
+  bool stall_read_ = false;
   Clock::time_point kill_at_{};
   Clock::time_point give_up_at_{};
 };
@@ -389,8 +439,9 @@ class LocalJob {
 JobResult run_local_job(ProcessSpawner& spawner, const std::vector<RankProcess>& ranks,
                         const TeardownPolicy& policy, JobOutput& output,
                         const std::vector<int>& interrupt_fds,
-                        const std::vector<std::string>& job_markers, RankService* service) {
-  return LocalJob(spawner, policy, output, interrupt_fds, job_markers, service).run(ranks);
+                        const std::vector<std::string>& job_markers, RankService* service,
+                        StacksRequests* requests) {
+  return LocalJob(spawner, policy, output, interrupt_fds, job_markers, service, requests).run(ranks);
 }
 
 }  // namespace muster

@@ -43,6 +43,10 @@ struct TeardownPolicy {
   // No rank wrote a line for this long: the head reads every rank's stacks once and the job
   // goes on (run --stall). Not sent to the nodes: the head alone watches for it.
   std::optional<Milliseconds> stall;
+  // The ranks are this machine's alone (run without a cluster): the job itself reads their
+  // stacks for the output at the timeout, before the teardown, and once on a stall. Across
+  // nodes the head asks the agents instead.
+  bool read_stacks = false;
   Milliseconds kill_wait{2000};             // after SIGKILL: give up and name survivors
   // A rank that ends with this exit code failed only because a peer did not answer in time.
   // Rather than stop the others at once (mpirun's way, and what any other failure does),
@@ -83,6 +87,17 @@ class JobOutput {
   // Something the launch found that does not stop it (a pair of nodes that cannot talk on
   // one network), before any rank starts.
   virtual void launch_warning(const std::string& text) { (void)text; }
+};
+
+// `muster stacks` asking a job whose ranks are all on this machine: the head's control
+// socket, behind a seam so that the node's side needs nothing of the head's.
+class StacksRequests {
+ public:
+  virtual ~StacksRequests() = default;
+  // A client that asked since the last call, if any; called often, never waits.
+  virtual std::optional<int> take() = 0;
+  // Sends the report (its JSON) to `client` and closes it.
+  virtual void answer(int client, const std::string& report_json) = 0;
 };
 
 // Why a job ended.
@@ -142,9 +157,12 @@ struct JobResult {
 // `service`, when given, is served beside the ranks (PMI for their MPI library): a rank that
 // asks it to abort ends the job with its words in the notes, and on a timeout the notes say
 // what the ranks were waiting on in it.
+// `requests`, when given (with policy.read_stacks), are `muster stacks` clients asking for
+// the ranks' stacks while the job runs: each is answered and the job goes on.
 JobResult run_local_job(ProcessSpawner& spawner, const std::vector<RankProcess>& ranks,
                         const TeardownPolicy& policy, JobOutput& output,
                         const std::vector<int>& interrupt_fds,
-                        const std::vector<std::string>& job_markers, RankService* service = nullptr);
+                        const std::vector<std::string>& job_markers, RankService* service = nullptr,
+                        StacksRequests* requests = nullptr);
 
 }  // namespace muster

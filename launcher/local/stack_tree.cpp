@@ -1,5 +1,7 @@
 #include "launcher/local/stack_tree.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <map>
 
@@ -96,6 +98,29 @@ std::vector<StackClass> classes_from(const nlohmann::json& list) {
 }
 
 }  // namespace
+
+MergedStacks read_rank_stacks(const std::vector<std::pair<int, pid_t>>& running, const std::vector<int>& ended,
+                              std::chrono::milliseconds limit,
+                              const std::function<void(const std::function<void()>& read)>& around_each) {
+  using Clock = std::chrono::steady_clock;
+  const auto deadline = Clock::now() + limit;
+  std::vector<std::pair<int, ProcessStacks>> read;
+  for (int rank : ended) read.emplace_back(rank, ProcessStacks{ProcessStacks::State::Gone, "the rank has ended", {}});
+  size_t left = running.size();
+  for (const auto& [rank, pid] : running) {
+    // Each rank its share of what is left, and never less than a few milliseconds.
+    const auto share = std::max(std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()) /
+                                    int(left),
+                                std::chrono::milliseconds(20));
+    const auto read_one = [&, rank = rank, pid = pid] {
+      read.emplace_back(rank, capture_process_stacks(pid, share, getpid()));
+    };
+    if (around_each) around_each(read_one);
+    else read_one();
+    --left;
+  }
+  return merge_rank_stacks(read);
+}
 
 MergedStacks merge_rank_stacks(const std::vector<std::pair<int, ProcessStacks>>& stacks) {
   MergedStacks out;

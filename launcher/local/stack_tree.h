@@ -4,6 +4,8 @@
 // the judge compares) and by every thread.
 #pragma once
 
+#include <chrono>
+#include <functional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -53,6 +55,13 @@ struct StackReport {
 
 // Merges the stacks read of a node's ranks.
 MergedStacks merge_rank_stacks(const std::vector<std::pair<int, ProcessStacks>>& stacks);
+
+// Reads the stacks of `running` ranks (rank, pid: children of this process), each within
+// its share of what is left of `limit` and never less than 20 ms, and merges them with
+// `ended` ranks as Gone. `around_each` runs each read (the agent holds reaping around it).
+MergedStacks read_rank_stacks(const std::vector<std::pair<int, pid_t>>& running, const std::vector<int>& ended,
+                              std::chrono::milliseconds limit,
+                              const std::function<void(const std::function<void()>& read)>& around_each = {});
 
 // Adds `more` (another node's) to `into`.
 void merge_stacks(MergedStacks& into, const MergedStacks& more);

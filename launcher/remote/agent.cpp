@@ -304,22 +304,13 @@ constexpr int kMaxStacksLimitMs = 30000;
 // then: the main loop reaps, forwards output and takes stop requests between ranks.
 std::string answer_stacks(const nlohmann::json& ask, RunningRanks& ranks, PosixSpawner& spawner) {
   const int limit_ms = std::clamp(ask.value("limit_ms", 5000), 100, kMaxStacksLimitMs);
-  const auto deadline = Clock::now() + std::chrono::milliseconds(limit_ms);
   const auto [running, ended] = ranks.now();
-  std::vector<std::pair<int, ProcessStacks>> read;
-  for (int rank : ended) read.emplace_back(rank, ProcessStacks{ProcessStacks::State::Gone, "the rank has ended", {}});
-  size_t left = running.size();
-  for (const auto& [rank, pid] : running) {
-    // Each rank its share of what is left, and never less than a few milliseconds.
-    const auto share = std::max(std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()) /
-                                    int(left),
-                                std::chrono::milliseconds(20));
-    // Not reaped while held: a rank still our child is the rank, its number not reused.
+  // Not reaped while held: a rank still our child is the rank, its number not reused.
+  const std::vector<std::pair<int, pid_t>> by_rank(running.begin(), running.end());
+  return to_json(read_rank_stacks(by_rank, ended, std::chrono::milliseconds(limit_ms), [&](const auto& read) {
     auto hold = spawner.hold_reaping();
-    read.emplace_back(rank, capture_process_stacks(pid, share, getpid()));
-    --left;
-  }
-  return to_json(merge_rank_stacks(read));
+    read();
+  }));
 }
 
 // A request the agent cannot answer gets an answer saying why: the agent itself goes on.

@@ -3,10 +3,13 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <sstream>
 #include <set>
+#include <thread>
 
 #include <gtest/gtest.h>
 
@@ -264,6 +267,81 @@ TEST(RunLocal, TimeoutStopsTheJobWith124) {
   auto r = run_muster({"run", "-n", "2", "--timeout", "0.5", "--grace", "1", "--", "sleep", "600"});
   EXPECT_EQ(r.exit_code, 124);
   EXPECT_NE(r.err.find("ran past --timeout 0.5s; stopped 2 ranks"), std::string::npos) << r.err;
+}
+
+// Ranks on this machine alone are read by muster itself, as the agents read theirs: at the
+// timeout, before the teardown, the rank not where the others wait is named.
+std::string python_ranks_waiting(const TempDir& dir) {
+  const std::string script = dir.file("waits.py");
+  std::ofstream(script) << "import os, time\n"
+                           "def all_reduce():\n"
+                           "    time.sleep(1000)\n"
+                           "def asleep():\n"
+                           "    time.sleep(1000)\n"
+                           "print('in place', flush=True)\n"
+                           "(asleep if os.environ['RANK'] == '2' else all_reduce)()\n";
+  return script;
+}
+
+std::string this_machine_name() {
+  char name[256] = {};
+  gethostname(name, sizeof name - 1);
+  return name;
+}
+
+size_t count_of(const std::string& text, const std::string& part) {
+  size_t n = 0;
+  for (size_t at = text.find(part); at != std::string::npos; at = text.find(part, at + 1)) ++n;
+  return n;
+}
+
+TEST(RunLocal, AtTheTimeoutTheRankNotWhereTheOthersWaitIsNamed) {
+  TempDir dir;
+  const std::string script = python_ranks_waiting(dir);
+  auto r = run_muster({"run", "-n", "4", "--timeout", "3", "--grace", "1", "--", "/usr/bin/python3", script});
+  EXPECT_EQ(r.exit_code, 124) << r.err;
+  EXPECT_NE(r.err.find("read at the timeout"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("rank 2 (" + this_machine_name() + ") is not in all_reduce (" + script + ":3), where the 3 "
+                       "other ranks wait: it is in "),
+            std::string::npos)
+      << r.err;
+  EXPECT_NE(r.err.find("asleep (" + script + ":5)"), std::string::npos) << r.err;
+  EXPECT_LT(r.err.find("read at the timeout"), r.err.find("the job ran past --timeout")) << r.err;
+}
+
+// --stall reads them once when no rank has written a line for so long, and the job goes on.
+TEST(RunLocal, AStallReadsTheStacksOnceAndTheJobGoesOn) {
+  auto r = run_muster({"run", "-n", "2", "--stall", "1", "--", "sh", "-c", "echo started; sleep 3; echo done"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(count_of(r.err, "when no rank had written a line for the --stall time"), 1u) << r.err;
+  EXPECT_EQ(count_of(r.out, "done"), 2u) << r.out;
+}
+
+// `muster stacks` reaches a job on this machine alone as it reaches one across nodes, and
+// the job runs on to its end. (A runtime directory of the test's own: only this job in it.)
+TEST(RunLocal, MusterStacksReadsAJobOnThisMachineAndItRunsOn) {
+  TempDir dir, runtime;
+  const std::string script = dir.file("waits_a_while.py");
+  std::ofstream(script) << "import os, time\n"
+                           "def all_reduce():\n"
+                           "    time.sleep(6)\n"
+                           "def asleep():\n"
+                           "    time.sleep(6)\n"
+                           "print('in place', flush=True)\n"
+                           "(asleep if os.environ['RANK'] == '2' else all_reduce)()\n"
+                           "print('done', flush=True)\n";
+  const std::vector<std::string> env = {"XDG_RUNTIME_DIR=" + runtime.path()};
+  RunningCommand job({MUSTER_BINARY, "run", "-n", "3", "--", "/usr/bin/python3", script}, env);
+  ASSERT_NE(job.read_out_until("in place", std::chrono::seconds(30)).find("in place"), std::string::npos);
+  std::this_thread::sleep_for(std::chrono::seconds(1));  // the others print theirs
+  auto stacks = run_muster({"stacks"}, env);
+  EXPECT_EQ(stacks.exit_code, 0) << stacks.err;
+  EXPECT_NE(stacks.out.find("rank 2 (" + this_machine_name() + ") is not in all_reduce (" + script + ":3)"),
+            std::string::npos)
+      << stacks.out << stacks.err;
+  auto end = job.wait(std::chrono::seconds(60));
+  EXPECT_EQ(end.exit_code, 0) << end.err;
+  EXPECT_EQ(count_of(end.out, "done"), 3u) << end.out;
 }
 
 TEST(RunLocal, BadInputStartsNothingAndExits2) {
