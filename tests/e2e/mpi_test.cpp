@@ -103,6 +103,21 @@ TEST_F(Mpi4pyLocal, MpiAbortEndsTheJobWithTheRanksCodeAndName) {
   EXPECT_NE(r.err.find("rank 1 called MPI_Abort with code 7"), std::string::npos) << r.err;
 }
 
+// The hang with mpi4py: rank 2 asleep before the allreduce the others spin in, in
+// Open MPI's progress loop, each caught at its own frame of it. At the timeout rank 2 alone is
+// named, with where it is.
+TEST_F(Mpi4pyLocal, AtTheTimeoutTheRankOutsideTheAllreduceIsNamed) {
+  const std::string hang = std::string(MUSTER_SOURCE_DIR) + "/tests/e2e/stacks/hang_mpi.py";
+  auto r = run_muster({"run", "-n", "4", "--timeout", "8", "--grace", "1", "--", "/usr/bin/python3", hang});
+  EXPECT_EQ(r.exit_code, 124) << r.err;
+  EXPECT_NE(r.err.find(") is not in <module> (" + hang + ":13), where the 3 other ranks wait: it is in "
+                       "clock_nanosleep <- <module> (" + hang + ":11)"),
+            std::string::npos)
+      << r.err;
+  EXPECT_NE(r.err.find("  rank 2 ("), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("rank 0 ("), std::string::npos) << r.err;  // no other rank is named
+}
+
 // With --mpi none nothing is served: each rank is a world of one, as with no launcher.
 TEST_F(Mpi4pyLocal, WithNothingServedEachRankIsAWorldOfOne) {
   auto r = run_muster({"run", "-n", "2", "--tag", "none", "--mpi", "none", "--", "/usr/bin/python3", program()});
