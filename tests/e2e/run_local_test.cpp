@@ -271,15 +271,18 @@ TEST(RunLocal, TimeoutStopsTheJobWith124) {
 
 // Ranks on this machine alone are read by muster itself, as the agents read theirs: at the
 // timeout, before the teardown, the rank not where the others wait is named.
-std::string python_ranks_waiting(const TempDir& dir) {
+// Python ranks that print "in place", wait `seconds` (rank 2 elsewhere than the others), and
+// print "done".
+std::string python_ranks_waiting(const TempDir& dir, int seconds) {
   const std::string script = dir.file("waits.py");
   std::ofstream(script) << "import os, time\n"
                            "def all_reduce():\n"
-                           "    time.sleep(1000)\n"
+                           "    time.sleep(" << seconds << ")\n"
                            "def asleep():\n"
-                           "    time.sleep(1000)\n"
+                           "    time.sleep(" << seconds << ")\n"
                            "print('in place', flush=True)\n"
-                           "(asleep if os.environ['RANK'] == '2' else all_reduce)()\n";
+                           "(asleep if os.environ['RANK'] == '2' else all_reduce)()\n"
+                           "print('done', flush=True)\n";
   return script;
 }
 
@@ -297,7 +300,7 @@ size_t count_of(const std::string& text, const std::string& part) {
 
 TEST(RunLocal, AtTheTimeoutTheRankNotWhereTheOthersWaitIsNamed) {
   TempDir dir;
-  const std::string script = python_ranks_waiting(dir);
+  const std::string script = python_ranks_waiting(dir, 1000);
   auto r = run_muster({"run", "-n", "4", "--timeout", "3", "--grace", "1", "--", "/usr/bin/python3", script});
   EXPECT_EQ(r.exit_code, 124) << r.err;
   EXPECT_NE(r.err.find("read at the timeout"), std::string::npos) << r.err;
@@ -321,15 +324,7 @@ TEST(RunLocal, AStallReadsTheStacksOnceAndTheJobGoesOn) {
 // the job runs on to its end. (A runtime directory of the test's own: only this job in it.)
 TEST(RunLocal, MusterStacksReadsAJobOnThisMachineAndItRunsOn) {
   TempDir dir, runtime;
-  const std::string script = dir.file("waits_a_while.py");
-  std::ofstream(script) << "import os, time\n"
-                           "def all_reduce():\n"
-                           "    time.sleep(6)\n"
-                           "def asleep():\n"
-                           "    time.sleep(6)\n"
-                           "print('in place', flush=True)\n"
-                           "(asleep if os.environ['RANK'] == '2' else all_reduce)()\n"
-                           "print('done', flush=True)\n";
+  const std::string script = python_ranks_waiting(dir, 6);
   const std::vector<std::string> env = {"XDG_RUNTIME_DIR=" + runtime.path()};
   RunningCommand job({MUSTER_BINARY, "run", "-n", "3", "--", "/usr/bin/python3", script}, env);
   ASSERT_NE(job.read_out_until("in place", std::chrono::seconds(30)).find("in place"), std::string::npos);
