@@ -404,7 +404,7 @@ std::optional<StressMeasurements> measure_gpus_with_cuda(std::chrono::millisecon
         const cublasStatus_t s = blas.gemm(gemm.handle, kCublasOpN, kCublasOpN, n, n, n, &one, gemm.a, kDataBf16, n,
                                            gemm.b, kDataBf16, n, &zero, gemm.c, kDataBf16, n, kComputeF32, kGemmDefault);
         if (s != kCublasSuccess) throw CudaFailure{fmt::format("cublasGemmEx failed (cuBLAS status {})", s)};
-      }, [n](double ms) { return 2.0 * n * double(n) * n / (ms * 1e-3) / 1e12; });
+      }, [](double ms) { return 2.0 * kGemmSize * double(kGemmSize) * kGemmSize / (ms * 1e-3) / 1e12; });
     } catch (const CudaFailure& f) {
       figure.why_not = f.what;
     }
