@@ -135,7 +135,9 @@ void once_for_all(std::once_flag& once, std::string& failure, Work&& work) {
 
 class SlurmAgentLauncher : public AgentLauncher {
  public:
-  explicit SlurmAgentLauncher(const ClusterSpec& cluster) : cluster_(cluster) {
+  explicit SlurmAgentLauncher(const ClusterSpec& cluster)
+      : cluster_(cluster),
+        has_spares_(std::any_of(cluster.nodes.begin(), cluster.nodes.end(), [](const NodeSpec& n) { return n.spare; })) {
     for (size_t i = 0; i < cluster_.nodes.size(); ++i) node_of_host_[cluster_.nodes[i].host] = i;
     agent_fd_.assign(cluster_.nodes.size(), -1);
     called_back_.assign(cluster_.nodes.size(), false);
@@ -164,6 +166,7 @@ class SlurmAgentLauncher : public AgentLauncher {
   std::string words_about(const std::string& host, Milliseconds wait);
 
   ClusterSpec cluster_;
+  const bool has_spares_;  // the job is to outlive a node: the step is --no-kill
   std::map<std::string, size_t> node_of_host_;
   std::once_flag step_once_, ship_once_;
   std::string step_error_, ship_error_;
@@ -474,8 +477,7 @@ void SlurmAgentLauncher::launch_srun(const std::vector<std::string>& command) {
   // With spares the job is to outlive a node: Slurm would otherwise end the step, and every
   // agent in it, when it sets a lost node DOWN. (The allocation itself needs salloc's or
   // sbatch's --no-kill for the same reason; run.md says so.)
-  if (std::any_of(cluster_.nodes.begin(), cluster_.nodes.end(), [](const NodeSpec& n) { return n.spare; }))
-    argv.push_back("--no-kill");
+  if (has_spares_) argv.push_back("--no-kill");
   argv.push_back("--");
   argv.insert(argv.end(), command.begin(), command.end());
   int out[2];
@@ -647,8 +649,7 @@ AgentLauncher::OutsideEnd SlurmAgentLauncher::outside_end(Milliseconds wait) {
   if (words.empty()) return {};
   // With spares the step itself is --no-kill; what Slurm ended for a node's failure then is
   // the allocation, which only salloc's or sbatch's own --no-kill keeps.
-  const bool spares = std::any_of(cluster_.nodes.begin(), cluster_.nodes.end(), [](const NodeSpec& n) { return n.spare; });
-  const std::string hint = spares && words.find("NODE FAILURE") != std::string::npos
+  const std::string hint = has_spares_ && words.find("NODE FAILURE") != std::string::npos
                                ? "; spares outlive a lost node only in an allocation made with --no-kill "
                                  "(salloc -k, sbatch -k)"
                                : "";
