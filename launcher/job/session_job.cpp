@@ -364,7 +364,7 @@ class SessionRun {
     stacks_.emplace();
     stacks_->report.when = when;
     stacks_->until = Clock::now() + kStacksWait;
-    const std::string ask = nlohmann::json{{"op", "stacks"}, {"limit_ms", kStacksLimit.count()}}.dump();
+    const std::string ask = nlohmann::json{{"op", "stacks"}, {"limit_ms", kStacksReadLimit.count()}}.dump();
     for (const auto& [node, reported] : reported_)
       if (!reported && session_.usable(node)) {
         const int id = session_.new_id();
@@ -507,9 +507,8 @@ class SessionRun {
   std::vector<int> clients_;  // `muster stacks` waiting for the reading under way
   bool stop_after_stacks_ = false;  // the timeout came: teardown once the stacks are in
   Clock::time_point last_line_;
-  // What a node is given to read its ranks, and what the head waits for every node's answer
-  // (the network and a slow node's unwinding on top).
-  static constexpr Milliseconds kStacksLimit{3000};
+  // What the head waits for every node's answer: a node's kStacksReadLimit, and the network
+  // and a slow node's unwinding on top.
   static constexpr Milliseconds kStacksWait{8000};
   std::optional<Clock::time_point> settle_until_;  // a rank failed: teardown begins then
   // MPI fences some nodes have entered, by protocol and number: each node's part.

@@ -382,7 +382,7 @@ class LocalJob {
       if (s.running) running.emplace_back(s.outcome.rank, s.outcome.pid);
       else if (s.outcome.status) report.ended.emplace_back(s.outcome.rank, s.outcome.status->describe());
     }
-    report.stacks = read_rank_stacks(running, {}, kStacksLimit);
+    report.stacks = read_rank_stacks(running, {}, kStacksReadLimit);
     report.host_of_rank.assign(size_t(ranks), this_machine_name());
     return report;
   }
@@ -392,9 +392,6 @@ class LocalJob {
     gethostname(name, sizeof name - 1);
     return name;
   }
-
-  // The head's limit for a node's reading, as across nodes.
-  static constexpr Milliseconds kStacksLimit{3000};
 
   void begin_teardown(JobEnd why) {
     if (tearing_down_) return;

@@ -19,6 +19,10 @@ namespace muster {
 // counted in `paths_left_out`.
 inline constexpr size_t kMaxStackClasses = 1024;
 
+// How long one node's reading of its ranks' stacks may take, all its ranks together: what the
+// head asks of each agent, and what a job on this machine alone gives itself.
+inline constexpr std::chrono::milliseconds kStacksReadLimit{3000};
+
 // One call path (outermost frame first) and the ranks on it.
 struct StackClass {
   std::vector<std::string> path;
