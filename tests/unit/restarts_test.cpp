@@ -48,6 +48,13 @@ class RecordingRunner : public AttemptRunner {
   std::string host(size_t node) const override { return fmt::format("node{}", node + 1); }
 };
 
+// A host list of four nodes, n0 to n3, one slot each.
+ClusterSpec four_hosts() {
+  ClusterSpec cluster;
+  for (int i = 0; i < 4; ++i) cluster.nodes.push_back(NodeSpec{fmt::format("n{}", i), "", {1}, {}, {}, {}});
+  return cluster;
+}
+
 AttemptEnd completed() { return {}; }
 AttemptEnd rank_failed(int code) {
   AttemptEnd end;
@@ -149,8 +156,7 @@ TEST(Restarts, TheRunnerIsToldOfEachNodeLeftOutAsItIsLeftOut) {
 }
 
 TEST(Restarts, NodesAsSrunMinusNHoldTheRestBackAsSpares) {
-  ClusterSpec cluster;
-  for (int i = 0; i < 4; ++i) cluster.nodes.push_back(NodeSpec{fmt::format("n{}", i), "", {1}, {}, {}, {}});
+  ClusterSpec cluster = four_hosts();
   EXPECT_EQ(spares_beyond(cluster, 3), 1);
   EXPECT_EQ(spares_beyond(cluster, 4), 0);
   try {
@@ -251,8 +257,7 @@ TEST(Restarts, AnEndIsDescribedTheSameForTheReportAndTheTimeline) {
 }
 
 TEST(Restarts, SparesAreTheLastNodesOfAHostList) {
-  ClusterSpec cluster;
-  for (int i = 0; i < 4; ++i) cluster.nodes.push_back(NodeSpec{fmt::format("n{}", i), "", {1}, {}, {}, {}});
+  ClusterSpec cluster = four_hosts();
   set_spares(cluster, 1);
   auto [working, spares] = working_and_spare_nodes(cluster);
   EXPECT_EQ(working, (std::vector<size_t>{0, 1, 2}));
