@@ -53,13 +53,16 @@ struct CulpritReport {
 // then (1,2) (3,4) ...; round 3 measures each node not yet fast with a partner known fast, and
 // the idle nodes two apart on the ring, (0,2) (1,3) (4,6) ..., so that slow nodes side by side
 // with healthy ones (every other node slow) cannot make every pair look alike; later rounds
-// confirm what is left. With an odd count the ring's last pair (n-1, 0) comes once both its
-// nodes are known fast. A node is named slow when it is slow with two partners or more and one
-// of them was chosen because it was known fast (or three of them): two slow links that meet at
-// a node look like a slow node on two pairs. A pair slow twice (measured again in a round
-// of links only, after the nodes are settled) between two nodes fast with others is the link.
-// Node faults need three rounds, links one or two more; links are found on the pairs measured (the network stage
-// measures the whole mesh).
+// confirm what is left, the nodes in doubt alone. The bar is set by the first three rounds,
+// when every node streams at once, and does not move after (a pair alone runs faster than one
+// in the crowd). With an odd count the ring's last pair (n-1, 0) comes once both its nodes are
+// known fast. A node is named slow when it is slow with two partners or more and one of them
+// was chosen because it was known fast, in a round after the third (or slow with all of them):
+// two slow links that meet at a node look like a slow node on two pairs, and a healthy node
+// can be slowed in the crowd. A pair slow twice (measured again in a round of links only,
+// after the nodes are settled) between two nodes fast with others is the link. Node faults
+// need four rounds, links up to four more; links are found on the pairs measured (the network
+// stage measures the whole mesh).
 CulpritReport find_culprits(int nodes, const MeasurePairs& measure, const CulpritSearchOptions& options = {});
 
 }  // namespace muster

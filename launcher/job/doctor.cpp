@@ -281,7 +281,7 @@ class Doctor {
     ping.round_trips = 20;
     // Streams last a fixed time, not a byte count: a slow link costs its budget and no more.
     // Bandwidth is the pair search's (find_culprits): rounds of disjoint pairs, every node
-    // measured with a partner known fast, slow nodes named in three rounds at any size. The
+    // measured with a partner known fast, slow nodes named in four rounds at any size. The
     // whole mesh (n-1 rounds) is ping --bandwidth's, for when a link must be found.
     ping.bandwidth = false;
     ping.bulk = kSearchStream;

@@ -201,9 +201,9 @@ TEST_F(PingCluster, AHealthyClusterUnderABusyCpuNamesNoSlowNodeOrLink) {
   EXPECT_TRUE(bandwidth_problems(r).empty()) << r["problems"].dump(2);
 }
 
-// The pair search finds the capped host in three rounds of disjoint pairs streaming both ways,
+// The pair search finds the capped host in four rounds of disjoint pairs streaming both ways,
 // and a capped link between ring neighbours as the link: what doctor runs past 16 nodes.
-TEST_F(PingCluster, TheSearchNamesACappedHostInThreeRounds) {
+TEST_F(PingCluster, TheSearchNamesACappedHostInFourRounds) {
   cluster_->cap_host(2, "30mbit");
   int status = -1;
   auto r = ping_json({"--search"}, &status);
@@ -211,7 +211,7 @@ TEST_F(PingCluster, TheSearchNamesACappedHostInThreeRounds) {
   const auto named = bandwidth_problems(r);
   ASSERT_EQ(named.size(), 1u) << r["problems"].dump(2);
   EXPECT_EQ(named[0].find("fail node3: bandwidth is slow with every partner (0.0"), 0u) << named[0];
-  EXPECT_LE(r["search"]["rounds"].get<int>(), 3) << r["search"].dump(2);
+  EXPECT_LE(r["search"]["rounds"].get<int>(), 4) << r["search"].dump(2);
 }
 
 // Two hosts of six capped (a third of the cluster): the search's old bar, half the median of
@@ -257,8 +257,11 @@ TEST_F(PingCluster, TheSearchNamesNothingOnAHealthyClusterUnderABusyCpu) {
   auto r = ping_json({"--search"}, &status);
   EXPECT_EQ(status, 0) << r["problems"].dump(2);
   EXPECT_TRUE(bandwidth_problems(r).empty()) << r["problems"].dump(2);
-  // The ring's pairs, and those that looked slow under the load measured again.
-  EXPECT_LE(r["search"]["rounds"].get<int>(), 3) << r["search"].dump(2);
+  // Three rounds for the nodes (the ring's two, then the nodes two apart), then the rounds
+  // of links in which a pair that looked slow under the load is measured again alone: four
+  // nodes' six links fit three (measured in CI: a pair at 0.68 Gbit/s in the third round,
+  // 3.44 alone in the fourth).
+  EXPECT_LE(r["search"]["rounds"].get<int>(), 6) << r["search"].dump(2);
 }
 
 // muster smoke --pairs runs the same search over real ranks (one per host, Gloo), each pair
@@ -278,7 +281,7 @@ TEST_F(PingCluster, TheSmokePairSearchNamesACappedHostAndNoOther) {
   EXPECT_EQ(status, 1) << r.dump(2);
   EXPECT_EQ(r["pair_search"]["slow_nodes"], nlohmann::json::array({"node4"})) << r["pair_search"].dump(2);
   EXPECT_TRUE(r["pair_search"]["slow_links"].empty()) << r["pair_search"].dump(2);
-  EXPECT_LE(r["pair_search"]["rounds"].get<int>(), 3) << r["pair_search"].dump(2);
+  EXPECT_LE(r["pair_search"]["rounds"].get<int>(), 4) << r["pair_search"].dump(2);
   EXPECT_TRUE(has_problem(r, "node4: all_reduce with each of its partners runs at 0.0")) << r["problems"].dump(2);
   for (const auto& p : r["problems"])
     for (const char* other : {"node1", "node2", "node3"})

@@ -21,6 +21,11 @@ class SimulatedCluster {
   std::set<int> lost_nodes;                  // never answer: their pairs are unmeasured
   double healthy_gbps = 15, slow_gbps = 0.5;
   double noise = 0.2;  // each measurement within +-noise of its figure
+  // Streams that share CPUs or uplinks (64 test hosts on 2 cores: 0.33 Gbit/s for a pair among
+  // 32, 2.53 alone): each other pair of the round slows a pair by this share, and with every
+  // node streaming a pair stalls to 0.3-0.6 of its pace this likely (less in smaller rounds).
+  double crowd_slowdown = 0;
+  double stall_chance = 0;
 
   // One round, as the search's measuring seam: each pair the slower end, with noise.
   std::vector<std::optional<double>> measure(const std::vector<std::pair<int, int>>& pairs) {
@@ -36,7 +41,12 @@ class SimulatedCluster {
       }
       const bool slow = slow_nodes.count(a) || slow_nodes.count(b) ||
                         slow_links.count({std::min(a, b), std::max(a, b)});
-      out.push_back((slow ? slow_gbps : healthy_gbps) * std::uniform_real_distribution<double>(1 - noise, 1 + noise)(random_));
+      double gbps = (slow ? slow_gbps : healthy_gbps) * std::uniform_real_distribution<double>(1 - noise, 1 + noise)(random_);
+      gbps /= 1 + crowd_slowdown * double(pairs.size() - 1);
+      const double crowd = std::min(1.0, double(pairs.size()) / double(std::max(nodes_ / 2, 1)));
+      if (std::uniform_real_distribution<double>(0, 1)(random_) < stall_chance * crowd)
+        gbps *= std::uniform_real_distribution<double>(0.3, 0.6)(random_);
+      out.push_back(gbps);
     }
     return out;
   }

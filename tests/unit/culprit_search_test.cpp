@@ -39,7 +39,9 @@ TEST(CulpritSearch, AHealthyClusterNamesNothingInThreeRounds) {
   }
 }
 
-TEST(CulpritSearch, OneSlowNodeIsNamedInThreeRoundsWhereverItIs) {
+// Named on a fourth round: slow with its ring partners and with a partner known fast, that
+// partner measured in a round of the nodes in doubt alone, not in the crowd of the first three.
+TEST(CulpritSearch, OneSlowNodeIsNamedInFourRoundsWhereverItIs) {
   for (int n : {4, 5, 8, 9})
     for (int bad = 0; bad < n; ++bad) {
       SimulatedCluster cluster(n, unsigned(bad));
@@ -48,12 +50,12 @@ TEST(CulpritSearch, OneSlowNodeIsNamedInThreeRoundsWhereverItIs) {
       EXPECT_EQ(as_set(r.slow_nodes), std::set<int>{bad}) << n << " nodes, slow " << bad;
       EXPECT_TRUE(r.slow_links.empty()) << n << " nodes, slow " << bad;
       EXPECT_TRUE(r.unknown.empty()) << n << " nodes, slow " << bad;
-      // Named on what rounds 1 to 3 measured; an odd ring may take a fourth for its last pair.
       for (const auto& m : r.measured)
         if (m.a == bad || m.b == bad) {
-          EXPECT_LE(m.round, 3) << n << " nodes, slow " << bad;
+          EXPECT_LE(m.round, 4) << n << " nodes, slow " << bad;
         }
-      EXPECT_LE(r.rounds, n % 2 ? 4 : 3) << n << " nodes, slow " << bad;
+      // An odd ring may take a fifth for its last pair.
+      EXPECT_LE(r.rounds, n % 2 ? 5 : 4) << n << " nodes, slow " << bad;
       EXPECT_TRUE(r.unknown_links.empty()) << n << " nodes, slow " << bad;
     }
 }
@@ -143,7 +145,7 @@ TEST(CulpritSearch, TheClusterFilesExpectationIsTheBar) {
 
 // At 64 and 512 nodes, 1 to 3 slow nodes and 0 to 2 slow ring links at random: every one is
 // found, nothing else is named, and the slow nodes are named on
-// what three rounds measured.
+// what four rounds measured.
 TEST(CulpritSearch, RandomFaultsAtScaleAreFoundWithoutFalsePositives) {
   for (int n : {64, 65, 512})
     for (unsigned seed = 0; seed < 30; ++seed) {
@@ -155,10 +157,10 @@ TEST(CulpritSearch, RandomFaultsAtScaleAreFoundWithoutFalsePositives) {
       EXPECT_TRUE(r.unknown.empty()) << n << " nodes, seed " << seed;
       for (const auto& m : r.measured)
         if (cluster.slow_nodes.count(m.a) || cluster.slow_nodes.count(m.b)) {
-          EXPECT_LE(m.round, 3) << n << " nodes, seed " << seed;
+          EXPECT_LE(m.round, 4) << n << " nodes, seed " << seed;
         }
-      // Three rounds for the nodes (an odd ring's last pair a fourth), then at most two of
-      // links alone (two that share a node cannot stream at once).
+      // Four rounds for the nodes, then at most two of links alone (two that share a node
+      // cannot stream at once).
       EXPECT_LE(r.rounds, 6) << n << " nodes, seed " << seed;
     }
 }
@@ -251,6 +253,32 @@ TEST(CulpritSearch, HealthyClustersWithThirtyPercentNoiseNameNothing) {
       cluster.noise = 0.3;
       expect_exactly(search(cluster, n), cluster, fmt::format("{} nodes, seed {}", n, seed));
     }
+}
+
+// Streams that share CPUs or uplinks: a pair among many runs at a fraction of its pace alone,
+// and now and then stalls to a third. The rounds after the third stream few pairs, several
+// times faster; judged into the bar, they raised it under the crowd's pairs, which were then
+// "slow once, not measured again" (24 links and 5 nodes unknown on 64 healthy test hosts in
+// CI), and a healthy node slowed in the crowd three times running was named slow.
+TEST(CulpritSearch, AHealthyClusterWhoseCrowdedStreamsStallNamesNothingAndLeavesNothingUnknown) {
+  // Of 1000 runs at this rate, 3 at 64 nodes still name a link or node (227 did, and 516
+  // left something unknown, while the bar moved), and 29 at 8 nodes (50): a small cluster's
+  // later rounds are crowds of their own, where a pair can stall twice running.
+  for (int n : {64, 512})
+    for (unsigned seed = 0; seed < 20; ++seed) {
+      SimulatedCluster cluster(n, seed);
+      cluster.crowd_slowdown = 0.2;
+      cluster.stall_chance = 0.3;
+      expect_exactly(search(cluster, n), cluster, fmt::format("{} nodes, seed {}", n, seed));
+    }
+  // A slow node among them is still named, as slow alone as in the crowd.
+  for (unsigned seed = 0; seed < 20; ++seed) {
+    SimulatedCluster cluster(64, seed);
+    cluster.crowd_slowdown = 0.2;
+    cluster.stall_chance = 0.3;
+    cluster.slow_nodes = {int(seed) * 3};
+    expect_exactly(search(cluster, 64), cluster, fmt::format("64 nodes, seed {}", seed));
+  }
 }
 
 // Slow links anywhere, not only on the ring: never a slow node; a link measured twice is the
