@@ -48,7 +48,7 @@ class Search {
   }
 
   // Nodes not yet fast, each with a partner known fast, until none is left or max_rounds.
-  // The bar settles after the first of these rounds (below).
+  // The bar settles after the first of these rounds that does not say "split" (below).
   void confirm_nodes() {
     for (bool first = true; report_.rounds < options_.max_rounds; first = false) {
       std::vector<bool> busy(static_cast<size_t>(n_));
@@ -63,14 +63,14 @@ class Search {
   }
 
   // The bar is set by the rounds in which nearly every node streamed at once (the ring's two
-  // and the third), and later rounds are judged against it without moving it. While more
-  // than half the nodes look slow it is not settled: with every other node slow, the rounds
-  // that follow tell which half is. Those later
+  // and the third), and later rounds are judged against it without moving it. Those later
   // rounds stream few pairs, and on shared CPUs or an oversubscribed fabric a pair alone runs
   // several times the pace of one among many (2.53 Gbit/s against a median of 0.33 among 32,
   // measured on 64 test hosts on 2 cores): let into the median, each few fast figures raised
   // the bar under pairs measured in the crowd, which then looked slow, were asked again, and
   // raised it further, until a healthy cluster ended with 24 links and 5 nodes "unknown".
+  // While more than half the nodes look slow it is not settled: with every other node slow,
+  // the rounds that follow tell which half is.
   void settle_the_bar() { settled_ = judged_; }
 
   // A slow pair between two nodes fast with others is measured once more before it is called
