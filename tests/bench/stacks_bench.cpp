@@ -3,7 +3,7 @@
 //    ranks over 4 test hosts x 2 slots (tests/e2e/stacks/hang.py, rank 5 asleep outside the
 //    all-reduce), against the peer a person reaches for today: gdb's `thread apply all bt` on
 //    every rank, each host's ranks read one after the other and the hosts at once.
-// 2. What it costs a running job: the same 8 ranks doing all-reduces (hang.py work), their
+// 2. What it costs a running job: the same 8 ranks doing all-reduces (allreduce_work.py), their
 //    time with `muster stacks` asked every second beside them, against without.
 // 3. The report at 64 ranks: 16 test hosts x 4 slots of sleeping Python ranks.
 // Needs root, gdb and python3-torch.
@@ -102,7 +102,8 @@ double work_seconds(const std::string& out) {
 int cost_to_a_job(int runs) {
   TestCluster cluster(4);
   const std::string file = cluster.write_cluster_file("launch:\n  slots: 2\n");
-  const std::vector<std::string> job = {"run", "-f", file, "--", "/usr/bin/python3", kHangPy, "work", "300"};
+  const std::vector<std::string> job = {"run", "-f", file, "--", "/usr/bin/python3",
+                                         MUSTER_SOURCE_DIR "/tests/bench/allreduce_work.py", "300"};
   std::vector<double> alone, beside;
   int reports = 0, failed_reports = 0;
   for (int r = 0; r < runs; ++r) {

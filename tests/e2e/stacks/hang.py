@@ -3,8 +3,6 @@
 #   gone:  rank 3 ends at once; the others wait for it in the rendezvous
 #   same:  every rank waits in a receive from the next rank, which never sends
 #   finish: rank 5 sleeps a while, then every rank finishes the all-reduce
-#   work N: N all-reduces of 256 Ki floats, and rank 0 prints how long they took (the
-#           benchmark's job, timed with and without `muster stacks` beside it)
 # Each rank prints "in place" once it is where it stays, so that a test knows when to look.
 import os
 import sys
@@ -42,18 +40,6 @@ import torch.distributed as dist
 if mode == "gone":
     in_place("the rendezvous")
 dist.init_process_group("gloo", init_method="env://")
-if mode == "work":
-    settled.set()
-    values = torch.ones(256 * 1024)
-    dist.barrier()
-    start = time.monotonic()
-    for _ in range(int(sys.argv[2])):
-        dist.all_reduce(values)
-    dist.barrier()
-    if rank == 0:
-        print(f"work took {time.monotonic() - start:.3f} s", flush=True)
-    dist.destroy_process_group()
-    sys.exit(0)
 values = torch.ones(16)
 if mode == "odd" and rank == 5:
     in_place("asleep")
