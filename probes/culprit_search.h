@@ -60,9 +60,11 @@ struct CulpritReport {
 // was chosen because it was known fast, in a round after the third (or slow with all of them):
 // two slow links that meet at a node look like a slow node on two pairs, and a healthy node
 // can be slowed in the crowd. A pair slow twice (measured again in a round of links only,
-// after the nodes are settled) between two nodes fast with others is the link. Node faults
-// need four rounds, links up to four more; links are found on the pairs measured (the network
-// stage measures the whole mesh).
+// after the nodes are settled), and slow a third time beside pairs of healthy nodes as
+// controls where there are nodes to spare (a load on the whole round slows the controls too,
+// and lowers that round's bar), between two nodes fast with others is the link. Node faults
+// need four rounds, links up to five more; links are found on the pairs measured (the
+// network stage measures the whole mesh).
 CulpritReport find_culprits(int nodes, const MeasurePairs& measure, const CulpritSearchOptions& options = {});
 
 }  // namespace muster
