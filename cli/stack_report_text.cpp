@@ -1,8 +1,10 @@
 #include "cli/stack_report_text.h"
 
+#include <map>
 #include <set>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "launcher/cluster/hostlist.h"
 #include "launcher/job/stack_judge.h"
@@ -63,6 +65,44 @@ std::vector<std::string> shown_frames(const std::vector<std::string>& path) {
   return out;
 }
 
+// What NCCL's RAS service said: each distinct answer once, with the nodes that gave it (every
+// node's service speaks for the whole job, so they mostly agree).
+std::string ras_text(const std::vector<RasSummary>& answers) {
+  std::map<std::pair<std::vector<std::string>, std::string>, std::set<std::string>> by_answer;
+  for (const auto& a : answers) by_answer[{a.lines, a.error}].insert(a.host);
+  std::string out;
+  for (const auto& [answer, hosts] : by_answer) {
+    const auto& [lines, error] = answer;
+    const std::string where = fold_hostlist({hosts.begin(), hosts.end()});
+    if (lines.empty() && !error.empty())
+      out += fmt::format("  NCCL's RAS service could not be asked on {}: {}\n", where, error);
+    else if (lines.empty())
+      out += fmt::format("  NCCL's RAS service (asked on {}) reports no errors or warnings\n", where);
+    else
+      out += fmt::format("  NCCL's RAS service (asked on {}) reports{}:\n", where, error.empty() ? "" : " (" + error + ")");
+    for (const auto& line : lines) out += fmt::format("      {}\n", line);
+  }
+  return out;
+}
+
+std::string flight_recorder_text(const StackReport& report) {
+  std::string out;
+  std::vector<int> kept;
+  std::set<std::string> dirs;
+  for (const auto& d : report.stacks.flight_recorder)
+    if (!d.file.empty()) {
+      kept.push_back(d.rank);
+      dirs.insert(d.file.substr(0, d.file.rfind('/') + 1));
+    }
+  if (!kept.empty())
+    out += fmt::format("  torch's flight recorder: the dump{} of rank{} {} collected in {}\n", kept.size() == 1 ? "" : "s",
+                       kept.size() == 1 ? "" : "s", rank_ranges(kept), fmt::join(dirs, ", "));
+  for (const auto& d : report.stacks.flight_recorder)
+    if (!d.note.empty())
+      out += fmt::format("  note: rank {}'s flight recorder ({}): {}\n", d.rank, d.host, d.note);
+  return out;
+}
+
 }  // namespace
 
 std::string stack_report_text(const StackReport& report) {
@@ -104,6 +144,8 @@ std::string stack_report_text(const StackReport& report) {
   if (report.stacks.paths_left_out)
     out += fmt::format("  note: {} call paths past the first {} of a node were left out\n",
                        report.stacks.paths_left_out, kMaxStackClasses);
+  out += ras_text(report.stacks.nccl_ras);
+  out += flight_recorder_text(report);
   return out;
 }
 
@@ -134,6 +176,13 @@ nlohmann::json stack_report_json(const StackReport& report) {
   out["ranks"] = nlohmann::json::array();
   for (const auto& r : report.stacks.ranks)
     out["ranks"].push_back({{"rank", r.rank}, {"host", rank_host(report, r.rank)}, {"note", r.note}});
+  out["nccl_ras"] = nlohmann::json::array();
+  for (const auto& a : report.stacks.nccl_ras)
+    out["nccl_ras"].push_back({{"host", a.host}, {"address", a.address}, {"lines", a.lines}, {"error", a.error}});
+  out["flight_recorder"] = nlohmann::json::array();
+  for (const auto& d : report.stacks.flight_recorder)
+    out["flight_recorder"].push_back(
+        {{"rank", d.rank}, {"host", d.host}, {"source", d.source}, {"file", d.file}, {"note", d.note}});
   return out;
 }
 

@@ -1,5 +1,9 @@
 #include "launcher/text_bytes.h"
 
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+
 #include <fmt/format.h>
 
 namespace muster {
@@ -169,6 +173,51 @@ ReportText markup_text(std::string_view bytes) {
   }
   clean.text = std::move(out);
   return clean;
+}
+
+namespace {
+constexpr char kBase64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+}  // namespace
+
+std::string base64_encode(std::string_view bytes) {
+  std::string out;
+  out.reserve((bytes.size() + 2) / 3 * 4);
+  for (size_t i = 0; i < bytes.size(); i += 3) {
+    const size_t n = std::min<size_t>(3, bytes.size() - i);
+    uint32_t v = uint32_t(uint8_t(bytes[i])) << 16;
+    if (n > 1) v |= uint32_t(uint8_t(bytes[i + 1])) << 8;
+    if (n > 2) v |= uint32_t(uint8_t(bytes[i + 2]));
+    out += kBase64[(v >> 18) & 63];
+    out += kBase64[(v >> 12) & 63];
+    out += n > 1 ? kBase64[(v >> 6) & 63] : '=';
+    out += n > 2 ? kBase64[v & 63] : '=';
+  }
+  return out;
+}
+
+std::optional<std::string> base64_decode(std::string_view text) {
+  if (text.size() % 4 != 0) return std::nullopt;
+  auto value = [](char c) -> int {
+    const char* at = c ? std::strchr(kBase64, c) : nullptr;
+    return at ? int(at - kBase64) : -1;
+  };
+  std::string out;
+  out.reserve(text.size() / 4 * 3);
+  for (size_t i = 0; i < text.size(); i += 4) {
+    const bool last = i + 4 == text.size();
+    const int pad = last ? (text[i + 3] == '=') + (text[i + 2] == '=') : 0;
+    if (pad == 1 && text[i + 2] == '=') return std::nullopt;
+    uint32_t v = 0;
+    for (int k = 0; k < 4; ++k) {
+      const int d = k >= 4 - pad ? 0 : value(text[i + size_t(k)]);
+      if (d < 0) return std::nullopt;
+      v = (v << 6) | uint32_t(d);
+    }
+    out += char((v >> 16) & 255);
+    if (pad < 2) out += char((v >> 8) & 255);
+    if (pad < 1) out += char(v & 255);
+  }
+  return out;
 }
 
 }  // namespace muster

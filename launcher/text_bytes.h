@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstddef>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -29,6 +30,11 @@ void keep_first_words(std::string& kept, std::string_view more, size_t limit);
 // hex; exactly_restored() undoes it. Byte for byte, whatever the bytes.
 nlohmann::json bytes_kept(nlohmann::json value);
 nlohmann::json exactly_restored(nlohmann::json value);
+
+// Bytes as base64 (RFC 4648, padded), for a file's bytes inside a frame's JSON; the decoder
+// answers nothing for text that is not base64.
+std::string base64_encode(std::string_view bytes);
+std::optional<std::string> base64_decode(std::string_view text);
 
 // JSON text of `value` whose strings may hold bytes that are not UTF-8 (a GPU's model, an
 // error quoting a node's words): those become U+FFFD rather than make dump() throw. For what

@@ -29,6 +29,7 @@
 #include "launcher/local/fence_exchange.h"
 #include "launcher/local/mpi_world.h"
 #include "launcher/local/posix_spawner.h"
+#include "launcher/local/rank_libraries.h"
 #include "launcher/local/self.h"
 #include "probes/free_port.h"
 #include "topology/topology_source.h"
@@ -172,6 +173,7 @@ LaunchedJob run_here(ClusterContext& context, const JobOptions& options, const O
   PosixSpawner spawner;
   TeardownPolicy policy = teardown_policy(options, deadline);
   policy.read_stacks = true;  // the ranks are this process's children: it reads them itself
+  policy.dumps_dir = flight_recorder_dir(request.job.job_id);
   std::unique_ptr<ControlSocketRequests> stacks_requests;
   try {
     stacks_requests = std::make_unique<ControlSocketRequests>(

@@ -17,6 +17,7 @@
 #include "launcher/job/control_socket.h"
 #include "launcher/json_fields.h"
 #include "launcher/local/pmix_status.h"
+#include "launcher/local/rank_libraries.h"
 #include "launcher/remote/agent_protocol.h"
 #include "launcher/remote/launch_spec.h"
 
@@ -378,7 +379,7 @@ class SessionRun {
     if (!stacks_ || !stacks_->asked.count(id)) return;
     stacks_->asked.erase(id);
     try {
-      merge_stacks(stacks_->report.stacks, merged_stacks_from_json(payload));
+      merge_stacks(stacks_->report.stacks, merged_stacks_from_json(payload), host(node));
     } catch (const Error& e) {
       stacks_->report.unanswered.push_back(fmt::format("{} ({})", host(node), e.what()));
     }
@@ -394,6 +395,7 @@ class SessionRun {
     for (const auto& [id, node] : stacks_->asked) report.unanswered.push_back(host(node));
     stacks_.reset();
     for (const auto& r : plan_.ranks) report.host_of_rank.push_back(r.host);
+    keep_flight_recorder_dumps(report.stacks.flight_recorder, flight_recorder_dir(request_.job.job_id));
     // Ranks that ended before they were asked about: the head heard how.
     std::set<int> read;
     for (const auto& r : report.stacks.ranks) read.insert(r.rank);

@@ -384,6 +384,9 @@ class LocalJob {
     }
     report.stacks = read_rank_stacks(running, {}, kStacksReadLimit);
     report.host_of_rank.assign(size_t(ranks), this_machine_name());
+    for (auto& ras : report.stacks.nccl_ras) ras.host = this_machine_name();
+    for (auto& dump : report.stacks.flight_recorder) dump.host = this_machine_name();
+    keep_flight_recorder_dumps(report.stacks.flight_recorder, policy_.dumps_dir);
     return report;
   }
 

@@ -47,6 +47,7 @@ struct TeardownPolicy {
   // stacks for the output at the timeout, before the teardown, and once on a stall. Across
   // nodes the head asks the agents instead.
   bool read_stacks = false;
+  std::string dumps_dir;  // where those readings put torch's flight-recorder dumps
   Milliseconds kill_wait{2000};             // after SIGKILL: give up and name survivors
   // A rank that ends with this exit code failed only because a peer did not answer in time.
   // Rather than stop the others at once (mpirun's way, and what any other failure does),

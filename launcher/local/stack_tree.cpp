@@ -104,6 +104,7 @@ MergedStacks read_rank_stacks(const std::vector<std::pair<int, pid_t>>& running,
                               const std::function<void(const std::function<void()>& read)>& around_each) {
   using Clock = std::chrono::steady_clock;
   const auto deadline = Clock::now() + limit;
+  RankLibraries libraries(running, limit);
   std::vector<std::pair<int, ProcessStacks>> read;
   for (int rank : ended) read.emplace_back(rank, ProcessStacks{ProcessStacks::State::Gone, "the rank has ended", {}});
   size_t left = running.size();
@@ -119,7 +120,10 @@ MergedStacks read_rank_stacks(const std::vector<std::pair<int, pid_t>>& running,
     else read_one();
     --left;
   }
-  return merge_rank_stacks(read);
+  MergedStacks out = merge_rank_stacks(read);
+  if (auto ras = libraries.ras()) out.nccl_ras.push_back(std::move(*ras));
+  out.flight_recorder = libraries.flight_recorder_dumps();
+  return out;
 }
 
 MergedStacks merge_rank_stacks(const std::vector<std::pair<int, ProcessStacks>>& stacks) {
@@ -146,6 +150,16 @@ void merge_stacks(MergedStacks& into, const MergedStacks& more) {
   into.paths_left_out += more.paths_left_out;
   into.main = largest_first(std::move(main));
   into.threads = largest_first(std::move(threads));
+  into.nccl_ras.insert(into.nccl_ras.end(), more.nccl_ras.begin(), more.nccl_ras.end());
+  into.flight_recorder.insert(into.flight_recorder.end(), more.flight_recorder.begin(), more.flight_recorder.end());
+  std::sort(into.flight_recorder.begin(), into.flight_recorder.end(),
+            [](const auto& a, const auto& b) { return a.rank < b.rank; });
+}
+
+void merge_stacks(MergedStacks& into, MergedStacks more, const std::string& host) {
+  for (auto& ras : more.nccl_ras) ras.host = host;
+  for (auto& dump : more.flight_recorder) dump.host = host;
+  merge_stacks(into, more);
 }
 
 namespace {
@@ -158,7 +172,51 @@ nlohmann::json merged_json(const MergedStacks& stacks) {
   out["main"] = classes_json(stacks.main);
   out["threads"] = classes_json(stacks.threads);
   out["paths_left_out"] = stacks.paths_left_out;
+  out["nccl_ras"] = nlohmann::json::array();
+  for (const auto& ras : stacks.nccl_ras)
+    out["nccl_ras"].push_back({{"host", ras.host}, {"address", ras.address}, {"lines", ras.lines}, {"error", ras.error}});
+  out["flight_recorder"] = nlohmann::json::array();
+  for (const auto& d : stacks.flight_recorder)
+    out["flight_recorder"].push_back({{"rank", d.rank},
+                                      {"host", d.host},
+                                      {"source", d.source},
+                                      {"bytes64", base64_encode(d.bytes)},
+                                      {"file", d.file},
+                                      {"note", d.note}});
   return out;
+}
+
+// A string of a peer's cut to `limit` bytes between characters.
+std::string bounded(const nlohmann::json& value, size_t limit) {
+  std::string text = value.get<std::string>();
+  if (text.size() > limit) text.resize(character_boundary(text, limit, false));
+  return text;
+}
+
+void libraries_from(const nlohmann::json& in, MergedStacks& out) {
+  constexpr size_t kMostEntries = size_t(1) << 20;
+  constexpr size_t kMostText = 4 * kMaxFrameText;
+  const auto ras = in.value("nccl_ras", nlohmann::json::array());
+  const auto dumps = in.value("flight_recorder", nlohmann::json::array());
+  if (!ras.is_array() || !dumps.is_array() || ras.size() > kMostEntries || dumps.size() > kMostEntries)
+    throw Error(ErrorKind::Runtime, "too many libraries' answers");
+  for (const auto& r : ras) {
+    RasSummary summary{bounded(r.at("host"), kMostText), bounded(r.at("address"), kMostText), {},
+                       bounded(r.at("error"), kMostText)};
+    const auto& lines = r.at("lines");
+    if (!lines.is_array() || lines.size() > kMaxRasLines) throw Error(ErrorKind::Runtime, "a RAS answer too long");
+    for (const auto& line : lines) summary.lines.push_back(bounded(line, kMaxRasLineBytes));
+    out.nccl_ras.push_back(std::move(summary));
+  }
+  for (const auto& d : dumps) {
+    const auto& text = d.at("bytes64").get_ref<const std::string&>();
+    if (text.size() > (kMaxFlightRecorderDump + 2) / 3 * 4) throw Error(ErrorKind::Runtime, "a dump too large");
+    auto bytes = base64_decode(text);
+    if (!bytes) throw Error(ErrorKind::Runtime, "a dump that is not base64");
+    out.flight_recorder.push_back({d.at("rank").get<int>(), bounded(d.at("host"), kMostText),
+                                   bounded(d.at("source"), kMostText), std::move(*bytes),
+                                   bounded(d.at("file"), kMostText), bounded(d.at("note"), kMostText)});
+  }
 }
 
 MergedStacks merged_from(const nlohmann::json& in) {
@@ -173,6 +231,7 @@ MergedStacks merged_from(const nlohmann::json& in) {
   out.main = classes_from(in.at("main"));
   out.threads = classes_from(in.at("threads"));
   out.paths_left_out = in.value("paths_left_out", size_t(0));
+  libraries_from(in, out);
   return out;
 }
 

@@ -11,6 +11,7 @@
 #include <utility>
 #include <vector>
 
+#include "launcher/local/rank_libraries.h"
 #include "launcher/local/rank_stacks.h"
 
 namespace muster {
@@ -43,6 +44,9 @@ struct MergedStacks {
   std::vector<StackClass> main;     // by main thread: each captured rank on exactly one
   std::vector<StackClass> threads;  // by every thread
   size_t paths_left_out = 0;
+  // What the ranks' libraries said, where they were asked (rank_libraries.h).
+  std::vector<RasSummary> nccl_ras;                  // a node's: at most one
+  std::vector<FlightRecorderDump> flight_recorder;  // by rank
 };
 
 // Why stacks were read: what the report says it was taken at.
@@ -62,11 +66,15 @@ MergedStacks merge_rank_stacks(const std::vector<std::pair<int, ProcessStacks>>&
 
 // Reads the stacks of `running` ranks (rank, pid: children of this process), each within
 // its share of what is left of `limit` and never less than 20 ms, and merges them with
-// `ended` ranks as Gone. `around_each` runs each read (the agent holds reaping around it).
+// `ended` ranks as Gone, with what the ranks' libraries answered meanwhile (NCCL's RAS
+// service, torch's flight recorder). `around_each` runs each read (the agent holds reaping
+// around it).
 MergedStacks read_rank_stacks(const std::vector<std::pair<int, pid_t>>& running, const std::vector<int>& ended,
                               std::chrono::milliseconds limit,
                               const std::function<void(const std::function<void()>& read)>& around_each = {});
 
+// Adds `more` (another node's) to `into`. `host` names that node in what its libraries said.
+void merge_stacks(MergedStacks& into, MergedStacks more, const std::string& host);
 // Adds `more` (another node's) to `into`.
 void merge_stacks(MergedStacks& into, const MergedStacks& more);
 

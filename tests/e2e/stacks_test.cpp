@@ -4,11 +4,13 @@
 #include <unistd.h>
 
 #include <csignal>
+#include <filesystem>
 #include <string>
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "launcher/cluster/hostlist.h"
 #include "tests/support/command_runner.h"
 #include "tests/support/shared_cluster.h"
 
@@ -108,6 +110,43 @@ TEST_F(StacksCluster, MusterStacksNamesTheSleeperAndTheJobFinishesUnharmed) {
   int done = 0;
   for (const auto& line : end.out_lines()) done += has(line, "done 8");
   EXPECT_EQ(done, 8) << end.out;
+}
+
+// What the ranks' libraries know, asked on every node beside the stacks: each node's NCCL RAS
+// service (ranks that mapped "libnccl" and serve ncclras's protocol, nccl_job.py) names the
+// rank whose all-reduce count fell behind, and every rank's flight recorder, asked through its
+// pipe, writes a dump that reaches the head's one directory.
+TEST_F(StacksCluster, NcclsRasServiceAndEveryRanksFlightRecorderAreAskedAndTheDumpsGathered) {
+  TempDir dir;
+  dir.write("libnccl.so.2.24.3", std::string(8192, '\0'));
+  auto r = cluster_->muster({"run", "-f", cluster_->write_cluster_file("launch:\n  slots: 2\n"), "--timeout", "20",
+                             "-x", "TORCH_NCCL_TRACE_BUFFER_SIZE=2000", "-x",
+                             "TORCH_NCCL_DEBUG_INFO_PIPE_FILE=" + dir.file("pipe_"), "-x",
+                             "TORCH_NCCL_DEBUG_INFO_TEMP_FILE=" + dir.file("nccl_trace_rank_"), "--", "/usr/bin/python3",
+                             MUSTER_SOURCE_DIR "/tests/e2e/stacks/nccl_job.py", dir.file("libnccl.so.2.24.3"), "5"},
+                            240);
+  EXPECT_EQ(r.exit_code, 124) << r.err;
+  EXPECT_TRUE(has(r.err, "rank 5 (" + cluster_->host(2) + ") is not in all_reduce (")) << r.err;
+  // Every node's service speaks for the whole job: one answer, said once with its nodes.
+  const std::string nodes = fold_hostlist({cluster_->host(0), cluster_->host(1), cluster_->host(2), cluster_->host(3)});
+  EXPECT_TRUE(has(r.err, "NCCL's RAS service (asked on " + nodes + ") reports:\n")) << r.err;
+  EXPECT_TRUE(has(r.err, "Rank 5 has launched up to operation 11")) << r.err;
+  const std::string said = "torch's flight recorder: the dumps of ranks 0-7 collected in ";
+  const size_t at = r.err.find(said);
+  ASSERT_NE(at, std::string::npos) << r.err;
+  const std::string collected = r.err.substr(at + said.size(), r.err.find('\n', at) - at - said.size());
+  struct Removed {
+    std::string dir;
+    ~Removed() { std::filesystem::remove_all(dir); }
+  } removed{collected};
+  EXPECT_NE(collected.find("/muster-flight-recorder-"), std::string::npos) << collected;
+  for (int rank = 0; rank < 8; ++rank) {
+    const std::string file = collected + "nccl_trace_rank_" + std::to_string(rank);
+    auto dumped = run_command({"/usr/bin/python3", "-c",
+                               "import pickle, sys; print(pickle.load(open(sys.argv[1], 'rb'))['rank'])", file});
+    EXPECT_EQ(dumped.out, std::to_string(rank) + "\n") << file << dumped.err;
+  }
+  EXPECT_FALSE(has(r.err, "flight recorder (")) << "no rank's dump went missing: " << r.err;
 }
 
 }  // namespace

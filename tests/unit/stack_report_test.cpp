@@ -186,6 +186,56 @@ TEST(StackReport, AllInOnePlaceNamesTheCallTheRanksShare) {
       << text;
 }
 
+// What the ranks' libraries said crosses with each node's stacks, is told whose node it came
+// from, and is said once however many nodes said it.
+TEST(StackReport, WhatNcclsRasServiceAndTorchsFlightRecorderSaidIsCarriedAndTold) {
+  StackReport report;
+  report.when = StacksWhen::Timeout;
+  for (int node = 0; node < 2; ++node) {
+    MergedStacks mine = merge_rank_stacks({{node, rank_at(kInAllReduce)}});
+    mine.nccl_ras.push_back({"", "localhost:28028",
+                             {"#0-0 (7b6e4f2a9c1d3e58) MISMATCH",
+                              "  Rank 5 has launched up to operation 11 -- GPU 1 managed by process 4242 on node n3"},
+                             ""});
+    FlightRecorderDump dump;
+    dump.rank = node;
+    dump.source = "/tmp/nccl_trace_rank_" + std::to_string(node);
+    dump.bytes = std::string("\x80\x04\x95\0binary", 10);
+    mine.flight_recorder.push_back(dump);
+    report.host_of_rank.push_back("n" + std::to_string(node + 1));
+    const std::string host = "n" + std::to_string(node + 1);
+    merge_stacks(report.stacks, merged_stacks_from_json(to_json(mine)), host);
+  }
+  ASSERT_EQ(report.stacks.nccl_ras.size(), 2u);
+  EXPECT_EQ(report.stacks.nccl_ras[1].host, "n2");
+  ASSERT_EQ(report.stacks.flight_recorder.size(), 2u);
+  EXPECT_EQ(report.stacks.flight_recorder[0].bytes, std::string("\x80\x04\x95\0binary", 10));
+  EXPECT_EQ(report.stacks.flight_recorder[1].host, "n2");
+  report.stacks.flight_recorder[0].file = "/work/muster-flight-recorder-j1/nccl_trace_rank_0";
+  report.stacks.flight_recorder[0].bytes.clear();
+  report.stacks.flight_recorder[1].bytes.clear();
+  report.stacks.flight_recorder[1].note = "not written to /work/muster-flight-recorder-j1: No space left on device";
+
+  const std::string text = cli::stack_report_text(stack_report_from_json(to_json(report)));
+  EXPECT_NE(text.find("  NCCL's RAS service (asked on n[1-2]) reports:\n"
+                      "      #0-0 (7b6e4f2a9c1d3e58) MISMATCH\n"
+                      "        Rank 5 has launched up to operation 11 -- GPU 1 managed by process 4242 on node n3\n"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("  torch's flight recorder: the dump of rank 0 collected in /work/muster-flight-recorder-j1/\n"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("  note: rank 1's flight recorder (n2): not written to"), std::string::npos) << text;
+  const auto json = cli::stack_report_json(report);
+  EXPECT_EQ(json["nccl_ras"].size(), 2u);
+  EXPECT_EQ(json["flight_recorder"][0]["file"], "/work/muster-flight-recorder-j1/nccl_trace_rank_0");
+
+  // A node's service that could not be asked says why, once.
+  report.stacks.nccl_ras = {{"n1", "localhost:28028", {}, "nothing answers at localhost:28028 (Connection refused)"}};
+  EXPECT_NE(cli::stack_report_text(report).find("  NCCL's RAS service could not be asked on n1: nothing answers"),
+            std::string::npos);
+}
+
 TEST(StackTree, ANodeAnswerPastTheBoundsIsRefused) {
   std::string path = "[";
   for (size_t i = 0; i < kMaxStackFrames + kMaxPythonFrames + 1; ++i) path += std::string(i ? "," : "") + "\"f\"";
@@ -193,6 +243,15 @@ TEST(StackTree, ANodeAnswerPastTheBoundsIsRefused) {
   EXPECT_THROW(merged_stacks_from_json(R"({"ranks":[],"main":[{"path":)" + path + R"(,"ranks":[1]}],"threads":[]})"),
                Error);
   EXPECT_THROW(merged_stacks_from_json("not json"), Error);
+  const std::string empty = R"("ranks":[],"main":[],"threads":[])";
+  EXPECT_THROW(merged_stacks_from_json("{" + empty + R"(,"flight_recorder":[{"rank":1,"host":"","source":"",)"
+                                       R"("file":"","note":"","bytes64":"not base64!"}]})"),
+               Error);
+  std::string lines;
+  for (size_t i = 0; i <= kMaxRasLines; ++i) lines += std::string(i ? "," : "") + "\"x\"";
+  EXPECT_THROW(merged_stacks_from_json("{" + empty + R"(,"nccl_ras":[{"host":"","address":"","error":"","lines":[)" +
+                                       lines + "]}]}"),
+               Error);
 }
 
 }  // namespace

@@ -30,6 +30,21 @@ TEST(TextBytes, TheProtocolCarriesAnyBytesExactly) {
   EXPECT_EQ(bytes_kept(json{{"a", utf8}}), (json{{"a", utf8}})) << "UTF-8 goes as itself";
 }
 
+TEST(TextBytes, Base64CarriesAnyBytesAndRefusesWhatIsNotBase64) {
+  EXPECT_EQ(base64_encode(""), "");
+  EXPECT_EQ(base64_encode("f"), "Zg==");
+  EXPECT_EQ(base64_encode("fo"), "Zm8=");
+  EXPECT_EQ(base64_encode("foo"), "Zm9v");
+  EXPECT_EQ(base64_encode("foobar"), "Zm9vYmFy");  // RFC 4648's examples
+  std::string all;
+  for (int i = 0; i < 256; ++i) all += char(i);
+  for (size_t n = 0; n < 6; ++n) EXPECT_EQ(base64_decode(base64_encode(all.substr(n))), all.substr(n));
+  EXPECT_EQ(base64_decode("Zm9"), std::nullopt);
+  EXPECT_EQ(base64_decode("Zm=v"), std::nullopt);
+  EXPECT_EQ(base64_decode("Zg==Zg=="), std::nullopt);
+  EXPECT_EQ(base64_decode("Z!=="), std::nullopt);
+}
+
 TEST(TextBytes, ASpecAndADoneReportKeepEveryByteOfArgvEnvironmentAndCommandLines) {
   NodeLaunchSpec sent;
   sent.node = {0, 1, 1, {{0, 0, 0, "n1", std::nullopt}}};
