@@ -379,7 +379,10 @@ class SessionRun {
     if (!stacks_ || !stacks_->asked.count(id)) return;
     stacks_->asked.erase(id);
     try {
-      merge_stacks(stacks_->report.stacks, merged_stacks_from_json(payload), host(node));
+      MergedStacks more = merged_stacks_from_json(payload);
+      // Written as each node answers: the head never holds every node's dumps at once.
+      keep_flight_recorder_dumps(more.flight_recorder, flight_recorder_dir(request_.job.job_id));
+      merge_stacks(stacks_->report.stacks, std::move(more), host(node));
     } catch (const Error& e) {
       stacks_->report.unanswered.push_back(fmt::format("{} ({})", host(node), e.what()));
     }
@@ -395,7 +398,6 @@ class SessionRun {
     for (const auto& [id, node] : stacks_->asked) report.unanswered.push_back(host(node));
     stacks_.reset();
     for (const auto& r : plan_.ranks) report.host_of_rank.push_back(r.host);
-    keep_flight_recorder_dumps(report.stacks.flight_recorder, flight_recorder_dir(request_.job.job_id));
     // Ranks that ended before they were asked about: the head heard how.
     std::set<int> read;
     for (const auto& r : report.stacks.ranks) read.insert(r.rank);

@@ -13,6 +13,7 @@
 
 #include <gtest/gtest.h>
 
+#include "probes/free_port.h"
 #include "tests/support/command_runner.h"
 
 namespace muster::testing {
@@ -337,6 +338,33 @@ TEST(RunLocal, MusterStacksReadsAJobOnThisMachineAndItRunsOn) {
   auto end = job.wait(std::chrono::seconds(60));
   EXPECT_EQ(end.exit_code, 0) << end.err;
   EXPECT_EQ(count_of(end.out, "done"), 3u) << end.out;
+}
+
+// On this machine alone the head asks the ranks' libraries itself: NCCL's RAS service (at the
+// ranks' NCCL_RAS_ADDR, a port of the test's own) and each rank's flight recorder, whose
+// dumps land in the head's directory for the job.
+TEST(RunLocal, AtTheTimeoutNcclsRasServiceIsAskedAndTheFlightRecorderDumpsGathered) {
+  TempDir dir;
+  dir.write("libnccl.so.2.24.3", std::string(8192, '\0'));
+  auto r = run_muster({"run", "-n", "2", "--timeout", "4", "--grace", "1", "-x",
+                       "NCCL_RAS_ADDR=127.0.0.1:" + std::to_string(find_free_tcp_port()), "-x",
+                       "TORCH_NCCL_TRACE_BUFFER_SIZE=2000", "-x", "TORCH_NCCL_DEBUG_INFO_PIPE_FILE=" + dir.file("pipe_"),
+                       "-x", "TORCH_NCCL_DEBUG_INFO_TEMP_FILE=" + dir.file("nccl_trace_rank_"), "--", "/usr/bin/python3",
+                       MUSTER_SOURCE_DIR "/tests/e2e/stacks/nccl_job.py", dir.file("libnccl.so.2.24.3"), "1"});
+  EXPECT_EQ(r.exit_code, 124) << r.err;
+  EXPECT_NE(r.err.find("NCCL's RAS service (asked on " + this_machine_name() + ") reports:\n"), std::string::npos)
+      << r.err;
+  EXPECT_NE(r.err.find("Rank 1 has launched up to operation 11"), std::string::npos) << r.err;
+  const std::string said = "torch's flight recorder: the dumps of ranks 0-1 collected in ";
+  const size_t at = r.err.find(said);
+  ASSERT_NE(at, std::string::npos) << r.err;
+  const std::string collected = r.err.substr(at + said.size(), r.err.find('\n', at) - at - said.size());
+  struct Removed {
+    std::string dir;
+    ~Removed() { std::filesystem::remove_all(dir); }
+  } removed{collected};
+  for (int rank : {0, 1})
+    EXPECT_TRUE(std::filesystem::is_regular_file(collected + "nccl_trace_rank_" + std::to_string(rank))) << collected;
 }
 
 TEST(RunLocal, BadInputStartsNothingAndExits2) {
