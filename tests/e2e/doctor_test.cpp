@@ -299,7 +299,9 @@ TEST_F(DoctorCluster, AHostCappedBothWaysFailsTheNetworkStageByName) {
   EXPECT_NE((*slow)["reason"].get<std::string>().find("bandwidth is slow with every partner"), std::string::npos)
       << (*slow)["reason"];
   for (const auto& c : report["checks"])
-    if (c["name"] == "bandwidth" && c["status"] != "pass") EXPECT_EQ(c["node"], "node4") << c.dump();
+    if (c["name"] == "bandwidth" && c["status"] != "pass") {
+      EXPECT_EQ(c["node"], "node4") << c.dump();
+    }
   for (const char* other : {"node1", "node2", "node3"})
     EXPECT_EQ((*find_check(report, "network", "pairs", other))["status"], "pass") << other;
   // The all-reduce's slowest rank would name any of them: the smoke stage names the cause.

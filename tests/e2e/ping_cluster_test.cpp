@@ -98,7 +98,8 @@ class BusyCpus {
     for (long k = 0; k < sysconf(_SC_NPROCESSORS_ONLN); ++k) {
       const pid_t pid = fork();
       if (pid == 0) {
-        for (volatile unsigned long spin = 0;; spin = spin + 1) {}
+        volatile unsigned long spin = 0;
+        for (;;) spin = spin + 1;
       }
       pids_.push_back(pid);
     }

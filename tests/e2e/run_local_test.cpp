@@ -355,14 +355,9 @@ TEST(RunLocal, AtTheTimeoutNcclsRasServiceIsAskedAndTheFlightRecorderDumpsGather
   EXPECT_NE(r.err.find("NCCL's RAS service (asked on " + this_machine_name() + ") reports:\n"), std::string::npos)
       << r.err;
   EXPECT_NE(r.err.find("Rank 1 has launched up to operation 11"), std::string::npos) << r.err;
-  const std::string said = "torch's flight recorder: the dumps of ranks 0-1 collected in ";
-  const size_t at = r.err.find(said);
-  ASSERT_NE(at, std::string::npos) << r.err;
-  const std::string collected = r.err.substr(at + said.size(), r.err.find('\n', at) - at - said.size());
-  struct Removed {
-    std::string dir;
-    ~Removed() { std::filesystem::remove_all(dir); }
-  } removed{collected};
+  const NamedDirectory named(r.err, "torch's flight recorder: the dumps of ranks 0-1 collected in ");
+  const std::string& collected = named.path();
+  ASSERT_NE(collected, "") << r.err;
   for (int rank : {0, 1})
     EXPECT_TRUE(std::filesystem::is_regular_file(collected + "nccl_trace_rank_" + std::to_string(rank))) << collected;
 }

@@ -131,14 +131,9 @@ TEST_F(StacksCluster, NcclsRasServiceAndEveryRanksFlightRecorderAreAskedAndTheDu
   const std::string nodes = fold_hostlist({cluster_->host(0), cluster_->host(1), cluster_->host(2), cluster_->host(3)});
   EXPECT_TRUE(has(r.err, "NCCL's RAS service (asked on " + nodes + ") reports:\n")) << r.err;
   EXPECT_TRUE(has(r.err, "Rank 5 has launched up to operation 11")) << r.err;
-  const std::string said = "torch's flight recorder: the dumps of ranks 0-7 collected in ";
-  const size_t at = r.err.find(said);
-  ASSERT_NE(at, std::string::npos) << r.err;
-  const std::string collected = r.err.substr(at + said.size(), r.err.find('\n', at) - at - said.size());
-  struct Removed {
-    std::string dir;
-    ~Removed() { std::filesystem::remove_all(dir); }
-  } removed{collected};
+  const NamedDirectory named(r.err, "torch's flight recorder: the dumps of ranks 0-7 collected in ");
+  const std::string& collected = named.path();
+  ASSERT_NE(collected, "") << r.err;
   EXPECT_NE(collected.find("/muster-flight-recorder-"), std::string::npos) << collected;
   for (int rank = 0; rank < 8; ++rank) {
     const std::string file = collected + "nccl_trace_rank_" + std::to_string(rank);

@@ -195,6 +195,19 @@ std::vector<pid_t> processes_running(const std::vector<std::string>& words,
   return out;
 }
 
+NamedDirectory::NamedDirectory(const std::string& text, const std::string& said) {
+  const size_t at = text.find(said);
+  if (at == std::string::npos) return;
+  const size_t from = at + said.size();
+  const size_t end = text.find('\n', from);
+  path_ = text.substr(from, (end == std::string::npos ? text.size() : end) - from);
+}
+
+NamedDirectory::~NamedDirectory() {
+  std::error_code ignored;
+  if (!path_.empty()) std::filesystem::remove_all(path_, ignored);
+}
+
 TempDir::TempDir() {
   char pattern[] = "/tmp/muster-test-XXXXXX";
   if (!mkdtemp(pattern)) throw std::runtime_error("mkdtemp");

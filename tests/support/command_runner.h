@@ -79,6 +79,21 @@ class TempDir {
   std::string path_;
 };
 
+// A directory muster wrote where the test could not choose (beside the head, for a job) and
+// named in its words: the rest of the line after `said` in `text`. Removed with its contents
+// when the object goes away; empty when `said` is not in `text`.
+class NamedDirectory {
+ public:
+  NamedDirectory(const std::string& text, const std::string& said);
+  ~NamedDirectory();
+  NamedDirectory(const NamedDirectory&) = delete;
+  NamedDirectory& operator=(const NamedDirectory&) = delete;
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
 // A shell snippet (ending in "; ") for a rank that must not act before every rank started:
 // it waits, at most 30 s, until `dir` holds `count` files named pid.*. A rank that fails at
 // once could otherwise end the job before a starved sibling wrote its pid.
