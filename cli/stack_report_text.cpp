@@ -175,7 +175,8 @@ nlohmann::json stack_report_json(const StackReport& report) {
   out["threads"] = places(report.stacks.threads);
   out["ranks"] = nlohmann::json::array();
   for (const auto& r : report.stacks.ranks)
-    out["ranks"].push_back({{"rank", r.rank}, {"host", rank_host(report, r.rank)}, {"note", r.note}});
+    out["ranks"].push_back(
+        {{"rank", r.rank}, {"host", rank_host(report, r.rank)}, {"note", r.note}, {"held_ms", r.held_ms}});
   out["nccl_ras"] = nlohmann::json::array();
   for (const auto& a : report.stacks.nccl_ras)
     out["nccl_ras"].push_back({{"host", a.host}, {"address", a.address}, {"lines", a.lines}, {"error", a.error}});

@@ -225,6 +225,7 @@ ProcessStacks capture_process_stacks(pid_t pid, std::chrono::milliseconds limit,
   // Held: what is left of `limit` to stop (never less than a few milliseconds), then only
   // the reads of its memory that must see it still.
   const auto deadline = std::max(started + limit, Clock::now() + std::chrono::milliseconds(20));
+  const auto hold_began = Clock::now();
   std::vector<Held> held;
   for (pid_t tid : threads_of(pid)) {
     if (ptrace(PTRACE_SEIZE, tid, nullptr, nullptr) != 0) continue;
@@ -264,6 +265,7 @@ ProcessStacks capture_process_stacks(pid_t pid, std::chrono::milliseconds limit,
     }
   }
 
+  out.held_ms = std::chrono::duration<double, std::milli>(Clock::now() - hold_began).count();
   // Released: the addresses are named from the modules' files.
   std::vector<std::string> not_stopped, unread;
   for (const Held& h : held) {

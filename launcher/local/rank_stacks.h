@@ -32,6 +32,7 @@ struct ProcessStacks {
   State state = State::Captured;
   std::string note;  // Gone or Failed: why; Captured: what could not be read (threads, Python frames)
   std::vector<ThreadStack> threads;  // the main thread first
+  double held_ms = 0;  // how long it was held still: from the first thread seized to the last let go
 };
 
 // Reads `pid`'s modules (their ELF files and call frame information, and CPython's

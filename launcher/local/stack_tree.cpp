@@ -130,7 +130,7 @@ MergedStacks merge_rank_stacks(const std::vector<std::pair<int, ProcessStacks>>&
   MergedStacks out;
   Classes main, threads;
   for (const auto& [rank, process] : stacks) {
-    out.ranks.push_back({rank, process.state, process.note});
+    out.ranks.push_back({rank, process.state, process.note, process.held_ms});
     if (process.state != ProcessStacks::State::Captured || process.threads.empty()) continue;
     add(main, out.paths_left_out, process.threads.front().frames, {rank}, 1);
     for (const auto& thread : process.threads) add(threads, out.paths_left_out, thread.frames, {rank}, 1);
@@ -168,7 +168,7 @@ nlohmann::json merged_json(const MergedStacks& stacks) {
   nlohmann::json out;
   out["ranks"] = nlohmann::json::array();
   for (const auto& r : stacks.ranks)
-    out["ranks"].push_back({{"rank", r.rank}, {"state", state_name(r.state)}, {"note", r.note}});
+    out["ranks"].push_back({{"rank", r.rank}, {"state", state_name(r.state)}, {"note", r.note}, {"held_ms", r.held_ms}});
   out["main"] = classes_json(stacks.main);
   out["threads"] = classes_json(stacks.threads);
   out["paths_left_out"] = stacks.paths_left_out;
@@ -226,7 +226,8 @@ MergedStacks merged_from(const nlohmann::json& in) {
   for (const auto& r : ranks) {
     std::string note = r.value("note", "");
     if (note.size() > 4 * kMaxFrameText) note.resize(character_boundary(note, 4 * kMaxFrameText, false));
-    out.ranks.push_back({r.at("rank").get<int>(), state_from(r.at("state").get<std::string>()), std::move(note)});
+    const double held_ms = std::clamp(r.value("held_ms", 0.0), 0.0, 3.6e6);
+    out.ranks.push_back({r.at("rank").get<int>(), state_from(r.at("state").get<std::string>()), std::move(note), held_ms});
   }
   out.main = classes_from(in.at("main"));
   out.threads = classes_from(in.at("threads"));

@@ -36,6 +36,7 @@ struct RankCapture {
   int rank = 0;
   ProcessStacks::State state = ProcessStacks::State::Captured;
   std::string note;
+  double held_ms = 0;  // what reading it cost it: how long it was held still
 };
 
 // Ranks' stacks, merged.

@@ -4,7 +4,8 @@
 # measures the cost where the job and the readings share the same 2 cores (1.2x), which is
 # CPU taken from the job, not the pause; here the job's 2 torch Gloo ranks run on core 0 and
 # muster (the head, which reads a local job's ranks itself, and each `muster stacks`) on
-# core 1, so that only the hold of each rank is the job's cost.
+# core 1, so that only the hold of each rank is the job's cost. Each report's JSON says how
+# long each rank was held still (held_ms); their median and maximum are printed.
 # Usage: tests/bench/stacks_cost_pinned.sh [RUNS] [ALLREDUCES]   (default 5 3000)
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -26,14 +27,17 @@ for ((r = 0; r < runs; r++)); do
   alone+=("$(job)")
   : >"$scratch/asks"
   (while :; do
-    taskset -c 1 "$muster" stacks >/dev/null 2>&1 && echo ok >>"$scratch/asks"
+    taskset -c 1 "$muster" stacks --json 2>/dev/null >"$scratch/report" &&
+      /usr/bin/python3 -c 'import json, sys
+for r in json.load(open(sys.argv[1]))["ranks"]: print(r["held_ms"])' "$scratch/report" >>"$scratch/asks"
     sleep 1
   done) &
   asker=$!
   beside+=("$(job)")
   kill "$asker"
   wait "$asker" 2>/dev/null || true
-  reports=$((reports + $(wc -l <"$scratch/asks")))
+  reports=$((reports + $(wc -l <"$scratch/asks") / 2))
+  cat "$scratch/asks" >>"$scratch/held"
 done
 median() { printf '%s\n' "$@" | sort -n | awk '{v[NR] = $1} END {print v[int((NR + 1) / 2)]}'; }
 a=$(median "${alone[@]}")
@@ -41,4 +45,7 @@ b=$(median "${beside[@]}")
 echo "2 torch Gloo ranks on core 0, $allreduces all-reduces of 1 MiB; muster on core 1 (median of $runs)"
 printf '%-28s %10s %10s %8s\n' "" "alone s" "stacks s" "ratio"
 printf '%-28s %10.3f %10.3f %8.2f\n' "muster stacks every second" "$a" "$b" "$(echo "$b / $a" | bc -l)"
+mean() { printf '%s\n' "$@" | awk '{t += $1} END {printf "%.3f", t / NR}'; }
+echo "means: alone $(mean "${alone[@]}") s, beside $(mean "${beside[@]}") s"
+echo "each rank held still per report (ms): median $(sort -n "$scratch/held" | awk '{v[NR] = $1} END {printf "%.2f", v[int((NR + 1) / 2)]}'), max $(sort -n "$scratch/held" | tail -1)"
 echo "($reports reports taken; runs alone: ${alone[*]}; beside: ${beside[*]})"

@@ -151,6 +151,12 @@ class MpiCluster : public SharedCluster<MpiCluster> {
     std::sort(lines.begin(), lines.end());
     return lines;
   }
+  // How many ranks a stacks report names as elsewhere.
+  static size_t count_named(const std::string& err) {
+    size_t n = 0;
+    for (size_t at = err.find(") is not in "); at != std::string::npos; at = err.find(") is not in ", at + 1)) ++n;
+    return n;
+  }
   // No rank or MPI daemon (orted) left on any host, once muster returned.
   static void expect_nothing_left(const std::string& program) {
     for (int i = 0; i < cluster_->size(); ++i)
@@ -158,6 +164,7 @@ class MpiCluster : public SharedCluster<MpiCluster> {
         std::ifstream in(fmt::format("/proc/{}/cmdline", pid));
         std::string args((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
         EXPECT_TRUE(args.find("mpi4py_hello") == std::string::npos && args.find("mpi_hello") == std::string::npos &&
+                    args.find("hang_mpi") == std::string::npos &&
                     args.find("orted") == std::string::npos)
             << cluster_->host(i) << " still runs a process of " << program << ": " << args;
       }
@@ -172,6 +179,21 @@ TEST_F(MpiCluster, Mpi4pyEightRanksOverFourHostsAreOneWorld) {
   std::sort(lines.begin(), lines.end());
   EXPECT_EQ(lines, one_world(8)) << r.err;
   expect_nothing_left("mpi4py");
+}
+
+// The hang with mpi4py across hosts: 8 ranks, 2 a host, rank 5 asleep before the
+// allreduce the others spin in. At the timeout each node's agent reads its ranks, and rank 5
+// alone is named, with its host and line.
+TEST_F(MpiCluster, Mpi4pyAtTheTimeoutTheRankOutsideTheAllreduceIsNamedWithItsHost) {
+  const std::string hang = std::string(MUSTER_SOURCE_DIR) + "/tests/e2e/stacks/hang_mpi.py";
+  auto r = cluster_->muster({"run", "-f", two_slots(), "--timeout", "20", "--", "/usr/bin/python3", hang, "5"}, 240);
+  EXPECT_EQ(r.exit_code, 124) << r.err;
+  EXPECT_NE(r.err.find("  rank 5 (" + cluster_->host(2) + ") is not in <module> (" + hang +
+                       ":13), where the 7 other ranks wait: it is in clock_nanosleep <- <module> (" + hang + ":11)"),
+            std::string::npos)
+      << r.err;
+  EXPECT_EQ(count_named(r.err), 1u) << r.err;  // no other rank is named
+  expect_nothing_left("hang_mpi");
 }
 
 TEST_F(MpiCluster, Mpi4pyAbortOnOneHostEndsTheJobOnEveryHost) {

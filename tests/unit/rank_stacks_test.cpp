@@ -63,6 +63,9 @@ TEST(RankStacks, ANativeProgramIsReadWhereItSleepsAndRunsOnAfterwards) {
   ASSERT_EQ(stacks.threads.size(), 1u);
   EXPECT_EQ(stacks.threads[0].tid, child.pid);
   EXPECT_TRUE(holds(stacks.threads[0].frames, "nanosleep")) << ::testing::PrintToString(stacks.threads[0].frames);
+  // Held for the unwinding alone: its files were read before.
+  EXPECT_GT(stacks.held_ms, 0.0);
+  EXPECT_LT(stacks.held_ms, 1000.0);
   // Released: asleep again, not stopped under a tracer.
   usleep(50000);
   EXPECT_EQ(child.state(), 'S');

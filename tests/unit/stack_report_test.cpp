@@ -132,6 +132,7 @@ TEST(StackReport, CrossesToMusterStacksWholeAndIsToldInWords) {
   sent.unanswered = {"10.88.0.19"};
   sent.ended = {{3, "exit 1"}};
   sent.stacks.ranks[1].note = "no native frame of threads 101 could be read";
+  sent.stacks.ranks[1].held_ms = 1.25;
   const StackReport got = stack_report_from_json(to_json(sent));
   EXPECT_EQ(got.when, StacksWhen::Request);
   EXPECT_EQ(got.host_of_rank, sent.host_of_rank);
@@ -142,6 +143,7 @@ TEST(StackReport, CrossesToMusterStacksWholeAndIsToldInWords) {
     EXPECT_EQ(got.stacks.ranks[i].rank, sent.stacks.ranks[i].rank);
     EXPECT_EQ(got.stacks.ranks[i].state, sent.stacks.ranks[i].state);
     EXPECT_EQ(got.stacks.ranks[i].note, sent.stacks.ranks[i].note);
+    EXPECT_EQ(got.stacks.ranks[i].held_ms, sent.stacks.ranks[i].held_ms);
   }
   ASSERT_EQ(got.stacks.main.size(), sent.stacks.main.size());
   for (size_t i = 0; i < got.stacks.main.size(); ++i) {
