@@ -383,9 +383,10 @@ class LocalJob {
       else if (s.outcome.status) report.ended.emplace_back(s.outcome.rank, s.outcome.status->describe());
     }
     report.stacks = read_rank_stacks(running, {}, kStacksReadLimit);
-    report.host_of_rank.assign(size_t(ranks), this_machine_name());
-    for (auto& ras : report.stacks.nccl_ras) ras.host = this_machine_name();
-    for (auto& dump : report.stacks.flight_recorder) dump.host = this_machine_name();
+    const std::string here = this_machine_name();
+    report.host_of_rank.assign(size_t(ranks), here);
+    for (auto& ras : report.stacks.nccl_ras) ras.host = here;
+    for (auto& dump : report.stacks.flight_recorder) dump.host = here;
     keep_flight_recorder_dumps(report.stacks.flight_recorder, policy_.dumps_dir);
     return report;
   }

@@ -134,6 +134,18 @@ std::optional<std::string> read_line(int fd, Clock::time_point deadline) {
   return std::nullopt;
 }
 
+// Closes a descriptor when it goes out of scope, whichever way the reading ends.
+struct ClosedOnExit {
+  int fd;
+  ~ClosedOnExit() { ::close(fd); }
+};
+
+// Where a rank that loaded NCCL has its RAS service, from its environment; none when off.
+std::optional<std::string> ras_address_in(const std::map<std::string, std::string>& env) {
+  if (first_set(env, {"NCCL_RAS_ENABLE"}) == "0") return std::nullopt;
+  return first_set(env, {"NCCL_RAS_ADDR"}, fmt::format("localhost:{}", kNcclRasPort));
+}
+
 bool starts_with_nocase(const std::string& text, std::string_view prefix) {
   return text.size() >= prefix.size() && strncasecmp(text.c_str(), prefix.data(), prefix.size()) == 0;
 }
@@ -142,10 +154,7 @@ bool starts_with_nocase(const std::string& text, std::string_view prefix) {
 
 std::optional<std::string> nccl_ras_address(const std::vector<pid_t>& ranks) {
   for (pid_t pid : ranks) {
-    if (!loaded_nccl(pid)) continue;
-    const auto env = process_environment(pid);
-    if (first_set(env, {"NCCL_RAS_ENABLE"}) == "0") return std::nullopt;
-    return first_set(env, {"NCCL_RAS_ADDR"}, fmt::format("localhost:{}", kNcclRasPort));
+    if (loaded_nccl(pid)) return ras_address_in(process_environment(pid));
   }
   return std::nullopt;
 }
@@ -197,10 +206,7 @@ RasSummary ask_nccl_ras(const std::string& address, std::chrono::milliseconds li
   if (connection.fd < 0)
     return failed(fmt::format("nothing answers at {} ({}): NCCL before 2.24, or its RAS service is off", address,
                               std::strerror(connection.error)));
-  struct Closer {
-    int fd;
-    ~Closer() { ::close(fd); }
-  } closer{connection.fd};
+  const ClosedOnExit closer{connection.fd};
   const int fd = connection.fd;
   auto say = [&](const std::string& words) { return write_before(fd, words.data(), words.size(), deadline); };
   if (!say(fmt::format("CLIENT PROTOCOL {}\n", kNcclRasProtocol))) return failed("the service did not take a request");
@@ -239,12 +245,15 @@ RasSummary ask_nccl_ras(const std::string& address, std::chrono::milliseconds li
 
 RankLibraries::RankLibraries(const std::vector<std::pair<int, pid_t>>& running, std::chrono::milliseconds limit)
     : deadline_(Clock::now() + std::min(limit, kMostDumpWait)), asked_at_(std::chrono::system_clock::now()) {
-  std::vector<pid_t> pids;
-  for (const auto& [rank, pid] : running) pids.push_back(pid);
-  if (auto address = nccl_ras_address(pids))
-    ras_asker_ = signal_free_thread([this, address = *address, limit] { ras_answer_ = ask_nccl_ras(address, limit); });
+  bool nccl_seen = false;  // the first rank that loaded NCCL names its service (nccl_ras_address)
   for (const auto& [rank, pid] : running) {
-    const auto env = process_environment(pid);
+    const auto env = process_environment(pid);  // read once a rank, for both libraries
+    if (!nccl_seen && loaded_nccl(pid)) {
+      nccl_seen = true;
+      if (auto address = ras_address_in(env))
+        ras_asker_ =
+            signal_free_thread([this, address = *address, limit] { ras_answer_ = ask_nccl_ras(address, limit); });
+    }
     const std::string size = first_set(env, {"TORCH_NCCL_TRACE_BUFFER_SIZE", "TORCH_FR_BUFFER_SIZE"});
     if (size.empty() || size.find_first_not_of("0123456789") != std::string::npos ||
         size.find_first_not_of('0') == std::string::npos)
@@ -311,10 +320,7 @@ std::vector<FlightRecorderDump> RankLibraries::flight_recorder_dumps() {
       out.push_back(std::move(dump));
       continue;
     }
-    struct Closer {
-      int fd;
-      ~Closer() { ::close(fd); }
-    } closer{fd};
+    const ClosedOnExit closer{fd};
     if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
       dump.note = fmt::format("{} is not a regular file: left alone", recorder.dump_path);
     } else if (st.st_uid != recorder.owner) {
