@@ -69,13 +69,24 @@ void on_fatal_signal(int sig) {
   raise(sig);
 }
 
-// One open file for the lock: flock belongs to the open file, so locking and unlocking must
-// use the same one. Clusters share nothing but this machine's cores (each has its own
-// namespaces, subnet and directory); MUSTER_TEST_CLUSTER_LOCK names another lock for a test
-// that mostly waits (Slurm's one-minute time limits), so that it runs beside the others.
+// The lane this test process's clusters belong to: MUSTER_TEST_CLUSTER_LANE, 0 unless ctest
+// says otherwise (tests/CMakeLists.txt). One cluster at a time in a lane; lanes run side by side
+// and share nothing but this machine's cores, each with its own lock, subnets and namespaces.
+int cluster_lane() {
+  static const int lane = [] {
+    const char* chosen = std::getenv("MUSTER_TEST_CLUSTER_LANE");
+    const int n = chosen ? std::atoi(chosen) : 0;
+    return n >= 0 && n < 50 ? n : 0;
+  }();
+  return lane;
+}
+
+// One open file for the lane's lock: flock belongs to the open file, so locking and unlocking
+// must use the same one.
 int cluster_lock_fd() {
-  static const char* const chosen = std::getenv("MUSTER_TEST_CLUSTER_LOCK");
-  static int fd = open(chosen && *chosen ? chosen : "/tmp/muster-test-cluster.lock", O_CREAT | O_RDWR | O_CLOEXEC, 0644);
+  static int fd = open(cluster_lane() == 0 ? "/tmp/muster-test-cluster.lock"
+                                           : fmt::format("/tmp/muster-test-cluster-lane{}.lock", cluster_lane()).c_str(),
+                       O_CREAT | O_RDWR | O_CLOEXEC, 0644);
   return fd;
 }
 
@@ -97,11 +108,13 @@ std::string TestCluster::unavailable_reason() {
 }
 
 TestCluster::TestCluster(int hosts) {
-  // One cluster at a time on this machine: test processes run in parallel under ctest -j.
+  // One cluster at a time in a lane: test processes run in parallel under ctest -j.
   flock(cluster_lock_fd(), LOCK_EX);
   remove_leftovers();
   prefix_ = fmt::format("mt{}-", getpid());
-  subnet_ = fmt::format("10.{}.{}", 200 + getpid() % 50, getpid() / 50 % 250);
+  // The lane picks the second octet, so clusters of two lanes never share a subnet; the pid
+  // the third (and the second network, if any, the next one up).
+  subnet_ = fmt::format("10.{}.{}", 200 + cluster_lane(), getpid() % 250);
   head_ns_ = prefix_ + "head";
   lan_ns_ = prefix_ + "lan";
   char pattern[] = "/tmp/muster-cluster-XXXXXX";
