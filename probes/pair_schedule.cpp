@@ -13,30 +13,27 @@ PairScheduler::PairScheduler(int nodes, PairSchedule schedule, Limits limits)
   pairs_ = queue_.size();
 }
 
-bool PairScheduler::free_as_prober(int node) const {
-  return probing_[size_t(node)] == 0 && targeted_[size_t(node)] == 0;
-}
+// Only the rendezvous node is in several measurements at once, either way round: every pair of
+// a launch's check has it at one end. Its pair with a node still waits for that node.
+bool PairScheduler::is_hub(int node) const { return schedule_ == PairSchedule::WithRendezvous && node == 0; }
 
-bool PairScheduler::free_as_target(int node) const {
-  if (probing_[size_t(node)] != 0) return false;
-  // Only the rendezvous node serves several probers at once: with n-1 pairs all ending at
-  // it, one at a time would make a launch's check take n-1 measurements end to end.
-  const int most = schedule_ == PairSchedule::WithRendezvous && node == 0 ? limits_.hub_targets : 1;
-  return targeted_[size_t(node)] < most;
+bool PairScheduler::free(int node) const {
+  const int busy = probing_[size_t(node)] + targeted_[size_t(node)];
+  return busy < (is_hub(node) ? limits_.hub_pairs : 1);
 }
 
 std::vector<PairDispatch> PairScheduler::next(Clock::time_point now) {
   std::vector<PairDispatch> out;
   // Over every pair, a measurement takes two free nodes: once fewer are left, the rest of the
   // queue (a million pairs at a thousand nodes) need not be walked.
+  auto idle = [&](int node) { return probing_[size_t(node)] + targeted_[size_t(node)] == 0; };
   size_t free_nodes = 0;
-  for (size_t node = 0; node < probing_.size(); ++node)
-    free_nodes += probing_[node] == 0 && targeted_[node] == 0;
+  for (int node = 0; node < int(probing_.size()); ++node) free_nodes += idle(node);
   for (auto it = queue_.begin(); it != queue_.end();) {
     if (schedule_ == PairSchedule::Every && free_nodes < 2) break;
     const PairDispatch& pair = it->pair;
-    if (it->due <= now && free_as_prober(pair.src) && free_as_target(pair.dst)) {
-      free_nodes -= (targeted_[size_t(pair.dst)] == 0) + 1;  // the prober was free
+    if (it->due <= now && free(pair.src) && free(pair.dst)) {
+      free_nodes -= size_t(idle(pair.src)) + size_t(idle(pair.dst));
       ++probing_[size_t(pair.src)];
       ++targeted_[size_t(pair.dst)];
       ++in_flight_;

@@ -38,9 +38,11 @@ enum class PairOutcome {
 class PairScheduler {
  public:
   struct Limits {
-    // How many probers may measure the rendezvous node at once (WithRendezvous only); its
-    // probe server accepts more, but a burst of n-1 first contacts is what loses packets.
-    int hub_targets = 16;
+    // How many measurements the rendezvous node may be in at once, as prober or target
+    // (WithRendezvous only). One at a time would put n-1 probes end to end on every
+    // launch; its probe server and its agent take more, but a burst of n-1 first contacts is
+    // what loses packets.
+    int hub_pairs = 16;
     int attempts = 2;           // a pair that fails this often is a verdict
     int attempts_starved = 3;   // unless a failure was starved: then one more
     // A retry waits this long: longer than a SYN's or an ARP's first retransmission (1 s),
@@ -63,8 +65,8 @@ class PairScheduler {
   size_t pairs() const { return pairs_; }       // distinct ordered pairs scheduled
 
  private:
-  bool free_as_prober(int node) const;
-  bool free_as_target(int node) const;
+  bool is_hub(int node) const;
+  bool free(int node) const;  // for one more measurement, as prober or target
 
   PairSchedule schedule_;
   Limits limits_;

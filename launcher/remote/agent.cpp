@@ -350,7 +350,7 @@ class HeadLink {
         throw Error(ErrorKind::Runtime, "cannot create a pipe");
     reader_ = signal_free_thread([this] { read_frames(); });
     beater_ = signal_free_thread([this] { send_beats(); });
-    answerer_ = signal_free_thread([this] { answer_asks(); });
+    answerers_.push_back(signal_free_thread([this] { answer_asks(); }));
   }
   ~HeadLink() {
     {
@@ -359,7 +359,8 @@ class HeadLink {
     }
     writer_.head_lost();  // a beat or an answer waiting on a head that stopped reading gives up
     changed_.notify_all();
-    for (auto* t : {&reader_, &beater_, &answerer_}) t->join();
+    for (auto* t : {&reader_, &beater_}) t->join();
+    for (auto& t : answerers_) t.join();  // none is added once quitting_ is set
     for (int* p : {ready_, stop_})
       for (int i = 0; i < 2; ++i) close(p[i]);
   }
@@ -500,7 +501,10 @@ class HeadLink {
     }
   }
 
-  // Answers requests, and sends what the reading thread has to say.
+  // Answers requests, and sends what the reading thread has to say. Asks are answered side by
+  // side: the rendezvous node of a launch is asked to probe every peer at once, and a probe
+  // waits on the network. So one answering thread is kept idle for the next ask: another
+  // starts whenever the last idle one takes an ask, up to kMostAnswering.
   void answer_asks() {
     std::unique_lock lock(mutex_);
     for (;;) {
@@ -516,6 +520,9 @@ class HeadLink {
       }
       Frame ask = std::move(asks_.front());
       asks_.pop_front();
+      ++answering_;
+      if (answering_ == answerers_.size() && answerers_.size() < kMostAnswering)
+        answerers_.push_back(signal_free_thread([this] { answer_asks(); }));
       lock.unlock();
       try {
         writer_.send({FrameKind::Answer, ask.rank, answer(ask.payload, ranks_, spawner_)});
@@ -523,10 +530,12 @@ class HeadLink {
         // answer() says its own failures; this is memory running out: the ask goes unanswered
       }
       lock.lock();
+      --answering_;
     }
   }
 
   static constexpr size_t kMaxPendingFromHead = 1024;
+  static constexpr size_t kMostAnswering = 16;  // PairScheduler's hub_pairs
 
   int in_fd_;
   FrameWriter& writer_;
@@ -545,7 +554,9 @@ class HeadLink {
   int stopped_up_to_ = -1;
   bool gone_ = false;
   bool quitting_ = false;
-  std::thread reader_, beater_, answerer_;
+  std::thread reader_, beater_;
+  std::vector<std::thread> answerers_;  // grown by answer_asks, under mutex_
+  size_t answering_ = 0;                // answerers busy with an ask
 };
 
 // Runs one job's ranks on this node as the local launcher does, and reports how it ended.
@@ -645,16 +656,18 @@ int run_agent(const std::function<HeadChannel()>& reach_head, const AgentSetting
     // The probe secret reaches the head in the hello, over SSH or the proven call back.
     const NodeHello hello = describe_this_node(topology, node->probe_server.port(), node->probe_secret);
     writer.send({FrameKind::Hello, -1, to_json(hello)});
-    // PMIx's server starts while the head plans, so that a job of MPI ranks does not wait
-    // for it (15 to 30 ms an agent). On this thread, after the discovery above and before the
-    // link's threads start: libpmix runs hwloc's discovery too, and two at once in one
-    // process can hang it.
+    RunningRanks running;
+    HeadLink head(channel->in_fd, writer, settings.head_silence_limit, running, spawner);
+    // PMIx's server starts while the head checks the network and plans, so that a job of MPI
+    // ranks does not wait for it (15 to 30 ms of CPU an agent). After the link's threads
+    // started, which answer the network check's probes meanwhile (before them, every probe
+    // of a launch waited for it); on this thread, after the discovery above: libpmix runs
+    // hwloc's discovery too, two at once in one process can hang it, and nothing the link's
+    // threads answer runs hwloc.
     if (hello.pmix_unavailable.empty()) PmixService::start_server();
 
     // 2. Jobs, one at a time, until the head says goodbye or is lost. A failure is said while
     //    the link stands: its end gives the writer up (for a head that stopped reading).
-    RunningRanks running;
-    HeadLink head(channel->in_fd, writer, settings.head_silence_limit, running, spawner);
     try {
       for (;;) {
         pollfd fds[2] = {{head.ready_fd(), POLLIN, 0}, {signals.fd(), POLLIN, 0}};

@@ -1,7 +1,10 @@
 // The real agent (run_agent) on pipes, with the test as its head: what it does when the head
 // misbehaves.
+#include <arpa/inet.h>
 #include <fcntl.h>
+#include <netinet/in.h>
 #include <poll.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -9,6 +12,7 @@
 #include <memory>
 #include <thread>
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include "launcher/remote/agent.h"
@@ -103,6 +107,57 @@ TEST(Agent, AJobThatCannotStartIsSaidToTheHead) {
   EXPECT_TRUE(read_until(channel->from_agent[0], FrameKind::Fail)) << "the agent's failure never reached the head";
   ASSERT_EQ(ended.wait_for(30s), std::future_status::ready);
   EXPECT_EQ(ended.get(), 1);
+  for (int* p : {channel->to_agent, channel->from_agent})
+    for (int i = 0; i < 2; ++i) close(p[i]);
+}
+
+// The rendezvous node of a launch is asked to probe every peer at once, and a probe waits on the
+// network: an ask is answered beside one still waiting, never behind it (one at a time, n-1
+// probes stood end to end on every launch's check).
+TEST(Agent, AnAskIsAnsweredBesideAProbeStillWaiting) {
+  // A peer that takes the probe's connection and never says a word: the probe waits out its
+  // timeout.
+  const int silent = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof addr;
+  ASSERT_EQ(bind(silent, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  ASSERT_EQ(listen(silent, 8), 0);
+  ASSERT_EQ(getsockname(silent, reinterpret_cast<sockaddr*>(&addr), &len), 0);
+
+  auto channel = std::make_shared<Channel>();
+  ASSERT_EQ(pipe2(channel->to_agent, O_CLOEXEC), 0);
+  ASSERT_EQ(pipe2(channel->from_agent, O_CLOEXEC), 0);
+  auto ended = channel->ended.get_future();
+  std::thread([channel] {
+    channel->ended.set_value(
+        run_agent([&] { return HeadChannel{channel->to_agent[0], channel->from_agent[1]}; }, AgentSettings{}));
+  }).detach();
+  ASSERT_TRUE(read_until(channel->from_agent[0], FrameKind::Hello));
+
+  const std::string probe = fmt::format(
+      R"({{"op":"probe","targets":[{{"address":"127.0.0.1","port":{},"secret":"s"}}],"count":1,"timeout_ms":3000}})",
+      ntohs(addr.sin_port));
+  const std::string frames = encode_frame({FrameKind::Ask, 1, probe}) +
+                             encode_frame({FrameKind::Ask, 2, R"({"op":"clock"})"});
+  const auto asked = std::chrono::steady_clock::now();
+  ASSERT_EQ(write(channel->to_agent[1], frames.data(), frames.size()), ssize_t(frames.size()));
+
+  auto first = read_until(channel->from_agent[0], FrameKind::Answer);
+  ASSERT_TRUE(first);
+  EXPECT_EQ(first->rank, 2) << "the clock was answered only after the probe gave up: " << first->payload;
+  EXPECT_LT(std::chrono::steady_clock::now() - asked, 2s);
+  auto second = read_until(channel->from_agent[0], FrameKind::Answer);
+  ASSERT_TRUE(second);
+  EXPECT_EQ(second->rank, 1);
+  EXPECT_NE(second->payload.find("\"reachable\":false"), std::string::npos) << second->payload;
+
+  const std::string bye = encode_frame({FrameKind::Bye, -1, ""});
+  ASSERT_EQ(write(channel->to_agent[1], bye.data(), bye.size()), ssize_t(bye.size()));
+  ASSERT_EQ(ended.wait_for(30s), std::future_status::ready);
+  EXPECT_EQ(ended.get(), 0);
+  close(silent);
   for (int* p : {channel->to_agent, channel->from_agent})
     for (int i = 0; i < 2; ++i) close(p[i]);
 }
