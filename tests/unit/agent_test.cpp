@@ -10,6 +10,7 @@
 #include <chrono>
 #include <future>
 #include <memory>
+#include <stdexcept>
 #include <thread>
 
 #include <fmt/format.h>
@@ -33,6 +34,24 @@ struct Channel {
   std::promise<int> ended;
 };
 
+// A channel whose pipes are open.
+std::shared_ptr<Channel> open_channel() {
+  auto channel = std::make_shared<Channel>();
+  if (pipe2(channel->to_agent, O_CLOEXEC) != 0 || pipe2(channel->from_agent, O_CLOEXEC) != 0)
+    throw std::runtime_error("cannot make the agent's pipes");
+  return channel;
+}
+
+// run_agent on a thread of its own over `channel`, as a node runs it; how it ended comes later.
+std::future<int> start_agent(const std::shared_ptr<Channel>& channel, AgentSettings settings = {}) {
+  auto ended = channel->ended.get_future();
+  std::thread([channel, settings] {
+    channel->ended.set_value(
+        run_agent([&] { return HeadChannel{channel->to_agent[0], channel->from_agent[1]}; }, settings));
+  }).detach();
+  return ended;
+}
+
 // Reads frames from the agent until one of `kind` arrives or 30 s pass.
 std::optional<Frame> read_until(int fd, FrameKind kind) {
   FrameReader reader(kMaxAgentFramePayload);
@@ -53,17 +72,11 @@ std::optional<Frame> read_until(int fd, FrameKind kind) {
 // A head that stops reading (stalled, or its machine swapping) fills the channel; the agent's
 // replies then wait. It must still hear the head: a Stop, a Bye, a closed channel.
 TEST(Agent, AHeadThatStopsReadingCanStillEndTheSession) {
-  auto channel = std::make_shared<Channel>();
-  ASSERT_EQ(pipe2(channel->to_agent, O_CLOEXEC), 0);
-  ASSERT_EQ(pipe2(channel->from_agent, O_CLOEXEC), 0);
+  auto channel = open_channel();
   fcntl(channel->from_agent[1], F_SETPIPE_SZ, 4096);  // the smallest a pipe holds: fills soon
-  auto ended = channel->ended.get_future();
-  std::thread([channel] {
-    AgentSettings settings;
-    settings.head_silence_limit = 60s;  // the head is slow, not silent
-    channel->ended.set_value(
-        run_agent([&] { return HeadChannel{channel->to_agent[0], channel->from_agent[1]}; }, settings));
-  }).detach();
+  AgentSettings settings;
+  settings.head_silence_limit = 60s;  // the head is slow, not silent
+  auto ended = start_agent(channel, settings);
   ASSERT_TRUE(read_until(channel->from_agent[0], FrameKind::Hello));
 
   // The head stops reading and sends specs the agent cannot take: each gets a Fail, far more
@@ -84,14 +97,8 @@ TEST(Agent, AHeadThatStopsReadingCanStillEndTheSession) {
 // A job the agent cannot start (here: a share of the plan that is another node's) ends the agent
 // with a Fail frame that says why: the head names the node's own failure, not a lost node.
 TEST(Agent, AJobThatCannotStartIsSaidToTheHead) {
-  auto channel = std::make_shared<Channel>();
-  ASSERT_EQ(pipe2(channel->to_agent, O_CLOEXEC), 0);
-  ASSERT_EQ(pipe2(channel->from_agent, O_CLOEXEC), 0);
-  auto ended = channel->ended.get_future();
-  std::thread([channel] {
-    channel->ended.set_value(
-        run_agent([&] { return HeadChannel{channel->to_agent[0], channel->from_agent[1]}; }, AgentSettings{}));
-  }).detach();
+  auto channel = open_channel();
+  auto ended = start_agent(channel);
   ASSERT_TRUE(read_until(channel->from_agent[0], FrameKind::Hello));
 
   ClusterSpec cluster;
@@ -126,14 +133,8 @@ TEST(Agent, AnAskIsAnsweredBesideAProbeStillWaiting) {
   ASSERT_EQ(listen(silent, 8), 0);
   ASSERT_EQ(getsockname(silent, reinterpret_cast<sockaddr*>(&addr), &len), 0);
 
-  auto channel = std::make_shared<Channel>();
-  ASSERT_EQ(pipe2(channel->to_agent, O_CLOEXEC), 0);
-  ASSERT_EQ(pipe2(channel->from_agent, O_CLOEXEC), 0);
-  auto ended = channel->ended.get_future();
-  std::thread([channel] {
-    channel->ended.set_value(
-        run_agent([&] { return HeadChannel{channel->to_agent[0], channel->from_agent[1]}; }, AgentSettings{}));
-  }).detach();
+  auto channel = open_channel();
+  auto ended = start_agent(channel);
   ASSERT_TRUE(read_until(channel->from_agent[0], FrameKind::Hello));
 
   const std::string probe = fmt::format(
