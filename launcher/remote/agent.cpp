@@ -350,6 +350,9 @@ class HeadLink {
         throw Error(ErrorKind::Runtime, "cannot create a pipe");
     reader_ = signal_free_thread([this] { read_frames(); });
     beater_ = signal_free_thread([this] { send_beats(); });
+    // Under the lock: an ask may be waiting already, and the answerer that takes it grows
+    // answerers_ (ThreadSanitizer saw the two writes meet).
+    std::lock_guard lock(mutex_);
     answerers_.push_back(signal_free_thread([this] { answer_asks(); }));
   }
   ~HeadLink() {
