@@ -356,6 +356,7 @@ Topology HwlocTopologySource::load() {
   } else if (!t.nvlinks && !t.gpus.empty()) {
     t.nvlink_source = t.is_this_machine ? "unknown: no NVIDIA GPU" : "unknown: the export has no NVLink data";
   }
+  hwloc_ = std::shared_ptr<void>(handle.release(), [](void* kept) { hwloc_topology_destroy(static_cast<hwloc_topology_t>(kept)); });
   return t;
 }
 

@@ -2,6 +2,7 @@
 // that tests of what uses a topology can hand in a fixed one.
 #pragma once
 
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -35,10 +36,16 @@ class HwlocTopologySource : public TopologySource {
                                PciWalk pci_walk = PciWalk::Always)
       : xml_path_(std::move(xml_path)), pci_walk_(pci_walk) {}
   Topology load() override;
+  // hwloc's own topology of the last successful load() (an hwloc_topology_t), alive for as
+  // long as any holder keeps it: for a library that would otherwise discover this machine a
+  // second time in this process (PMIx's server takes it as PMIX_TOPOLOGY2). Null before a
+  // load. Without the PCI walk it has no I/O devices.
+  std::shared_ptr<void> hwloc_topology() const { return hwloc_; }
 
  private:
   std::optional<std::string> xml_path_;
   PciWalk pci_walk_;
+  std::shared_ptr<void> hwloc_;
 };
 
 // The files of the hwloc plugins muster's discovery needs on this machine (the PCI one:

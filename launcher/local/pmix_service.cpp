@@ -49,8 +49,9 @@ struct PmixService::Library {
   std::string why_not;  // empty once the server runs
   std::string tmpdir;   // the server's own, removed at exit
   int lock_fd = -1;     // holds the flock that tells other servers this directory is alive
+  std::shared_ptr<void> topology;  // this process's hwloc topology, lent to the server
 
-  Library();
+  explicit Library(std::shared_ptr<void> hwloc_topology);
   std::string error(pmix_status_t status) const { return error_string ? error_string(status) : std::to_string(status); }
 };
 
@@ -119,7 +120,7 @@ void release_fence_data(void* data) { delete static_cast<std::string*>(data); }
 
 }  // namespace
 
-PmixService::Library::Library() {
+PmixService::Library::Library(std::shared_ptr<void> hwloc_topology) : topology(std::move(hwloc_topology)) {
   if (!library.loaded()) {
     why_not = "libpmix.so.2 did not load (OpenPMIx is not installed here: apt-get install libpmix2)";
     return;
@@ -157,14 +158,19 @@ PmixService::Library::Library() {
   module.abort = on_abort;
   module.fence_nb = on_fence;
   module.direct_modex = on_direct_modex;
-  pmix_info_t info[2] = {};
+  pmix_info_t info[3] = {};
   std::strncpy(info[0].key, PMIX_SERVER_TMPDIR, PMIX_MAX_KEYLEN);
   info[0].value.type = PMIX_STRING;
   info[0].value.data.string = tmpdir.data();
   std::strncpy(info[1].key, PMIX_SYSTEM_TMPDIR, PMIX_MAX_KEYLEN);
   info[1].value.type = PMIX_STRING;
   info[1].value.data.string = tmpdir.data();
-  if (const pmix_status_t status = server_init(&module, info, 2); status != PMIX_SUCCESS) {
+  // Lent this process's topology, the server does not discover the machine again.
+  pmix_topology_t lent{const_cast<char*>("hwloc"), topology.get()};
+  std::strncpy(info[2].key, PMIX_TOPOLOGY2, PMIX_MAX_KEYLEN);
+  info[2].value.type = PMIX_TOPO;
+  info[2].value.data.topo = &lent;
+  if (const pmix_status_t status = server_init(&module, info, topology ? 3 : 2); status != PMIX_SUCCESS) {
     why_not = fmt::format("the PMIx server did not start: {}", error(status));
     std::filesystem::remove_all(tmpdir);
     tmpdir.clear();
@@ -216,8 +222,8 @@ namespace {
 
 // The one server of this process, started on first use and kept: a server library is
 // initialised once per process. It stops, and its directory goes, when the process ends.
-PmixService::Library& library() {
-  static PmixService::Library lib;
+PmixService::Library& library(std::shared_ptr<void> hwloc_topology = nullptr) {
+  static PmixService::Library lib(std::move(hwloc_topology));
   static struct Cleanup {
     ~Cleanup() {
       if (lib.tmpdir.empty()) return;
@@ -241,7 +247,9 @@ std::string PmixService::unavailable_here() {
   return "";
 }
 
-std::string PmixService::start_server() { return library().why_not; }
+std::string PmixService::start_server(std::shared_ptr<void> hwloc_topology) {
+  return library(std::move(hwloc_topology)).why_not;
+}
 
 std::unique_ptr<PmixService> PmixService::start(const PmixJob& job, FenceExchange& exchange, std::string& why_not) {
   const Library& lib = library();

@@ -52,11 +52,13 @@ class PmixService : public RankService {
   // Why PMIx cannot be served on this node ("" when it can): libpmix.so.2 is not there, or
   // is too old. Cheap: it looks for the library and starts no server.
   static std::string unavailable_here();
-  // Starts this process's PMIx server now, once (opening libpmix and starting its server
-  // take 15 to 30 ms, which a job would otherwise wait for: callers start it beside other
-  // work). Returns why PMIx cannot be served here ("" when it can): libpmix.so.2 is not
-  // there, is too old, or its server did not start.
-  static std::string start_server();
+  // Starts this process's PMIx server now, once, so that a job does not wait for it: callers
+  // start it beside other work. Returns why PMIx cannot be served here ("" when it can):
+  // libpmix.so.2 is not there, is too old, or its server did not start. Given this machine's
+  // hwloc topology (HwlocTopologySource::hwloc_topology()), the server keeps it and
+  // does not discover the machine again (when that is worth it: pmix_may_borrow, agent.h).
+  // Only the first call's topology counts: the server starts once.
+  static std::string start_server(std::shared_ptr<void> hwloc_topology = nullptr);
 
   void prepare(int rank, ProcessSpec& spec) override;
   void spawned(int) override {}

@@ -38,6 +38,7 @@
 #include "probes/free_port.h"
 #include "probes/interfaces.h"
 #include "probes/job_server.h"
+#include "probes/pair_schedule.h"
 #include "probes/starvation.h"
 #include "probes/tcp_probe.h"
 #include "topology/health/counter_baseline.h"
@@ -538,7 +539,8 @@ class HeadLink {
   }
 
   static constexpr size_t kMaxPendingFromHead = 1024;
-  static constexpr size_t kMostAnswering = 16;  // PairScheduler's hub_pairs
+  // As many as the head may ask of the rendezvous node at once, and one more for the rest.
+  static constexpr size_t kMostAnswering = size_t(PairScheduler::Limits{}.hub_pairs) + 1;
 
   int in_fd_;
   FrameWriter& writer_;
@@ -610,19 +612,24 @@ bool run_job(int id, const NodeLaunchSpec& spec, const Topology& topology, HeadL
 
 // This node as the job sees it: only the GPUs the job holds count (Slurm's step GPUs, or
 // CUDA_VISIBLE_DEVICES).
-Topology this_node_for_the_job() {
-  const Topology whole = HwlocTopologySource(std::nullopt, PciWalk::OnlyWithGpus).load();
+Topology this_node_for_the_job(TopologySource& discovery) {
+  const Topology whole = discovery.load();
   return restrict_to_job(whole, job_gpus(whole.gpus, Environment::current()));
 }
 
 // What the agent knows of its node before its hello.
 struct NodeAtStart {
-  Topology topology = this_node_for_the_job();
+  HwlocTopologySource discovery{std::nullopt, PciWalk::OnlyWithGpus};  // kept for PMIx's server
+  Topology topology = this_node_for_the_job(discovery);
   std::string probe_secret = new_job_secret();
   ProbeServer probe_server{probe_secret};  // other nodes measure their way here
 };
 
 }  // namespace
+
+bool pmix_may_borrow(const Topology& topology, const NodeHello& hello) {
+  return topology.pci_walked || !hello.rdma;
+}
 
 int run_agent(const std::function<HeadChannel()>& reach_head, const AgentSettings& settings) {
   // 1. Look at this node while it reaches the head (a call back over TCP under Slurm): both
@@ -662,12 +669,10 @@ int run_agent(const std::function<HeadChannel()>& reach_head, const AgentSetting
     RunningRanks running;
     HeadLink head(channel->in_fd, writer, settings.head_silence_limit, running, spawner);
     // PMIx's server starts while the head checks the network and plans, so that a job of MPI
-    // ranks does not wait for it (15 to 30 ms of CPU an agent). After the link's threads
-    // started, which answer the network check's probes meanwhile (before them, every probe
-    // of a launch waited for it); on this thread, after the discovery above: libpmix runs
-    // hwloc's discovery too, two at once in one process can hang it, and nothing the link's
-    // threads answer runs hwloc.
-    if (hello.pmix_unavailable.empty()) PmixService::start_server();
+    // ranks does not wait for it. After the link's threads started, which answer the network
+    // check's probes meanwhile.
+    if (hello.pmix_unavailable.empty())
+      PmixService::start_server(pmix_may_borrow(topology, hello) ? node->discovery.hwloc_topology() : nullptr);
 
     // 2. Jobs, one at a time, until the head says goodbye or is lost. A failure is said while
     //    the link stands: its end gives the writer up (for a head that stopped reading).

@@ -37,4 +37,11 @@ int run_agent(const std::function<HeadChannel()>& reach_head, const AgentSetting
 // ports, and where its probe server listens (0 and "" where there is none).
 NodeHello describe_this_node(const Topology& topology, int probe_port, const std::string& probe_secret);
 
+// Whether PMIx's server may be lent the agent's topology rather than discover the node again
+// (its own discovery walks every PCI device: 20 ms of CPU on each node of every launch): where
+// the topology holds what PMIx would have found. Without the PCI walk (a node without GPUs)
+// it has no I/O devices; that is nothing lost where the network is plain interfaces, but an
+// RDMA device's place is what PMIx's fabric plugins and its device distances are for.
+bool pmix_may_borrow(const Topology& topology, const NodeHello& hello);
+
 }  // namespace muster

@@ -69,6 +69,19 @@ std::optional<Frame> read_until(int fd, FrameKind kind) {
   return std::nullopt;
 }
 
+// The agent's topology stands in for PMIx's own discovery only where it lacks nothing PMIx
+// looks for: a node without GPUs and with an RDMA device was discovered without its PCI tree.
+TEST(Agent, PmixBorrowsTheTopologyUnlessItLacksTheNodesRdmaDevices) {
+  Topology walked, without_walk;
+  without_walk.pci_walked = false;
+  NodeHello ethernet, rdma;
+  rdma.rdma = true;
+  EXPECT_TRUE(pmix_may_borrow(walked, ethernet));
+  EXPECT_TRUE(pmix_may_borrow(walked, rdma));
+  EXPECT_TRUE(pmix_may_borrow(without_walk, ethernet));
+  EXPECT_FALSE(pmix_may_borrow(without_walk, rdma));
+}
+
 // A head that stops reading (stalled, or its machine swapping) fills the channel; the agent's
 // replies then wait. It must still hear the head: a Stop, a Bye, a closed channel.
 TEST(Agent, AHeadThatStopsReadingCanStillEndTheSession) {

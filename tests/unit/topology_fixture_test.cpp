@@ -1,6 +1,7 @@
 // Topology discovery, path classification and binding on real exports of real machines.
 // Every expectation below is derived by reading the XML; the derivation is in the comments.
 #include <gtest/gtest.h>
+#include <hwloc.h>
 #include <nlohmann/json.hpp>
 
 #include "launcher/cluster/hostfile.h"
@@ -243,6 +244,23 @@ TEST(TopologyX3950, SlotsAutoIsOneCpuRankNotARankOnTheBmcsDisplay) {
   RankPlan plan = make_rank_plan(cluster, std::nullopt, MapBy::Slot);
   ASSERT_EQ(plan.world_size(), 1);
   EXPECT_FALSE(plan.ranks[0].gpu.has_value()) << "rank 0 on GPU " << *plan.ranks[0].gpu;
+}
+
+// What an agent lends PMIx's server: hwloc's own topology of the load, alive for as long as
+// anyone holds it, the source gone or not.
+TEST(TopologyX3950, TheHwlocTopologyOfTheLoadOutlivesItsSourceForWhoeverHoldsIt) {
+  std::shared_ptr<void> kept;
+  int pus = 0;
+  {
+    HwlocTopologySource source(
+        std::string(MUSTER_SOURCE_DIR "/tests/fixtures/hwloc/96em64t-4n4d3ca2co-pci.xml"));
+    EXPECT_EQ(source.hwloc_topology(), nullptr);  // nothing discovered yet
+    pus = source.load().pus;
+    kept = source.hwloc_topology();
+  }
+  ASSERT_NE(kept, nullptr);
+  EXPECT_EQ(pus, 96);
+  EXPECT_EQ(hwloc_get_nbobjs_by_type(static_cast<hwloc_topology_t>(kept.get()), HWLOC_OBJ_PU), pus);
 }
 
 // --- bad input ----------------------------------------------------------------------------
