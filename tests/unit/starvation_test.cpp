@@ -43,6 +43,15 @@ TEST(Starvation, ReadsBothFromAProcRootAndLacksWhatIsMissing) {
   EXPECT_EQ(s.dropped, std::nullopt);  // a kernel without softnet_stat: nothing claimed
   std::ofstream(root / "net/softnet_stat") << "00000001 00000004 00000000\n";
   EXPECT_EQ(read_cpu_shortage(root.string()).dropped, 4u);
+  // Past one read's page (200 CPUs), whole; past the bound, not believed.
+  {
+    std::ofstream many(root / "net/softnet_stat");
+    for (int cpu = 0; cpu < 200; ++cpu) many << "00000001 00000004 00000000\n";
+  }
+  EXPECT_EQ(read_cpu_shortage(root.string()).dropped, 800u);
+  std::ofstream(root / "pressure/cpu") << "some avg10=1.00 avg60=0.00 avg300=0.00 total=700\n"
+                                       << std::string(1 << 20, ' ');
+  EXPECT_EQ(read_cpu_shortage(root.string()).stalled_us, std::nullopt);
   std::filesystem::remove_all(root);
 }
 
