@@ -3,6 +3,8 @@
 // agents) against `srun -N4 true`, alternating, measured in one run. Prints each median wall
 // time and the ratios. Needs root and slurm-wlm, munge.
 // Run: build/tests/bench/slurm_bench [ROUNDS]
+// With MUSTER_BENCH_SCRIPT set, that shell script runs inside the allocation instead (with
+// $MUSTER the binary under test) and its output is printed: for timing one stage by hand.
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -31,6 +33,11 @@ int main(int argc, char** argv) {
       "for i in $(seq {0}); do printf 'run '; t {1} run -- true; printf 'exec '; t {1} exec -- true; "
       "printf 'srun '; t srun -N4 true; done",
       rounds, MUSTER_BINARY);
+  if (const char* by_hand = std::getenv("MUSTER_BENCH_SCRIPT")) {
+    auto r = slurm.run({"salloc", "-N4", "--quiet", "env", "MUSTER=" MUSTER_BINARY, "sh", "-c", by_hand}, 600);
+    std::printf("%s%s", r.out.c_str(), r.err.c_str());
+    return r.exit_code;
+  }
   auto r = slurm.run({"salloc", "-N4", "--quiet", "sh", "-c", script}, 600);
   std::map<std::string, std::vector<double>> times;
   std::istringstream in(r.out);
