@@ -43,12 +43,13 @@ size_t records_of_attempt(const std::map<std::string, RankRecord>& records, int 
   return size_t(std::count_if(records.begin(), records.end(), [&](const auto& r) { return r.first.rfind(prefix, 0) == 0; }));
 }
 
-// Each rank records itself (written whole, then renamed, so that a reader never sees half).
+// Each rank records itself: written whole under a name rank_records passes over, then renamed,
+// so that a reader never sees half a record nor counts one twice.
 std::string recording(const TempDir& dir, const std::string& then) {
-  const std::string file = dir.path() + "/att.$MUSTER_RESTART_COUNT.$RANK";
-  return fmt::format("echo \"$(hostname) $MUSTER_RESTART_COUNT $TORCHELASTIC_RESTART_COUNT $MASTER_PORT $$ $GROUP_RANK\" > {0}.tmp && "
-                     "mv {0}.tmp {0}; {1}",
-                     file, then);
+  const std::string name = "att.$MUSTER_RESTART_COUNT.$RANK";
+  return fmt::format("echo \"$(hostname) $MUSTER_RESTART_COUNT $TORCHELASTIC_RESTART_COUNT $MASTER_PORT $$ $GROUP_RANK\" > {0}/writing.{1} && "
+                     "mv {0}/writing.{1} {0}/{1}; {2}",
+                     dir.path(), name, then);
 }
 
 bool all_gone_within(const std::map<std::string, RankRecord>& records, milliseconds limit) {

@@ -157,7 +157,7 @@ TEST_F(SlurmTestCluster, AtAStallTheRankOutsideTheAllReduceIsNamedWithItsNode) {
     if (in_ci()) FAIL() << "python3-torch is missing";
     GTEST_SKIP() << "python3-torch is missing";
   }
-  auto r = run_command(cluster_->salloc_muster(4, {"run", "--stall", "6", "--timeout", "25", "--", "/usr/bin/python3",
+  auto r = run_command(cluster_->salloc_muster(4, {"run", "--stall", "6", "--timeout", "40", "--", "/usr/bin/python3",
                                                    MUSTER_SOURCE_DIR "/tests/e2e/stacks/hang.py", "odd"},
                                                {"--ntasks-per-node=2"}),
                        {}, std::chrono::seconds(240));

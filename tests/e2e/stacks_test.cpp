@@ -5,6 +5,7 @@
 
 #include <csignal>
 #include <filesystem>
+#include <fstream>
 #include <string>
 
 #include <gtest/gtest.h>
@@ -37,6 +38,17 @@ class StacksCluster : public SharedCluster<StacksCluster> {
     return args;
   }
   static bool has(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+  // The number of hang.py's first line that holds `code`, as a Python stack names it.
+  static int line_of(const std::string& code) {
+    std::ifstream script(kHang);
+    int number = 0;
+    for (std::string line; std::getline(script, line);) {
+      ++number;
+      if (has(line, code)) return number;
+    }
+    ADD_FAILURE() << kHang << " has no line with " << code;
+    return 0;
+  }
 };
 
 TEST_F(StacksCluster, AtTheTimeoutTheRankOutsideTheAllReduceIsNamedWithItsHost) {
@@ -46,7 +58,8 @@ TEST_F(StacksCluster, AtTheTimeoutTheRankOutsideTheAllReduceIsNamedWithItsHost) 
   EXPECT_TRUE(has(r.err, "read at the timeout")) << r.err;
   EXPECT_TRUE(has(r.err, "rank 5 (" + cluster_->host(2) + ") is not in all_reduce (")) << r.err;
   EXPECT_TRUE(has(r.err, "where the 7 other ranks wait: it is in ")) << r.err;
-  EXPECT_TRUE(has(r.err, "it is in clock_nanosleep <- <module> (" + kHang + ":46)")) << r.err;
+  EXPECT_TRUE(has(r.err, "it is in clock_nanosleep <- <module> (" + kHang + ":" +
+                                std::to_string(line_of("time.sleep(100000)")) + ")")) << r.err;
   EXPECT_FALSE(has(r.err, "cannot reach this job")) << r.err;
   // Named once: no other rank is said to be elsewhere, and the teardown follows the report.
   EXPECT_FALSE(has(r.err, "rank 4 (")) << r.err;
@@ -54,7 +67,7 @@ TEST_F(StacksCluster, AtTheTimeoutTheRankOutsideTheAllReduceIsNamedWithItsHost) 
 }
 
 TEST_F(StacksCluster, AtAStallARankThatEndedIsNamedAsGoneNotStuck) {
-  auto r = cluster_->muster(run({"--stall", "6", "--timeout", "25"}, {"gone"}), 240);
+  auto r = cluster_->muster(run({"--stall", "6", "--timeout", "40"}, {"gone"}), 240);
   EXPECT_EQ(r.exit_code, 124) << r.err;
   EXPECT_TRUE(has(r.err, "when no rank had written a line for the --stall time")) << r.err;
   EXPECT_TRUE(has(r.err, "rank 3 (" + cluster_->host(1) + ") has ended (exited with status 0)")) << r.err;
@@ -62,7 +75,7 @@ TEST_F(StacksCluster, AtAStallARankThatEndedIsNamedAsGoneNotStuck) {
 }
 
 TEST_F(StacksCluster, RanksAllWaitingInOnePlaceAreSaidToAndTheCallIsNamed) {
-  auto r = cluster_->muster(run({"--stall", "6", "--timeout", "25"}, {"same"}), 240);
+  auto r = cluster_->muster(run({"--stall", "6", "--timeout", "40"}, {"same"}), 240);
   EXPECT_EQ(r.exit_code, 124) << r.err;
   EXPECT_TRUE(has(r.err, "all 8 ranks read wait in the same place: recv (")) << r.err;
   EXPECT_FALSE(has(r.err, ") is not in")) << r.err;

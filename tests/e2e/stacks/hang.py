@@ -5,8 +5,8 @@
 #   finish: rank 5 sleeps a while, then every rank finishes the all-reduce
 # Each rank prints "in place" once it is where it stays, so that a test knows when to look.
 import os
+import subprocess
 import sys
-import threading
 import time
 
 mode = sys.argv[1]
@@ -14,20 +14,16 @@ rank = int(os.environ["RANK"])
 world = int(os.environ["WORLD_SIZE"])
 
 # A line a second until the rank is in place: --stall counts from the last line of any rank,
-# so it fires once every rank is where it stays, however long torch takes to load.
-settled = threading.Event()
-
-
-def tick():
-    while not settled.wait(1):
-        print("loading", flush=True)
-
-
-threading.Thread(target=tick, daemon=True).start()
+# so it fires once every rank is where it stays, however long torch takes to load. The lines
+# come from a shell beside the rank, not a thread: loading torch's extensions holds the GIL
+# for seconds at a time on a loaded machine, and a thread would fall silent with it.
+ticker = subprocess.Popen(
+    ["/bin/sh", "-c", 'while kill -0 "$1" 2>/dev/null; do echo loading; sleep 1; done', "tick", str(os.getpid())])
 
 
 def in_place(where):
-    settled.set()
+    ticker.terminate()
+    ticker.wait()
     print(f"in place: {where}", flush=True)
 
 if mode == "gone" and rank == 3:
