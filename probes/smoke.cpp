@@ -127,10 +127,13 @@ class Sweeper {
   // This rank's time of the world's all-reduce at the largest size, once run.
   std::optional<double> largest_all_reduce_us;
 
-  // One all-reduce at `bytes` between two ranks, its timed loop cut to what fits in
-  // `budget_s`; this rank's bandwidth in Gbit/s.
-  double run_pair(Collective& c, const std::string& group, size_t bytes, double budget_s) {
-    const SmokeEvent e = run_one(c, group, CollectiveOp::AllReduce, bytes, budget_s);
+  // One all-reduce at `bytes` between two ranks, timed over a quarter of `budget_s`; this
+  // rank's bandwidth in Gbit/s. `start_together` is called between the checked first run and
+  // the timing: where every pair of a round waits, so that their timed loops share the same
+  // moments.
+  double run_pair(Collective& c, const std::string& group, size_t bytes, double budget_s,
+                  const std::function<void()>& start_together) {
+    const SmokeEvent e = run_one(c, group, CollectiveOp::AllReduce, bytes, budget_s, start_together);
     return e.time_us > 0 ? double(bytes) * 8 / 1e3 / e.time_us * bus_factor(CollectiveOp::AllReduce, 2) : 0;
   }
 
@@ -143,10 +146,10 @@ class Sweeper {
   }
 
  private:
-  // With `budget_s`, one timed run sets how many fit in the budget (the members agree on
-  // their mean, so every member runs the same count) and no other warm-up runs.
+  // With `budget_s`, the runs are timed over a window of a quarter of it (windowed_mean_us),
+  // after `start_together`, and no other warm-up runs.
   SmokeEvent run_one(Collective& c, const std::string& group, CollectiveOp op, size_t bytes,
-                     std::optional<double> budget_s) {
+                     std::optional<double> budget_s, const std::function<void()>& start_together = {}) {
     const int n = c.size();
     const size_t count = elements_per_rank(op, bytes, n);
     const size_t send_elems = op == CollectiveOp::ReduceScatter ? count * size_t(n) : count;
@@ -176,20 +179,18 @@ class Sweeper {
         e.wrong = count_wrong(op, c.download(recv, recv_elems), n, c.rank(), count);
         warmups_left = std::max(0, warmups_left - 1);
       }
-      int iters = settings_.iters;
+      if (start_together) start_together();
       if (budget_s) {
-        // The timed loop takes a quarter of the budget, whatever --iters says: two runs of a
-        // healthy pair take a few milliseconds, and one scheduler hiccup on a busy node made
-        // one look five times slower. The rest is for the runs before it and the group's setup.
-        warmups_left = 0;
-        const double first_us = agreed_mean(c, timed_us(c, op, send, recv, count, 1));
-        iters = int(std::clamp(*budget_s * 1e6 / 4 / first_us, 1.0, double(kMostPairIterations)));
+        // Timed over a quarter of the budget, whatever --iters says: two runs of a healthy
+        // pair take a few milliseconds, and one scheduler hiccup on a busy node made one look
+        // five times slower. The rest is for the runs before it and the group's setup.
+        e.time_us = windowed_mean_us(c, op, send, recv, count, *budget_s / 4);
+      } else {
+        for (int i = 0; i < warmups_left; ++i) c.run(op, send, recv, count);
+        e.time_us = timed_us(c, op, send, recv, count, settings_.iters) / std::max(1, settings_.iters);
       }
-      for (int i = 0; i < warmups_left; ++i) c.run(op, send, recv, count);
-      const double total_us = timed_us(c, op, send, recv, count, iters);
       if (!in_place) e.wrong = count_wrong(op, c.download(recv, recv_elems), n, c.rank(), count);
       e.kind = SmokeEvent::Kind::Result;
-      e.time_us = total_us / std::max(1, iters);
       emit_(e);
     } catch (const std::exception& ex) {
       // Said before the buffers go back: releasing them aborts a failed NCCL communicator,
@@ -211,6 +212,27 @@ class Sweeper {
     const auto start = std::chrono::steady_clock::now();
     c.run_repeatedly(op, send, recv, count, times);
     return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count();
+  }
+
+  // The mean time of one run, in microseconds, over runs until `window_s` has passed since they
+  // started together: a window of time, not a count, so that the pairs of a round, started
+  // by one barrier, stream over the same moments and end together. A count chosen from each
+  // pair's first run did not: a pair whose first run was slowed chose few runs and ended
+  // early, and the rest then ran alone at up to four times the pace. After each chunk of runs
+  // the members agree on their mean time so far, so each runs the same count.
+  static double windowed_mean_us(Collective& c, CollectiveOp op, float* send, float* recv, size_t count,
+                                 double window_s) {
+    const double first_us = agreed_mean(c, timed_us(c, op, send, recv, count, 1));
+    // A twentieth of the window a chunk, as the first run paces it.
+    const int chunk = int(std::clamp(window_s * 1e6 / 20 / first_us, 1.0, double(kMostPairIterations) / 20));
+    c.run(CollectiveOp::Barrier, nullptr, nullptr, 0);
+    const auto start = std::chrono::steady_clock::now();
+    for (int runs = chunk;; runs += chunk) {
+      c.run_repeatedly(op, send, recv, count, chunk);
+      const double elapsed_us =
+          std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count();
+      if (runs >= kMostPairIterations || agreed_mean(c, elapsed_us) >= window_s * 1e6) return elapsed_us / runs;
+    }
   }
 
   // The mean over the group's members of `value`, the same on every member.
@@ -276,22 +298,30 @@ std::optional<CulpritReport> run_smoke_sweep(Collective& world, const SmokeSetti
 
   // 3. --pairs: the pair search over one rank of each node. Each round's disjoint pairs run
   //    at once, an all-reduce at the largest size each within the round's budget; every rank
-  //    then learns every pair's number, so all of them choose the same next round.
+  //    then learns every pair's number, so all of them choose the same next round. The pairs
+  //    are timed from one moment, after a world barrier that every rank passes once a round,
+  //    so that no pair streams alone while the others still set up (windowed_mean_us).
   if (!(settings.pairs || world_too_slow) || nodes.size() < 2) return std::nullopt;
   int round = 0;
   const MeasurePairs measure = [&](const std::vector<std::pair<int, int>>& pairs) {
     if (pairs.empty()) return std::vector<std::optional<double>>{};
     ++round;
     std::vector<float> halves(pairs.size(), 0);  // each member's half of its pair's bandwidth
+    bool started = false;
+    const std::function<void()> start_together = [&] {
+      world.run(CollectiveOp::Barrier, nullptr, nullptr, 0);
+      started = true;
+    };
     for (size_t k = 0; k < pairs.size(); ++k) {
       const auto [a, b] = pairs[k];
       const std::string group = pair_group(nodes[size_t(a)], nodes[size_t(b)]);
       // A pair may be measured again: its group's name is new each round.
       if (auto pair = world.subgroup(fmt::format("{} round {}", group, round), {leaders[size_t(a)], leaders[size_t(b)]}))
-        halves[k] = float(sweeper.run_pair(*pair, group, settings.max_bytes, settings.pair_round_s) / 2);
+        halves[k] = float(sweeper.run_pair(*pair, group, settings.max_bytes, settings.pair_round_s, start_together) / 2);
       else
         sweeper.skip(1);
     }
+    if (!started) start_together();  // a rank in no pair this round
     const std::vector<float> sums = sum_over(world, halves);
     std::vector<std::optional<double>> gbps;
     for (float g : sums) gbps.push_back(g > 0 ? std::optional<double>(g) : std::nullopt);

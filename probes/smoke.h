@@ -25,9 +25,9 @@ struct SmokeSettings {
   // Also the pair search (probes/culprit_search.h) over one rank of each node: rounds of
   // disjoint node pairs, each an all-reduce at max_bytes, that name a slow node or link.
   bool pairs = false;
-  // What each round of pairs may take: a pair's timed loop runs the iterations that fit in a
-  // quarter of it (one at least; `iters` does not bound it), so a link at 30 Mbit/s costs its
-  // round's budget, not 25 iterations, and a healthy pair is timed long enough to hold.
+  // What each round of pairs may take: its pairs are timed together over a quarter of it (one
+  // run at least; `iters` does not bound it), so a link at 30 Mbit/s costs its round's budget,
+  // not 25 iterations, and a healthy pair is timed long enough to hold.
   double pair_round_s = 2;
   // The pair search also runs, without `pairs`, when the world's all-reduce at max_bytes has
   // a bus bandwidth (GB/s) below this: the expectation it failed (checks.min_busbw_gbps).
