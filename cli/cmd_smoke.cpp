@@ -154,6 +154,7 @@ nlohmann::json pair_search_json(const CulpritReport& found, const RankPlan& plan
     measured.push_back({{"a", host(m.a)}, {"b", host(m.b)}, {"gbps", m.gbps}, {"round", m.round}});
   return {{"slow_nodes", hosts(found.slow_nodes)}, {"slow_links", links(found.slow_links)},
           {"unknown", hosts(found.unknown)}, {"unknown_links", links(found.unknown_links)},
+          {"split", found.split}, {"below_the_fast", hosts(found.below_the_fast)},
           {"typical_gbps", found.typical_gbps}, {"threshold_gbps", found.threshold_gbps},
           {"rounds", found.rounds}, {"measured", measured}};
 }
@@ -216,7 +217,13 @@ int run_smoke_command(SmokeOptions& options) {
     print_out(report_json_text(report_json(outcome), 2) + "\n");
   } else {
     tables.end(outcome);
-    print_out(outcome.problems.empty() ? "\nall checks passed\n" : "\n");
+    // Warnings say what could not be told: not "all checks passed".
+    if (!outcome.problems.empty()) print_out("\n");
+    else if (!outcome.warnings.empty())
+      print_out(fmt::format("\nno check failed; {} warning{} above say{} what could not be told\n",
+                            outcome.warnings.size(), outcome.warnings.size() > 1 ? "s" : "",
+                            outcome.warnings.size() > 1 ? "" : "s"));
+    else print_out("\nall checks passed\n");
     for (const auto& p : outcome.problems) print_out(fmt::format("FAIL {}\n", p.message));
   }
   return outcome.problems.empty() ? 0 : 1;

@@ -181,6 +181,15 @@ std::vector<Finding> check_pair_search(const CulpritReport& found, const RankPla
 
 std::vector<std::string> pair_search_unknowns(const CulpritReport& found, const RankPlan& plan) {
   std::vector<std::string> out;
+  if (found.split) {
+    std::vector<std::string> below;
+    for (int node : found.below_the_fast) below.push_back(host_of(plan, node));
+    out.push_back(fmt::format("the pair search found bandwidth split: {} of the nodes ({}) are below {:.2f} "
+                              "Gbit/s with every partner, while the others reach {:.2f}; with more than half "
+                              "below, nothing measured says which is typical: unknown, not a pass; set "
+                              "checks.min_bandwidth_gbps and run muster ping --bandwidth to judge each node",
+                              below.size(), fmt::join(below, ", "), found.threshold_gbps, found.typical_gbps));
+  }
   for (int node : found.unknown)
     out.push_back(fmt::format("the pair search could not tell whether {} is slow: it was slow once, or "
                               "never measured, within {} rounds; run muster smoke --pairs again, or "

@@ -111,8 +111,8 @@ std::vector<Finding> smoke_findings(const SmokeReport& report, const LaunchedJob
 // Throws Error before anything starts when the input is wrong or a node is unreachable.
 SmokeOutcome run_smoke(ClusterContext& context, const SmokeRequest& request);
 
-// What the pair search could not tell (a node or link seen slow once and not resolved):
-// warnings, not failures.
+// What the pair search could not tell (more than half the nodes below the others; a node or
+// link seen slow once and not resolved): warnings, not failures.
 std::vector<std::string> pair_search_unknowns(const CulpritReport& found, const RankPlan& plan);
 
 // "rank 3 (node2)", or "rank 3 (?)" for a rank outside the plan.

@@ -87,6 +87,7 @@ nlohmann::json culprit_report_json(const CulpritReport& r) {
   for (const auto& m : r.measured) measured.push_back({m.a, m.b, m.gbps, m.round});
   return {{"type", "culprits"}, {"slow_nodes", r.slow_nodes}, {"slow_links", links(r.slow_links)},
           {"unknown_links", links(r.unknown_links)}, {"unknown", r.unknown},
+          {"split", r.split}, {"below_the_fast", r.below_the_fast},
           {"typical_gbps", r.typical_gbps}, {"threshold_gbps", r.threshold_gbps},
           {"rounds", r.rounds}, {"measured", measured}};
 }
@@ -117,6 +118,8 @@ CulpritReport culprit_report_from_json(const nlohmann::json& j, int nodes) {
   CulpritReport r;
   for (const auto& n : list(j.at("slow_nodes"))) r.slow_nodes.push_back(node(n));
   for (const auto& n : list(j.at("unknown"))) r.unknown.push_back(node(n));
+  r.split = j.at("split").get<bool>();
+  for (const auto& n : list(j.at("below_the_fast"))) r.below_the_fast.push_back(node(n));
   r.slow_links = links(j.at("slow_links"));
   r.unknown_links = links(j.at("unknown_links"));
   r.typical_gbps = j.at("typical_gbps");

@@ -303,6 +303,25 @@ TEST_F(PingCluster, ASmokeBelowTheExpectedBusbwSearchesThePairsByItself) {
   EXPECT_TRUE(has_problem(report, "is below checks.min_busbw_gbps 1")) << report["problems"].dump(2);
 }
 
+// Four hosts of six capped: more than half the nodes below the other two, and nothing
+// measured says which half is typical. smoke --pairs said nothing at all and "all checks
+// passed"; it now warns, naming the four, and fails neither half.
+TEST_F(PingCluster, FourCappedHostsOfSixAreASplitThatSmokeWarnsOfAndDoesNotPass) {
+  cluster_.reset();
+  cluster_ = std::make_unique<TestCluster>(6);
+  for (int host : {2, 3, 4, 5}) cluster_->cap_host(host, "30mbit");
+  const std::string file = cluster_->write_cluster_file();
+  const std::vector<std::string> args = {"smoke", "-f", file, "--pairs", "--min-bytes", "1M", "--max-bytes", "1M",
+                                         "--iters", "2", "--warmup", "0"};
+  auto text = cluster_->muster(args, 300);
+  EXPECT_EQ(text.exit_code, 0) << text.out << text.err;
+  EXPECT_NE(text.err.find("the pair search found bandwidth split: 4 of the nodes (node3, node4, node5, node6)"),
+            std::string::npos) << text.err;
+  EXPECT_NE(text.out.find("no check failed; 1 warning above says what could not be told"), std::string::npos)
+      << text.out;
+  EXPECT_EQ(text.out.find("all checks passed"), std::string::npos) << text.out;
+}
+
 TEST_F(PingCluster, TheSmokePairSearchNamesACappedLinkAsTheLink) {
   cluster_->cap_link(2, 3, "30mbit");
   int status = -1;
