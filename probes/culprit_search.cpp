@@ -106,8 +106,7 @@ class Search {
     std::vector<bool> busy(static_cast<size_t>(n_));
     std::vector<std::pair<int, int>> pairs;
     for (const auto& [ends, slow_each] : link_candidates())
-      if (slow_each.size() >= 2 && std::find(slow_each.begin(), slow_each.end(), false) == slow_each.end() &&
-          !busy[size_t(ends.first)] && !busy[size_t(ends.second)]) {
+      if (would_be_named(slow_each) && !busy[size_t(ends.first)] && !busy[size_t(ends.second)]) {
         pairs.push_back(ends);
         busy[size_t(ends.first)] = busy[size_t(ends.second)] = true;
       }
@@ -226,9 +225,11 @@ class Search {
     // Every node below the cluster file's figure: the figure judges each, none is a partner
     // to compare with.
     if (judged_.fast_nodes == 0) return e.slow_partners.size() >= 2;
-    // Slow with every other node (three nodes) is what the mesh names too: there is no third
-    // partner to ask.
-    return !e.fast && e.slow_partners.size() >= 2 && (e.confirmed || int(e.slow_partners.size()) == n_ - 1);
+    // Slow with every other node is not enough while all of it was in the crowd: on four
+    // nodes the first three rounds pair each node with all three others, and a healthy node
+    // whose streams were crowded out three times (a busy 2-core machine did it) was named. A
+    // fourth round asks it again, beside the nodes in doubt alone.
+    return !e.fast && e.slow_partners.size() >= 2 && e.confirmed;
   }
 
   // A node that is neither known fast nor named slow, each with a partner known good that it
@@ -302,6 +303,15 @@ class Search {
     return out;
   }
 
+  // A link's measurements (each: below its round's bar) that were never fast.
+  static bool slow_every_time(const std::vector<bool>& slow_each) {
+    return std::find(slow_each.begin(), slow_each.end(), false) == slow_each.end();
+  }
+  // A link slow every time, measured twice or more: one that conclude() names.
+  static bool would_be_named(const std::vector<bool>& slow_each) {
+    return slow_each.size() >= 2 && slow_every_time(slow_each);
+  }
+
   std::vector<std::pair<int, int>> links_to_measure_again() const {
     std::vector<std::pair<int, int>> out;
     for (const auto& [ends, slow_each] : link_candidates())
@@ -323,9 +333,8 @@ class Search {
     // A pair slow every time it was measured, twice or more, between two nodes that are fast
     // with others, is the link between them; slow once and not measured again, unknown.
     for (const auto& [ends, slow_each] : link_candidates()) {
-      const bool always_slow = std::find(slow_each.begin(), slow_each.end(), false) == slow_each.end();
-      if (always_slow && slow_each.size() >= 2) report_.slow_links.push_back(ends);
-      else if (always_slow) report_.unknown_links.push_back(ends);
+      if (would_be_named(slow_each)) report_.slow_links.push_back(ends);
+      else if (slow_every_time(slow_each)) report_.unknown_links.push_back(ends);
     }
   }
 

@@ -57,7 +57,7 @@ struct CulpritReport {
 // when every node streams at once, and does not move after (a pair alone runs faster than one
 // in the crowd). With an odd count the ring's last pair (n-1, 0) comes once both its nodes are
 // known fast. A node is named slow when it is slow with two partners or more and one of them
-// was chosen because it was known fast, in a round after the third (or slow with all of them):
+// was chosen because it was known fast, in a round after the third (even when slow with all):
 // two slow links that meet at a node look like a slow node on two pairs, and a healthy node
 // can be slowed in the crowd. A pair slow twice (measured again in a round of links only,
 // after the nodes are settled), and slow a third time beside pairs of healthy nodes as

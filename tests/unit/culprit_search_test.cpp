@@ -283,6 +283,33 @@ TEST(CulpritSearch, AHealthyClusterWhoseCrowdedStreamsStallNamesNothingAndLeaves
   }
 }
 
+// On three and four nodes the crowded rounds pair a node with every other: a healthy node
+// whose streams were all crowded out (a busy 2-core machine, in CI) was named slow on them
+// alone. It is asked once more, in a round of the nodes in doubt, and cleared; a slow node
+// is named as before.
+TEST(CulpritSearch, ANodeSlowWithEveryPartnerOnlyInTheCrowdIsAskedAgainAlone) {
+  for (int n : {3, 4})
+    for (bool really_slow : {false, true}) {
+      SimulatedCluster cluster(n, unsigned(n));
+      const int node = 2;
+      if (really_slow) cluster.slow_nodes = {node};
+      const CulpritReport r = find_culprits(n, [&](const auto& pairs) {
+        auto out = cluster.measure(pairs);
+        for (size_t k = 0; k < pairs.size(); ++k)
+          if (cluster.rounds <= 3 && (pairs[k].first == node || pairs[k].second == node) && out[k])
+            *out[k] = std::min(*out[k], 0.3 * cluster.healthy_gbps);  // crowded out
+        return out;
+      });
+      const std::string what = fmt::format("{} nodes, {}", n, really_slow ? "slow" : "healthy");
+      EXPECT_EQ(r.slow_nodes, really_slow ? std::vector<int>{node} : std::vector<int>{}) << what;
+      EXPECT_TRUE(r.unknown.empty()) << what;
+      // Cleared, its pairs of the crowd are links slow once: each measured again alone.
+      EXPECT_TRUE(r.slow_links.empty()) << what;
+      EXPECT_TRUE(r.unknown_links.empty()) << what;
+      if (really_slow) EXPECT_LE(r.rounds, 4) << what;
+    }
+}
+
 // A load that slows a whole round, the rounds of links included (another job's burst on the
 // same CPUs; three healthy links were named slow so in CI): healthy pairs measured beside the
 // links as controls slow down too, and the round is judged by them. A slow link is slow
