@@ -7,6 +7,7 @@
 #include <fstream>
 #include <map>
 #include <optional>
+#include <set>
 #include <sstream>
 
 #include "tests/support/chromium.h"
@@ -325,7 +326,13 @@ TEST_F(DoctorCluster, SixteenHostsOneCappedThePageOutlinesItInChromium) {
   cluster_ = std::make_unique<TestCluster>(16);
   cluster_->cap_host(5, "30mbit");
   TempDir dir;
-  auto r = cluster_->muster({"doctor", "-f", cluster_->write_cluster_file(), "--json", dir.file("report.json"),
+  // The page is under test, not the judge: a bar from the cluster file, 10x the cap, so that
+  // node6 fails whatever its peers measured. Under ASan, 16 agents on 2 cores once streamed
+  // one pair at 15.7 Gbit/s beside the rest at 4 or less, and the judge rightly said "split"
+  // and failed nobody; with the bar, some healthy pairs there fell below it too, and their
+  // nodes failed beside node6. Either way the page marks exactly the nodes the report fails.
+  const std::string file = cluster_->write_cluster_file("checks:\n  min_bandwidth_gbps: 0.3\n");
+  auto r = cluster_->muster({"doctor", "-f", file, "--json", dir.file("report.json"),
                              "--junit", dir.file("report.xml"), "--html", dir.file("doctor.html")}, 300);
   EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
   check_reports(dir);
@@ -335,8 +342,18 @@ TEST_F(DoctorCluster, SixteenHostsOneCappedThePageOutlinesItInChromium) {
   ASSERT_EQ(dom.exit_code, 0) << dom.err;
   auto count = [&](const std::string& what) { return occurrences(dom.out, what); };
   EXPECT_EQ(count("<rect class=\"cell"), 2u * 16 * 15);
+  // The nodes the network stage fails, each with why.
+  std::set<std::string> failing;
+  std::string why;
+  for (const auto& p : report["network"]["problems"])
+    if (p["severity"] == "fail" && p.contains("node") && p["node"].is_string()) {
+      failing.insert(p["node"].get<std::string>());
+      why += p["message"].get<std::string>() + "\n";
+    }
+  EXPECT_TRUE(failing.count("node6")) << why;
   EXPECT_EQ(count("class=\"outline failing\" data-node=\"node6\""), 4u);
-  EXPECT_EQ(count("<text class=\"label failing row\""), 2u) << "only node6's row";
+  // Each failing node's row label, in both heatmaps; on this machine's README run, node6's alone.
+  EXPECT_EQ(count("<text class=\"label failing row\""), 2u * failing.size()) << why;
   EXPECT_LT(dom.out.find("node6: bandwidth is slow with every partner"), dom.out.find("id=\"bandwidth\"")) << "the verdict first";
   std::filesystem::create_directories(MUSTER_ARTIFACT_DIR);
   const auto shot = chromium_screenshot(dir.file("doctor.html"), MUSTER_ARTIFACT_DIR "/doctor-16-hosts.png", 1200, 1500);
