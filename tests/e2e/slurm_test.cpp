@@ -157,11 +157,16 @@ TEST_F(SlurmTestCluster, AtAStallTheRankOutsideTheAllReduceIsNamedWithItsNode) {
     if (in_ci()) FAIL() << "python3-torch is missing";
     GTEST_SKIP() << "python3-torch is missing";
   }
-  auto r = run_command(cluster_->salloc_muster(4, {"run", "--stall", "6", "--timeout", "40", "--", "/usr/bin/python3",
-                                                   MUSTER_SOURCE_DIR "/tests/e2e/stacks/hang.py", "odd"},
+  // Rank 5 sleeps 20 s once every rank is in place: the stall is 6 s of silence after that,
+  // and its report must come before rank 5 wakes. The job then ends by itself.
+  auto r = run_command(cluster_->salloc_muster(4, {"run", "--stall", "6", "--timeout", "120", "--", "/usr/bin/python3",
+                                                   MUSTER_SOURCE_DIR "/tests/e2e/stacks/hang.py", "finish", "20"},
                                                {"--ntasks-per-node=2"}),
                        {}, std::chrono::seconds(240));
-  EXPECT_EQ(r.exit_code, 124) << r.err;
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  size_t done = 0;
+  for (const auto& line : r.out_lines()) done += line.find("done 8") != std::string::npos;
+  EXPECT_EQ(done, 8u) << r.out;
   EXPECT_NE(r.err.find("when no rank had written a line for the --stall time"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("rank 5 (" + cluster_->hosts().host(2) + ") is not in all_reduce ("), std::string::npos)
       << r.err;

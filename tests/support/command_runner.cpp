@@ -81,27 +81,42 @@ RunningCommand::~RunningCommand() {
 void RunningCommand::signal(int sig) { kill(pid_, sig); }
 
 std::string RunningCommand::read_out_until(const std::string& text, std::chrono::seconds limit) {
+  return read_until(false, text, limit);
+}
+
+std::string RunningCommand::read_err_until(const std::string& text, std::chrono::seconds limit) {
+  return read_until(true, text, limit);
+}
+
+std::string& RunningCommand::read_until(bool from_err, const std::string& text, std::chrono::seconds limit) {
   const auto deadline = std::chrono::steady_clock::now() + limit;
+  std::string& wanted = from_err ? err_read_early_ : out_read_early_;
+  const int& wanted_fd = from_err ? err_fd_ : out_fd_;
   char buffer[65536];
-  while (out_fd_ >= 0 && out_read_early_.find(text) == std::string::npos) {
+  while (wanted_fd >= 0 && (text.empty() || wanted.find(text) == std::string::npos)) {
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
     if (left.count() <= 0) break;
-    pollfd fd = {out_fd_, POLLIN, 0};
-    if (poll(&fd, 1, int(std::min<long>(left.count(), 1000))) <= 0) continue;
-    ssize_t n = read(out_fd_, buffer, sizeof buffer);
-    if (n <= 0) {
-      close(out_fd_);
-      out_fd_ = -1;
-    } else {
-      out_read_early_.append(buffer, size_t(n));
+    pollfd fds[2] = {{out_fd_, POLLIN, 0}, {err_fd_, POLLIN, 0}};
+    if (poll(fds, 2, int(std::min<long>(left.count(), 1000))) <= 0) continue;
+    for (int i = 0; i < 2; ++i) {
+      int& fd = i == 0 ? out_fd_ : err_fd_;
+      if (fd < 0 || !(fds[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
+      ssize_t n = read(fd, buffer, sizeof buffer);
+      if (n <= 0) {
+        close(fd);
+        fd = -1;
+      } else {
+        (i == 0 ? out_read_early_ : err_read_early_).append(buffer, size_t(n));
+      }
     }
   }
-  return out_read_early_;
+  return wanted;
 }
 
 CommandResult RunningCommand::wait(std::chrono::seconds limit) {
   CommandResult result;
   result.out = out_read_early_;
+  result.err = err_read_early_;
   auto deadline = std::chrono::steady_clock::now() + limit;
   char buffer[65536];
   bool killed = false;

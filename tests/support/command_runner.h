@@ -31,11 +31,17 @@ class RunningCommand {
   // Reads the command's stdout until `text` appears in it, it closes or `limit` passes; what
   // was read is returned and is also the start of wait()'s out.
   std::string read_out_until(const std::string& text, std::chrono::seconds limit);
+  // The same for stderr (stdout read meanwhile, so that neither pipe fills). An empty `text`
+  // reads until `limit` or the end.
+  std::string read_err_until(const std::string& text, std::chrono::seconds limit);
   // Waits at most `limit`, then kills the command (and says so in err).
   CommandResult wait(std::chrono::seconds limit = std::chrono::seconds(180));
 
  private:
-  std::string out_read_early_;
+  // Reads both streams until `text` is in the one named (false: stdout, true: stderr).
+  std::string& read_until(bool from_err, const std::string& text, std::chrono::seconds limit);
+
+  std::string out_read_early_, err_read_early_;
   pid_t pid_ = -1;
   int out_fd_ = -1, err_fd_ = -1;
   bool reaped_ = false;
