@@ -92,60 +92,51 @@ std::string& RunningCommand::read_until(bool from_err, const std::string& text, 
   const auto deadline = std::chrono::steady_clock::now() + limit;
   std::string& wanted = from_err ? err_read_early_ : out_read_early_;
   const int& wanted_fd = from_err ? err_fd_ : out_fd_;
-  char buffer[65536];
   while (wanted_fd >= 0 && (text.empty() || wanted.find(text) == std::string::npos)) {
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
     if (left.count() <= 0) break;
-    pollfd fds[2] = {{out_fd_, POLLIN, 0}, {err_fd_, POLLIN, 0}};
-    if (poll(fds, 2, int(std::min<long>(left.count(), 1000))) <= 0) continue;
-    for (int i = 0; i < 2; ++i) {
-      int& fd = i == 0 ? out_fd_ : err_fd_;
-      if (fd < 0 || !(fds[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
-      ssize_t n = read(fd, buffer, sizeof buffer);
-      if (n <= 0) {
-        close(fd);
-        fd = -1;
-      } else {
-        (i == 0 ? out_read_early_ : err_read_early_).append(buffer, size_t(n));
-      }
-    }
+    read_ready(left);
   }
   return wanted;
 }
 
+void RunningCommand::read_ready(std::chrono::milliseconds limit) {
+  pollfd fds[2] = {{out_fd_, POLLIN, 0}, {err_fd_, POLLIN, 0}};
+  if (poll(fds, 2, int(std::min<long>(limit.count(), 1000))) <= 0) return;
+  char buffer[65536];
+  for (int i = 0; i < 2; ++i) {
+    int& fd = i == 0 ? out_fd_ : err_fd_;
+    if (fd < 0 || !(fds[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
+    ssize_t n = read(fd, buffer, sizeof buffer);
+    if (n <= 0) {
+      close(fd);
+      fd = -1;
+    } else {
+      (i == 0 ? out_read_early_ : err_read_early_).append(buffer, size_t(n));
+    }
+  }
+}
+
 CommandResult RunningCommand::wait(std::chrono::seconds limit) {
   CommandResult result;
-  result.out = out_read_early_;
-  result.err = err_read_early_;
   auto deadline = std::chrono::steady_clock::now() + limit;
-  char buffer[65536];
   bool killed = false;
   while (out_fd_ >= 0 || err_fd_ >= 0) {
-    pollfd fds[2] = {{out_fd_, POLLIN, 0}, {err_fd_, POLLIN, 0}};
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
         deadline - std::chrono::steady_clock::now());
     if (left.count() <= 0) {
       if (!killed) {
         kill(pid_, SIGKILL);
-        result.err += "\n[test harness: command ran past its limit and was killed]\n";
         killed = true;
       }
       left = std::chrono::milliseconds(2000);
       deadline = std::chrono::steady_clock::now() + left;
     }
-    poll(fds, 2, int(std::min<long>(left.count(), 1000)));
-    for (int i = 0; i < 2; ++i) {
-      int& fd = i == 0 ? out_fd_ : err_fd_;
-      if (fd < 0 || !(fds[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
-      ssize_t n = read(fd, buffer, sizeof buffer);
-      if (n > 0) {
-        (i == 0 ? result.out : result.err).append(buffer, size_t(n));
-      } else {
-        close(fd);
-        fd = -1;
-      }
-    }
+    read_ready(left);
   }
+  result.out = std::move(out_read_early_);
+  result.err = std::move(err_read_early_);
+  if (killed) result.err += "\n[test harness: command ran past its limit and was killed]\n";
   int status = 0;
   rusage usage{};
   wait4(pid_, &status, 0, &usage);

@@ -40,6 +40,8 @@ class RunningCommand {
  private:
   // Reads both streams until `text` is in the one named (false: stdout, true: stderr).
   std::string& read_until(bool from_err, const std::string& text, std::chrono::seconds limit);
+  // One poll of both streams (at most `limit`, a second at most): what is ready is appended.
+  void read_ready(std::chrono::milliseconds limit);
 
   std::string out_read_early_, err_read_early_;
   pid_t pid_ = -1;
