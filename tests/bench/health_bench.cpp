@@ -16,7 +16,10 @@
 #include <nlohmann/json.hpp>
 
 #include "tests/bench/measure.h"
+#include "tests/support/build_paths.h"
 #include "tests/support/test_cluster.h"
+
+using muster::testing::muster_binary;
 
 using muster::bench::Measurement;
 using muster::bench::measure;
@@ -45,7 +48,7 @@ int main(int argc, char** argv) {
   for (int i = 2; i < argc; ++i) sizes.push_back(std::atoi(argv[i]));
   if (sizes.empty()) sizes = {16};
 
-  auto local = interleaved({{MUSTER_BINARY, "health"}, {MUSTER_BINARY, "--version"}}, std::max(runs, 11));
+  auto local = interleaved({{muster_binary(), "health"}, {muster_binary(), "--version"}}, std::max(runs, 11));
   std::printf("this machine, median of %d:\n", std::max(runs, 11));
   std::printf("  muster health      %7.1f ms wall, %6.1f ms cpu (exit %d)\n", local[0].seconds * 1e3,
               local[0].cpu_seconds * 1e3, local[0].status);

@@ -15,7 +15,10 @@
 #include <fmt/format.h>
 
 #include "tests/bench/measure.h"
+#include "tests/support/build_paths.h"
 #include "tests/support/test_cluster.h"
+
+using muster::testing::source_dir;
 
 using muster::bench::median;
 using muster::testing::TestCluster;
@@ -58,7 +61,7 @@ int main(int argc, char** argv) {
   const std::string ssh_options = fmt::format(
       "-i {}/id_ed25519 -o UserKnownHostsFile={} -o StrictHostKeyChecking=yes -o BatchMode=yes -l root",
       cluster.dir(), cluster.known_hosts());
-  const std::string source = MUSTER_SOURCE_DIR;
+  const std::string source = source_dir();
   auto muster = [&](const std::string& script) {
     return cluster.muster_argv({"run", "-f", file, "--tag", "none", "--", "/usr/bin/python3", source + script});
   };

@@ -25,6 +25,9 @@
 
 #include "launcher/node_library.h"
 #include "probes/nccl_api.h"
+#include "tests/support/build_paths.h"
+
+using muster::testing::muster_binary;
 
 namespace {
 
@@ -154,7 +157,7 @@ int main(int argc, char** argv) {
     const std::vector<size_t> sizes = {4096, 65536, 1 << 20, 16 << 20, 256 << 20};
 
     const std::string report = run_and_capture(
-        {MUSTER_BINARY, "smoke", "-n", std::to_string(gpus), "--backend", "nccl", "--min-bytes", "4K",
+        {muster_binary(), "smoke", "-n", std::to_string(gpus), "--backend", "nccl", "--min-bytes", "4K",
          "--max-bytes", "256M", "--step-factor", "16", "--iters", std::to_string(iters),
          "--warmup", std::to_string(warmup), "--json"});
     const auto smoke = nlohmann::json::parse(report);

@@ -15,8 +15,10 @@
 
 #include <fmt/format.h>
 
+#include "tests/support/build_paths.h"
 #include "tests/support/slurm_cluster.h"
 
+using muster::testing::muster_binary;
 using muster::testing::SlurmCluster;
 
 int main(int argc, char** argv) {
@@ -32,9 +34,9 @@ int main(int argc, char** argv) {
       "t() {{ s=$(date +%s.%N); \"$@\" >/dev/null 2>&1; st=$?; e=$(date +%s.%N); echo \"$(echo \"$e - $s\" | bc) $st\"; }}; "
       "for i in $(seq {0}); do printf 'run '; t {1} run -- true; printf 'exec '; t {1} exec -- true; "
       "printf 'srun '; t srun -N4 true; done",
-      rounds, MUSTER_BINARY);
+      rounds, muster_binary());
   if (const char* by_hand = std::getenv("MUSTER_BENCH_SCRIPT")) {
-    auto r = slurm.run({"salloc", "-N4", "--quiet", "env", "MUSTER=" MUSTER_BINARY, "sh", "-c", by_hand}, 600);
+    auto r = slurm.run({"salloc", "-N4", "--quiet", "env", std::string("MUSTER=") + muster_binary(), "sh", "-c", by_hand}, 600);
     std::printf("%s%s", r.out.c_str(), r.err.c_str());
     return r.exit_code;
   }

@@ -22,8 +22,11 @@
 #include <fmt/format.h>
 
 #include "tests/bench/measure.h"
+#include "tests/support/build_paths.h"
 #include "tests/support/command_runner.h"
 #include "tests/support/test_cluster.h"
+
+using muster::testing::source_path;
 
 using muster::bench::median;
 using muster::testing::RunningCommand;
@@ -31,7 +34,7 @@ using muster::testing::TestCluster;
 
 namespace {
 
-constexpr const char* kHangPy = MUSTER_SOURCE_DIR "/tests/e2e/stacks/hang.py";
+const std::string kHangPy = source_path("/tests/e2e/stacks/hang.py");
 
 // Waits for each of the job's `ranks` ranks to say it is in place, then asks for one report,
 // which must contain `expected`: a time of a report that failed would measure nothing. Where
@@ -103,7 +106,7 @@ int cost_to_a_job(int runs) {
   TestCluster cluster(4);
   const std::string file = cluster.write_cluster_file("launch:\n  slots: 2\n");
   const std::vector<std::string> job = {"run", "-f", file, "--", "/usr/bin/python3",
-                                         MUSTER_SOURCE_DIR "/tests/bench/allreduce_work.py", "300"};
+                                         source_path("/tests/bench/allreduce_work.py"), "300"};
   std::vector<double> alone, beside;
   int reports = 0, unanswered = 0;
   for (int r = 0; r < runs; ++r) {

@@ -9,13 +9,14 @@
 #include <set>
 #include <sstream>
 
+#include "tests/support/build_paths.h"
 #include "tests/support/command_runner.h"
 
 namespace muster::testing {
 namespace {
 
-const std::string kBash = MUSTER_SOURCE_DIR "/share/completions/muster.bash";
-const std::string kZsh = MUSTER_SOURCE_DIR "/share/completions/_muster";
+const std::string kBash = source_path("/share/completions/muster.bash");
+const std::string kZsh = source_path("/share/completions/_muster");
 
 bool have_bash_completion() {
   if (std::ifstream("/usr/share/bash-completion/bash_completion")) return true;
@@ -25,8 +26,8 @@ bool have_bash_completion() {
 
 // The candidates bash would offer at the end of `line`.
 std::set<std::string> complete(const std::string& line) {
-  const std::string dir = std::string(MUSTER_BINARY).substr(0, std::string(MUSTER_BINARY).rfind('/'));
-  auto r = run_command({"bash", MUSTER_SOURCE_DIR "/tests/e2e/complete.bash", kBash, line},
+  const std::string dir = std::string(muster_binary()).substr(0, std::string(muster_binary()).rfind('/'));
+  auto r = run_command({"bash", source_path("/tests/e2e/complete.bash"), kBash, line},
                        {"PATH=" + dir + ":/usr/bin:/bin", "HOME=/tmp"});
   EXPECT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(r.err, "") << line;

@@ -10,6 +10,7 @@
 #include <set>
 #include <sstream>
 
+#include "tests/support/build_paths.h"
 #include "tests/support/chromium.h"
 #include "tests/support/test_cluster.h"
 
@@ -27,8 +28,8 @@ std::string check_reports(const TempDir& dir) {
     if (in_ci()) ADD_FAILURE() << "python3-jsonschema is missing; .ci/run installs it";
     return "skipped";
   }
-  auto r = run_command({"/usr/bin/python3", MUSTER_SOURCE_DIR "/tests/e2e/check_doctor_reports.py",
-                        MUSTER_SOURCE_DIR "/share/doctor.schema.json", dir.file("report.json"),
+  auto r = run_command({"/usr/bin/python3", source_path("/tests/e2e/check_doctor_reports.py"),
+                        source_path("/share/doctor.schema.json"), dir.file("report.json"),
                         dir.file("report.xml")});
   EXPECT_EQ(r.exit_code, 0) << r.err;
   return r.out;
@@ -41,7 +42,7 @@ nlohmann::json check_prometheus(const std::string& path) {
     if (in_ci()) ADD_FAILURE() << "python3-prometheus-client is missing; .ci/run installs it";
     return nullptr;
   }
-  auto r = run_command({"/usr/bin/python3", MUSTER_SOURCE_DIR "/tests/e2e/check_prometheus.py", path});
+  auto r = run_command({"/usr/bin/python3", source_path("/tests/e2e/check_prometheus.py"), path});
   EXPECT_EQ(r.exit_code, 0) << r.err;
   return r.exit_code == 0 ? nlohmann::json::parse(r.out) : nlohmann::json(nullptr);
 }
@@ -120,7 +121,7 @@ TEST(Doctor, PrometheusTextfileIsValidWithItsLabelsEscaped) {
 
 TEST(Doctor, OnATerminalProgressIsRedrawnAndColourFollowsNoColor) {
   // script(1) gives muster a pseudo-terminal, as an engineer's shell would.
-  const std::string command = std::string(MUSTER_BINARY) + " doctor";
+  const std::string command = std::string(muster_binary()) + " doctor";
   auto tty = run_command({"script", "-qec", command, "/dev/null"});
   ASSERT_EQ(tty.exit_code, 0) << tty.out << tty.err;
   EXPECT_NE(tty.out.find("\r\033[K"), std::string::npos);         // the progress line redrawn
@@ -355,8 +356,8 @@ TEST_F(DoctorCluster, SixteenHostsOneCappedThePageOutlinesItInChromium) {
   // Each failing node's row label, in both heatmaps; on this machine's README run, node6's alone.
   EXPECT_EQ(count("<text class=\"label failing row\""), 2u * failing.size()) << why;
   EXPECT_LT(dom.out.find("node6: bandwidth is slow with every partner"), dom.out.find("id=\"bandwidth\"")) << "the verdict first";
-  std::filesystem::create_directories(MUSTER_ARTIFACT_DIR);
-  const auto shot = chromium_screenshot(dir.file("doctor.html"), MUSTER_ARTIFACT_DIR "/doctor-16-hosts.png", 1200, 1500);
+  std::filesystem::create_directories(artifact_path("/"));
+  const auto shot = chromium_screenshot(dir.file("doctor.html"), artifact_path("/doctor-16-hosts.png"), 1200, 1500);
   EXPECT_EQ(shot.exit_code, 0) << shot.err;
 }
 

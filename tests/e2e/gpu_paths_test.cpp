@@ -12,6 +12,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "tests/support/build_paths.h"
 #include "tests/support/command_runner.h"
 #include "tests/support/fake_gpus.h"
 #include "tests/support/test_cluster.h"
@@ -309,7 +310,7 @@ TEST_F(GpuSmoke, ACommunicatorThatCannotBeMadeIsNamed) {
 // gives up at --timeout (the communicator is non-blocking) and aborts it, naming itself.
 TEST_F(GpuSmoke, ACommunicatorThatNeverFormsIsAbortedWithinTheTimeout) {
   const auto start = Clock::now();
-  auto r = run_command({MUSTER_BINARY, "smoke", "--max-bytes", "64", "--timeout", "3", "--json"},
+  auto r = run_command({muster_binary(), "smoke", "--max-bytes", "64", "--timeout", "3", "--json"},
                        env({"MUSTER_FAKE_NCCL_INIT_HANG=2"}), std::chrono::seconds(90));
   ASSERT_EQ(r.exit_code, 1) << r.err << r.out;
   EXPECT_LT(Clock::now() - start, std::chrono::seconds(3 + 20));

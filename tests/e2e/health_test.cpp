@@ -14,6 +14,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "tests/support/build_paths.h"
 #include "tests/support/command_runner.h"
 #include "tests/support/fake_gpus.h"
 #include "tests/support/node_tree.h"
@@ -52,8 +53,8 @@ void expect_reports_follow_the_schema(const TempDir& dir) {
     if (in_ci()) ADD_FAILURE() << "python3-jsonschema is missing; .ci/run installs it";
     return;
   }
-  auto r = run_command({"/usr/bin/python3", MUSTER_SOURCE_DIR "/tests/e2e/check_doctor_reports.py",
-                        MUSTER_SOURCE_DIR "/share/doctor.schema.json", dir.file("report.json"),
+  auto r = run_command({"/usr/bin/python3", source_path("/tests/e2e/check_doctor_reports.py"),
+                        source_path("/share/doctor.schema.json"), dir.file("report.json"),
                         dir.file("report.xml")});
   EXPECT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(r.out.rfind("ok ", 0), 0u) << r.out;
@@ -167,7 +168,7 @@ TEST(Health, ACheckThatHangsFailsAtTheDeadlineNamingIt) {
   dir.write("wedged.txt", std::string(std::istreambuf_iterator<char>(healthy), {}) + "hang 0000:2a:00.0\n");
   const auto started = std::chrono::steady_clock::now();
   auto r = run_muster({"health", "--timeout", "1"},
-                      {std::string("LD_LIBRARY_PATH=") + MUSTER_FAKE_GPU_DIR,
+                      {std::string("LD_LIBRARY_PATH=") + fake_gpu_dir(),
                        "MUSTER_FAKE_GPU_MACHINE=" + dir.file("wedged.txt"), "MUSTER_HEALTH_FSROOT=" + tree.root()});
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
@@ -188,10 +189,10 @@ TEST(Health, RecordingANodeWhoseNvmlHangsEndsAtTheDeadlineAndRecordsNothing) {
   TempDir dir;
   std::ifstream healthy(fake_gpu_machine_file("two-gpus-healthy"));
   dir.write("wedged.txt", std::string(std::istreambuf_iterator<char>(healthy), {}) + "hang 0000:2a:00.0\n");
-  const std::vector<std::string> env = {std::string("LD_LIBRARY_PATH=") + MUSTER_FAKE_GPU_DIR,
+  const std::vector<std::string> env = {std::string("LD_LIBRARY_PATH=") + fake_gpu_dir(),
                                         "MUSTER_FAKE_GPU_MACHINE=" + dir.file("wedged.txt"),
                                         "MUSTER_HEALTH_FSROOT=" + tree.root(), "MUSTER_STATE_DIR=" + dir.file("state")};
-  RunningCommand record({MUSTER_BINARY, "health", "--timeout", "1", "--record"}, env);
+  RunningCommand record({muster_binary(), "health", "--timeout", "1", "--record"}, env);
   const CommandResult r = record.wait(std::chrono::seconds(30));
   EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
   EXPECT_NE(r.err.find("--record: the checks did not finish within 1 s"), std::string::npos) << r.err;

@@ -11,6 +11,7 @@
 
 #include <fmt/format.h>
 
+#include "tests/support/build_paths.h"
 #include "tests/support/command_runner.h"
 #include "tests/support/shared_cluster.h"
 #include "tests/support/test_cluster.h"
@@ -26,7 +27,7 @@ class MpichLocal : public ::testing::Test {
       GTEST_SKIP() << "needs mpicc.mpich (apt-get install mpich libmpich-dev)";
     }
     auto built = run_command({"/usr/bin/mpicc.mpich", "-O1", "-o", program(),
-                              std::string(MUSTER_SOURCE_DIR) + "/tests/e2e/mpi/mpi_hello.c"});
+                              source_path("/tests/e2e/mpi/mpi_hello.c")});
     ASSERT_EQ(built.exit_code, 0) << built.err;
   }
   std::string program() const { return dir_.file("mpi_hello"); }
@@ -83,7 +84,7 @@ class Mpi4pyLocal : public ::testing::Test {
       GTEST_SKIP() << "needs python3-mpi4py";
     }
   }
-  static std::string program() { return std::string(MUSTER_SOURCE_DIR) + "/tests/e2e/mpi/mpi4py_hello.py"; }
+  static std::string program() { return source_path("/tests/e2e/mpi/mpi4py_hello.py"); }
 };
 
 // The issue's own run: two worlds of one each, believing they were rank 0, exit status 0.
@@ -107,7 +108,7 @@ TEST_F(Mpi4pyLocal, MpiAbortEndsTheJobWithTheRanksCodeAndName) {
 // Open MPI's progress loop, each caught at its own frame of it. At the timeout rank 2 alone is
 // named, with where it is.
 TEST_F(Mpi4pyLocal, AtTheTimeoutTheRankOutsideTheAllreduceIsNamed) {
-  const std::string hang = std::string(MUSTER_SOURCE_DIR) + "/tests/e2e/stacks/hang_mpi.py";
+  const std::string hang = source_path("/tests/e2e/stacks/hang_mpi.py");
   auto r = run_muster({"run", "-n", "4", "--timeout", "8", "--grace", "1", "--", "/usr/bin/python3", hang});
   EXPECT_EQ(r.exit_code, 124) << r.err;
   EXPECT_NE(r.err.find(") is not in <module> (" + hang + ":13), where the 3 other ranks wait: it is in "
@@ -143,7 +144,7 @@ class MpiCluster : public SharedCluster<MpiCluster> {
   static std::string two_slots(const std::string& extra = "") {
     return cluster_->write_cluster_file("launch:\n  slots: 2\n" + extra);
   }
-  static std::string mpi4py() { return std::string(MUSTER_SOURCE_DIR) + "/tests/e2e/mpi/mpi4py_hello.py"; }
+  static std::string mpi4py() { return source_path("/tests/e2e/mpi/mpi4py_hello.py"); }
   // Every world line a run of `size` ranks, 2 a host, should print.
   static std::vector<std::string> one_world(int size) {
     std::vector<std::string> lines;
@@ -185,7 +186,7 @@ TEST_F(MpiCluster, Mpi4pyEightRanksOverFourHostsAreOneWorld) {
 // allreduce the others spin in. At the timeout each node's agent reads its ranks, and rank 5
 // alone is named, with its host and line.
 TEST_F(MpiCluster, Mpi4pyAtTheTimeoutTheRankOutsideTheAllreduceIsNamedWithItsHost) {
-  const std::string hang = std::string(MUSTER_SOURCE_DIR) + "/tests/e2e/stacks/hang_mpi.py";
+  const std::string hang = source_path("/tests/e2e/stacks/hang_mpi.py");
   auto r = cluster_->muster({"run", "-f", two_slots(), "--timeout", "20", "--", "/usr/bin/python3", hang, "5"}, 240);
   EXPECT_EQ(r.exit_code, 124) << r.err;
   EXPECT_NE(r.err.find("  rank 5 (" + cluster_->host(2) + ") is not in <module> (" + hang +
@@ -261,7 +262,7 @@ TEST_F(MpiCluster, MpichEightRanksOverFourHostsAreOneWorld) {
   }
   const std::string program = cluster_->dir() + "/mpi_hello";
   auto built = run_command({"/usr/bin/mpicc.mpich", "-O1", "-o", program,
-                            std::string(MUSTER_SOURCE_DIR) + "/tests/e2e/mpi/mpi_hello.c"});
+                            source_path("/tests/e2e/mpi/mpi_hello.c")});
   ASSERT_EQ(built.exit_code, 0) << built.err;
   auto r = cluster_->muster({"run", "-f", two_slots(), "--tag", "none", "--timeout", "20", "--", program});
   auto lines = r.out_lines();

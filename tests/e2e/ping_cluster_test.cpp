@@ -9,6 +9,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "tests/support/build_paths.h"
 #include "tests/support/chromium.h"
 #include "tests/support/test_cluster.h"
 
@@ -150,8 +151,8 @@ TEST_F(PingCluster, TheHtmlPageInChromiumHasACellPerPairAndMarksTheCappedHost) {
   EXPECT_EQ(count("class=\"outline failing\" data-node=\"" + capped + "\""), 4u) << dom.out.substr(0, 4000);
   EXPECT_EQ(count(">" + capped + "</text>"), 4u);
   EXPECT_EQ(count("<text class=\"label failing row\""), 2u) << "only the capped host's row";
-  std::filesystem::create_directories(MUSTER_ARTIFACT_DIR);
-  const std::string png = MUSTER_ARTIFACT_DIR "/ping-one-capped-host.png";
+  std::filesystem::create_directories(artifact_path("/"));
+  const std::string png = artifact_path("/ping-one-capped-host.png");
   const auto shot = chromium_screenshot(dir.file("ping.html"), png);
   EXPECT_EQ(shot.exit_code, 0) << shot.err;
   EXPECT_GT(std::filesystem::file_size(png), 10000u);

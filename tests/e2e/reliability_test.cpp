@@ -15,6 +15,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "tests/support/build_paths.h"
 #include "tests/support/test_cluster.h"
 
 namespace muster::testing {
@@ -214,7 +215,7 @@ TEST_F(ReliabilityCluster, HostileClientsOnEveryPortOfTheJobCannotDisturbASmokeT
       for (auto& t : job_ports(*cluster_, i)) targets.push_back(t);
     return targets.size() == 5;
   }, milliseconds(60000))) << fmt::format("{}", fmt::join(targets, " "));
-  std::vector<std::string> attack = {"/usr/bin/python3", MUSTER_SOURCE_DIR "/tests/e2e/hostile_client.py",
+  std::vector<std::string> attack = {"/usr/bin/python3", source_path("/tests/e2e/hostile_client.py"),
                                      "1000"};
   attack.insert(attack.end(), targets.begin(), targets.end());
   auto hostile = run_command(cluster_->head_argv(attack), {}, std::chrono::seconds(120));

@@ -14,6 +14,7 @@
 #include <gtest/gtest.h>
 
 #include "probes/free_port.h"
+#include "tests/support/build_paths.h"
 #include "tests/support/command_runner.h"
 
 namespace muster::testing {
@@ -100,7 +101,7 @@ TEST(RunLocal, ChdirStartsEveryRankThereRelativeToTheCaller) {
   std::filesystem::create_directory(dir.file("sub"));
   dir.write("cluster.yaml", "launch:\n  chdir: /\nnodes:\n  - host: localhost\n    slots: 2\n");
   auto r = run_command({"sh", "-c", "cd \"$1\" && exec \"$2\" run -f cluster.yaml --chdir sub -- pwd", "sh",
-                        dir.path(), MUSTER_BINARY});
+                        dir.path(), muster_binary()});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   auto lines = r.out_lines();
   std::sort(lines.begin(), lines.end());
@@ -190,7 +191,7 @@ TEST(RunLocal, ARankKilledBySignalGives128PlusTheSignal) {
 
 TEST(RunLocal, SigintIsForwardedAsTeardownAndNothingSurvives) {
   TempDir dir;
-  RunningCommand muster({MUSTER_BINARY, "run", "-n", "3", "--grace", "5", "--", "sh", "-c",
+  RunningCommand muster({muster_binary(), "run", "-n", "3", "--grace", "5", "--", "sh", "-c",
                          "trap 'echo got-term; exit 0' TERM; echo $$ > " + dir.path() +
                              "/pid.$RANK; while :; do sleep 0.05; done"});
   ASSERT_TRUE(wait_until([&] { return pids_in_files(dir, "pid.", 3).size() == 3; }));
@@ -256,7 +257,7 @@ TEST(RunLocal, TwoHundredMegabytesOfProgressBarsPassThroughInBoundedMemory) {
   // A progress bar redraws itself with '\r' and never ends a line: 2 million redraws of 100
   // bytes. Each one comes through as it is drawn, and muster's memory stays small.
   const std::string bar = "[" + std::string(93, '#') + "] 42%";  // 99 bytes, and the '\r'
-  const std::string script = std::string(MUSTER_BINARY) + " run -n 1 -- sh -c \"yes '" + bar +
+  const std::string script = std::string(muster_binary()) + " run -n 1 -- sh -c \"yes '" + bar +
                              "' | tr '\\n' '\\r' | head -c 200000000\" | wc -l";
   auto r = run_command({"sh", "-c", script}, {}, std::chrono::seconds(240));
   EXPECT_EQ(r.exit_code, 0) << r.err;
@@ -327,7 +328,7 @@ TEST(RunLocal, MusterStacksReadsAJobOnThisMachineAndItRunsOn) {
   TempDir dir, runtime;
   const std::string script = python_ranks_waiting(dir, 6);
   const std::vector<std::string> env = {"XDG_RUNTIME_DIR=" + runtime.path()};
-  RunningCommand job({MUSTER_BINARY, "run", "-n", "3", "--", "/usr/bin/python3", script}, env);
+  RunningCommand job({muster_binary(), "run", "-n", "3", "--", "/usr/bin/python3", script}, env);
   ASSERT_NE(job.read_out_until("in place", std::chrono::seconds(30)).find("in place"), std::string::npos);
   std::this_thread::sleep_for(std::chrono::seconds(1));  // the others print theirs
   auto stacks = run_muster({"stacks"}, env);
@@ -350,7 +351,7 @@ TEST(RunLocal, AtTheTimeoutNcclsRasServiceIsAskedAndTheFlightRecorderDumpsGather
                        "NCCL_RAS_ADDR=127.0.0.1:" + std::to_string(find_free_tcp_port()), "-x",
                        "TORCH_NCCL_TRACE_BUFFER_SIZE=2000", "-x", "TORCH_NCCL_DEBUG_INFO_PIPE_FILE=" + dir.file("pipe_"),
                        "-x", "TORCH_NCCL_DEBUG_INFO_TEMP_FILE=" + dir.file("nccl_trace_rank_"), "--", "/usr/bin/python3",
-                       MUSTER_SOURCE_DIR "/tests/e2e/stacks/nccl_job.py", dir.file("libnccl.so.2.24.3"), "1"});
+                       source_path("/tests/e2e/stacks/nccl_job.py"), dir.file("libnccl.so.2.24.3"), "1"});
   EXPECT_EQ(r.exit_code, 124) << r.err;
   EXPECT_NE(r.err.find("NCCL's RAS service (asked on " + this_machine_name() + ") reports:\n"), std::string::npos)
       << r.err;

@@ -17,6 +17,7 @@
 #include <gtest/gtest.h>
 
 #include "probes/digest.h"
+#include "tests/support/build_paths.h"
 #include "tests/support/command_runner.h"
 
 namespace muster::testing {
@@ -83,7 +84,7 @@ TEST(Security, AnAgentCallingBackSendsAListenerWithoutTheSecretNothingButItsProo
   for (const std::string& answer : {std::string("A"), random_bytes(32)}) {
     RogueHead rogue(answer);
     const std::string head = fmt::format("127.0.0.1:{}", rogue.port());
-    const auto agent = run_command({MUSTER_BINARY, "agent", "--call-back", head},
+    const auto agent = run_command({muster_binary(), "agent", "--call-back", head},
                                    {"MUSTER_AGENT_SECRET=" + std::string(64, 'a'),
                                     "SLURMD_NODENAME=victim-node-17"},
                                    std::chrono::seconds(60));
@@ -136,7 +137,7 @@ TEST(Security, HostileLocalClientsOnThePmixServerCannotStopAnMpiJob) {
     GTEST_SKIP() << "needs python3-mpi4py";
   }
   const auto r = run_muster({"run", "-n", "2", "--tag", "none", "--timeout", "60", "--", "/usr/bin/python3",
-                             MUSTER_SOURCE_DIR "/tests/e2e/mpi/hostile_pmix_client.py"});
+                             source_path("/tests/e2e/mpi/hostile_pmix_client.py")});
   EXPECT_EQ(r.exit_code, 0) << r.err << r.out;
   EXPECT_NE(r.out.find("4 GiB length prefix: "), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("rank 0 of 2: sum 3"), std::string::npos) << r.out << r.err;

@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 
 #include "probes/digest.h"
+#include "tests/support/build_paths.h"
 #include "tests/support/test_cluster.h"
 
 namespace muster::testing {
@@ -77,7 +78,7 @@ TEST_F(ShippingCluster, ANodeWithoutMustersLibrariesOrSftpRunsFromTheBundle) {
   cluster_->set_up_host(1, bare);
   everything_works();
   ASSERT_TRUE(fs::exists(bundle(1) + "/complete"));
-  EXPECT_EQ(sha256_file(bundle(1) + "/muster"), sha256_file(MUSTER_NODE_PROGRAM));
+  EXPECT_EQ(sha256_file(bundle(1) + "/muster"), sha256_file(muster_node_program()));
   // muster-node is the node side alone: none of the head's SSH, Kerberos or YAML libraries travel.
   for (const auto& lib : fs::directory_iterator(bundle(1) + "/lib"))
     for (const char* head_only : {"libssh.so", "libyaml-cpp.so", "libkrb5", "libgssapi"})
@@ -122,7 +123,7 @@ TEST_F(ShippingCluster, ADamagedOrHalfWrittenBundleIsReplacedWithAFreshOne) {
   auto half = cluster_->muster({"run", "-f", file_, "--", "true"});
   EXPECT_EQ(half.exit_code, 0) << half.err;
   EXPECT_TRUE(fs::exists(bundle(1) + "/complete"));
-  EXPECT_EQ(sha256_file(bundle(1) + "/muster"), sha256_file(MUSTER_NODE_PROGRAM));
+  EXPECT_EQ(sha256_file(bundle(1) + "/muster"), sha256_file(muster_node_program()));
 }
 
 TEST_F(ShippingCluster, TwoHeadsShippingToASharedHomeAtOnceBothStart) {
@@ -175,7 +176,7 @@ TEST_F(ShippingCluster, WithShippingOffAStartFailureIsToldInTheNodesOwnWords) {
 // the signal, as sshd reported it, not a dropped connection.
 TEST_F(ShippingCluster, AStartKilledByASignalIsToldWithItsSignal) {
   ASSERT_NO_FATAL_FAILURE(ship_to_a_cache_of_its_own(1));
-  fs::copy_file(CRASH_ON_START_BINARY, bundle(1) + "/muster", fs::copy_options::overwrite_existing);
+  fs::copy_file(crash_on_start_binary(), bundle(1) + "/muster", fs::copy_options::overwrite_existing);
   auto r = cluster_->muster({"run", "-f", file_, "--no-ship", "--", "true"});
   EXPECT_EQ(r.exit_code, 255);
   EXPECT_NE(r.err.find("node2: remote command: muster could not start there (was killed by SIGKILL (signal 9)"),

@@ -17,6 +17,7 @@
 #include <nlohmann/json.hpp>
 
 #include "launcher/cluster/hostlist.h"
+#include "tests/support/build_paths.h"
 #include "tests/support/fake_gpus.h"
 #include "tests/support/node_tree.h"
 #include "tests/support/shared_cluster.h"
@@ -128,7 +129,7 @@ TEST_F(SlurmTestCluster, SbatchRunsDoctorAndWritesJunit) {
   std::filesystem::permissions(dir.path(), std::filesystem::perms(0755));
   const std::string junit = dir.file("doctor.xml");
   dir.write("job.sh", fmt::format("#!/bin/sh\n#SBATCH -N 4\n#SBATCH -o {}/job.out\n{} doctor --junit {}\n",
-                                  dir.path(), MUSTER_BINARY, junit));
+                                  dir.path(), muster_binary(), junit));
   auto r = cluster_->run({"sbatch", "--parsable", "--wait", dir.file("job.sh")}, 180);
   EXPECT_EQ(r.exit_code, 0) << r.out << r.err << dir.read("job.out");
   ASSERT_TRUE(std::filesystem::exists(junit)) << dir.read("job.out");
@@ -144,7 +145,7 @@ TEST_F(SlurmTestCluster, TorchGlooAllReduceThroughMusterRun) {
     GTEST_SKIP() << "python3-torch is missing";
   }
   auto r = run_command(cluster_->salloc_muster(
-      4, {"run", "--", "/usr/bin/python3", MUSTER_SOURCE_DIR "/tests/e2e/torch_allreduce.py"},
+      4, {"run", "--", "/usr/bin/python3", source_path("/tests/e2e/torch_allreduce.py")},
       {"--ntasks-per-node=2"}), {}, std::chrono::seconds(240));
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
   EXPECT_NE(r.out.find("expected 36"), std::string::npos) << r.out;
@@ -160,7 +161,7 @@ TEST_F(SlurmTestCluster, AtAStallTheRankOutsideTheAllReduceIsNamedWithItsNode) {
   // Rank 5 sleeps 20 s once every rank is in place: the stall is 6 s of silence after that,
   // and its report must come before rank 5 wakes. The job then ends by itself.
   auto r = run_command(cluster_->salloc_muster(4, {"run", "--stall", "6", "--timeout", "120", "--", "/usr/bin/python3",
-                                                   MUSTER_SOURCE_DIR "/tests/e2e/stacks/hang.py", "finish", "20"},
+                                                   source_path("/tests/e2e/stacks/hang.py"), "finish", "20"},
                                                {"--ntasks-per-node=2"}),
                        {}, std::chrono::seconds(240));
   EXPECT_EQ(r.exit_code, 0) << r.err;
@@ -181,7 +182,7 @@ TEST_F(SlurmTestCluster, Mpi4pyRanksAreOneWorldUnderTheAllocation) {
   }
   auto r = run_command(cluster_->salloc_muster(
       4, {"run", "--tag", "none", "--timeout", "120", "--", "/usr/bin/python3",
-          MUSTER_SOURCE_DIR "/tests/e2e/mpi/mpi4py_hello.py"},
+          source_path("/tests/e2e/mpi/mpi4py_hello.py")},
       {"--ntasks-per-node=2"}), {}, std::chrono::seconds(240));
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
   std::vector<std::string> lines, expected;
@@ -358,7 +359,7 @@ TEST_F(SlurmTestCluster, AJobOnHalfTheGpusOfItsNodesUsesOnlyThose) {
   for (const auto& e : machine.environment()) argv.push_back(e);
   // Four tasks a node, one per GPU, as GPU jobs ask.
   for (const std::string word : {"salloc", "-N2", nodes.c_str(), "--gres=gpu:4", "--ntasks-per-node=4",
-                                 "--quiet", "--", MUSTER_BINARY,
+                                 "--quiet", "--", muster_binary(),
                                  "smoke", "--max-bytes", "4K", "--json"})
     argv.push_back(word);
   auto r = run_command(cluster_->head_command(argv), {}, std::chrono::seconds(120));
@@ -385,21 +386,21 @@ TEST_F(SlurmTestCluster, AgentsStartAsThisBuildsMusterNodeWithoutDisplayPlugins)
       "blacklist=${HWLOC_PLUGINS_BLACKLIST:-unset}\"";
   auto r = run_command(cluster_->salloc_muster(4, {"run", "--", "sh", "-c", rank_says}));
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  const std::string node_side = std::string(MUSTER_BINARY) + "-node";
+  const std::string node_side = std::string(muster_binary()) + "-node";
   for (int rank = 0; rank < 4; ++rank)
     EXPECT_NE(r.out.find(fmt::format("[{}] parent={} gl=0 blacklist=unset", rank, node_side)),
               std::string::npos) << r.out;
 
   // A node's own choice of plugins stands, and reaches its ranks.
   auto own = run_command(cluster_->head_command(
-      {"env", "HWLOC_PLUGINS_BLACKLIST=hwloc_opencl", "salloc", "-N1", "--quiet", MUSTER_BINARY,
+      {"env", "HWLOC_PLUGINS_BLACKLIST=hwloc_opencl", "salloc", "-N1", "--quiet", muster_binary(),
        "run", "--", "sh", "-c", rank_says}));
   ASSERT_EQ(own.exit_code, 0) << own.err;
   EXPECT_NE(own.out.find("blacklist=hwloc_opencl"), std::string::npos) << own.out;
 
   // Beside a muster whose muster-node is another build's, the agents run that muster.
   TempDir copy;
-  std::filesystem::copy_file(MUSTER_BINARY, copy.file("muster"));
+  std::filesystem::copy_file(muster_binary(), copy.file("muster"));
   std::filesystem::copy_file("/bin/true", copy.file("muster-node"));
   auto other = run_command(cluster_->head_command(
       {"salloc", "-N2", "--quiet", copy.file("muster"), "run", "--", "sh", "-c", rank_says}));
@@ -416,7 +417,7 @@ TEST_F(SlurmTestCluster, AgentsStartAsThisBuildsMusterNodeWithoutDisplayPlugins)
 // node-local storage, where the next session finds it, and the shipped file is removed. With
 // --no-ship nothing is shipped and the missing muster is named.
 TEST_F(SlurmTestCluster, NodesWithoutMusterGetTheBundleThroughSlurm) {
-  const std::string build_dir = std::filesystem::path(MUSTER_BINARY).parent_path().string();
+  const std::string build_dir = std::filesystem::path(muster_binary()).parent_path().string();
   delete cluster_;
   cluster_ = nullptr;
   ASSERT_NO_THROW(cluster_ = new SlurmCluster(4, build_dir));  // the first node still sees it
@@ -439,7 +440,7 @@ TEST_F(SlurmTestCluster, NodesWithoutMusterGetTheBundleThroughSlurm) {
                                      "PATH=" + shim.path() + ":" + std::getenv("PATH"),
                                      // The bundle's loader confuses LeakSanitizer (see GpuCluster.*).
                                      "ASAN_OPTIONS=detect_leaks=0", "salloc", "-N2", "--quiet", "--",
-                                     MUSTER_BINARY};
+                                     muster_binary()};
     argv.insert(argv.end(), args.begin(), args.end());
     return run_command(cluster_->head_command(argv), {}, std::chrono::seconds(180));
   };
@@ -449,8 +450,8 @@ TEST_F(SlurmTestCluster, NodesWithoutMusterGetTheBundleThroughSlurm) {
       if (f.path().filename().string().rfind("bundle-", 0) == 0) out.push_back(f.path().filename());
     return out;
   };
-  auto seen = run_command(cluster_->head_command({"salloc", "-N2", "--quiet", "srun", "-l", "ls", MUSTER_BINARY}));
-  ASSERT_NE(seen.exit_code, 0) << "the second node still sees " << MUSTER_BINARY << ": " << seen.out;
+  auto seen = run_command(cluster_->head_command({"salloc", "-N2", "--quiet", "srun", "-l", "ls", muster_binary()}));
+  ASSERT_NE(seen.exit_code, 0) << "the second node still sees " << muster_binary() << ": " << seen.out;
 
   // Any node but the first may be the one named: Slurm gives the next allocation other nodes
   // while the last one's are still completing.
@@ -458,7 +459,7 @@ TEST_F(SlurmTestCluster, NodesWithoutMusterGetTheBundleThroughSlurm) {
   EXPECT_NE(refused.exit_code, 0);
   bool named = false;
   for (int i = 1; i < 4; ++i)
-    named |= refused.err.find(fmt::format("muster: {} is not on node {}, and --no-ship forbids", MUSTER_BINARY,
+    named |= refused.err.find(fmt::format("muster: {} is not on node {}, and --no-ship forbids", muster_binary(),
                                           cluster_->hosts().host(i))) != std::string::npos;
   EXPECT_TRUE(named) << refused.err;
 
@@ -528,7 +529,7 @@ TEST_F(SlurmTestCluster, SlowTimeLimitsEndTheJobWith124InSlurmsWordsAndNothingIs
   // how muster exited.
   dir.write("job.sh", fmt::format("#!/bin/sh\ntrap 'echo the shell got SIGTERM' TERM\n"
                                   "{} run -x {} -- sleep 300\necho \"muster exited $?\"\n",
-                                  MUSTER_BINARY, batch_mark));
+                                  muster_binary(), batch_mark));
   RunningCommand batch(cluster_->head_command({"sbatch", "--wait", "-N2", "--time=1", "--nodelist=" +
                                              cluster_->hosts().host(0) + "," + cluster_->hosts().host(1),
                                              "-o", dir.file("job.out"), dir.file("job.sh")}));
@@ -558,7 +559,7 @@ CommandResult health_check(SlurmCluster& slurm, const std::string& node, const N
                            std::vector<std::string> more = {}, std::vector<std::string> env = {}) {
   std::vector<std::string> argv = {"env", "SLURMD_NODENAME=" + node, "MUSTER_HEALTH_FSROOT=" + tree.root()};
   argv.insert(argv.end(), env.begin(), env.end());
-  argv.insert(argv.end(), {MUSTER_BINARY, "health", "--drain"});
+  argv.insert(argv.end(), {muster_binary(), "health", "--drain"});
   argv.insert(argv.end(), more.begin(), more.end());
   return slurm.run(argv, 60);
 }
@@ -602,8 +603,8 @@ TEST_F(SlurmTestCluster, HealthDrainsASickNodeWithItsReasonAndResumesItOnceWell)
   EXPECT_NE(r.err.find("a check could not be made"), std::string::npos) << r.err;
   // Every check passing, its GPUs asked through NVML: resumed.
   r = health_check(*cluster_, node, well, {},
-                   {std::string("LD_LIBRARY_PATH=") + MUSTER_FAKE_GPU_DIR,
-                    std::string("MUSTER_FAKE_GPU_MACHINE=") + MUSTER_SOURCE_DIR "/tests/fakes/gpu/machines/two-gpus-healthy.txt"});
+                   {std::string("LD_LIBRARY_PATH=") + fake_gpu_dir(),
+                    std::string("MUSTER_FAKE_GPU_MACHINE=") + source_path("/tests/fakes/gpu/machines/two-gpus-healthy.txt")});
   EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
   EXPECT_EQ(drain_reason(*cluster_, node), "") << r.err;
   EXPECT_NE(r.err.find("muster: health: resumed " + node), std::string::npos) << r.err;
@@ -632,11 +633,11 @@ TEST_F(SlurmTestCluster, AHealthCheckThatHangsIsCutAtItsDeadlineAndDrainsNamingT
   NodeTree tree;
   tree.healthy_gpu_node();
   TempDir dir;
-  std::ifstream healthy(std::string(MUSTER_SOURCE_DIR) + "/tests/fakes/gpu/machines/two-gpus-healthy.txt");
+  std::ifstream healthy(source_path("/tests/fakes/gpu/machines/two-gpus-healthy.txt"));
   dir.write("wedged.txt", std::string(std::istreambuf_iterator<char>(healthy), {}) + "hang 0000:2a:00.0\n");
   const auto started = std::chrono::steady_clock::now();
   auto r = health_check(*cluster_, node, tree, {"--timeout", "2"},
-                        {std::string("LD_LIBRARY_PATH=") + MUSTER_FAKE_GPU_DIR,
+                        {std::string("LD_LIBRARY_PATH=") + fake_gpu_dir(),
                          "MUSTER_FAKE_GPU_MACHINE=" + dir.file("wedged.txt")});
   EXPECT_LT(std::chrono::steady_clock::now() - started, std::chrono::seconds(30));
   EXPECT_EQ(r.exit_code, 1) << r.out << r.err;

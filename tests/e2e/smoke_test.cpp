@@ -12,6 +12,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "tests/support/build_paths.h"
 #include "tests/support/command_runner.h"
 
 namespace muster::testing {
@@ -59,7 +60,7 @@ TEST(Smoke, ProbeRanksShowAsMusterInPsAndTop) {
   // Rank 1 stalls at its first collective, so the ranks stay up long enough to be looked at.
   // The stall setting is also the mark by which this test tells its ranks from other tests'.
   const std::string stall = fmt::format("MUSTER_SMOKE_STALL=1:2:{}", getpid());
-  RunningCommand smoke({MUSTER_BINARY, "smoke", "-n", "2", "--timeout", "120", "-x", stall});
+  RunningCommand smoke({muster_binary(), "smoke", "-n", "2", "--timeout", "120", "-x", stall});
   std::vector<pid_t> ranks;
   ASSERT_TRUE(wait_until([&] { return (ranks = processes_running({"muster", "smoke-rank"}, stall)).size() == 2; }));
   // The kernel names a process after the file it executed ("exe" for /proc/self/exe) until
@@ -139,7 +140,7 @@ pid_t find_rank_process(pid_t parent, int rank) {
 }
 
 TEST(Smoke, ARankKilledMidTestFailsTheRunNamingIt) {
-  RunningCommand smoke({MUSTER_BINARY, "smoke", "-n", "4", "--max-bytes", "16M", "--iters", "200",
+  RunningCommand smoke({muster_binary(), "smoke", "-n", "4", "--max-bytes", "16M", "--iters", "200",
                         "--json"});
   pid_t victim = -1;
   ASSERT_TRUE(wait_until([&] { return (victim = find_rank_process(smoke.pid(), 2)) > 0; }));
@@ -173,7 +174,7 @@ TEST(Smoke, ExplicitNcclWithoutAGpuIsOneClearLine) {
 // while rank 1 is still stopped before a later step, which keeps muster running until the
 // collective's timeout.
 TEST(Smoke, EachRowIsPrintedAsSoonAsItIsMeasured) {
-  RunningCommand smoke({MUSTER_BINARY, "smoke", "-n", "2", "--max-bytes", "1K", "--timeout", "3"},
+  RunningCommand smoke({muster_binary(), "smoke", "-n", "2", "--max-bytes", "1K", "--timeout", "3"},
                        {"MUSTER_SMOKE_STALL=1:5"});
   const std::string early = smoke.read_out_until("   sum    -1 ", std::chrono::seconds(60));
   EXPECT_NE(early.find("# all_reduce (world, 2 ranks)"), std::string::npos) << early;

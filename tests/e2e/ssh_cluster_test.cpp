@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "probes/digest.h"
+#include "tests/support/build_paths.h"
 #include "tests/support/shared_cluster.h"
 #include "tests/support/test_cluster.h"
 
@@ -430,7 +431,7 @@ TEST_F(SshCluster, MusterIsShippedToNodesThatLackItAndRefusedWithNoShip) {
   auto shipped = cluster_->muster({"run", "-f", cluster_->write_cluster_file(), "--", "true"});
   EXPECT_EQ(shipped.exit_code, 0) << shipped.err;
   ASSERT_TRUE(std::filesystem::exists(cached + "/complete"));
-  EXPECT_EQ(sha256_file(cached + "/muster"), sha256_file(MUSTER_NODE_PROGRAM));
+  EXPECT_EQ(sha256_file(cached + "/muster"), sha256_file(muster_node_program()));
   // With the bundle there, --no-ship starts it: nothing more is copied.
   auto cached_run = cluster_->muster({"run", "-f", cluster_->write_cluster_file(), "--no-ship", "--",
                                       "true"});
@@ -444,7 +445,7 @@ TEST_F(SshCluster, TorchGlooAllReduceAcrossFourHostsTimesTwoRanks) {
   }
   // No GLOO_SOCKET_IFNAME given: muster picks the interface from its measurements.
   auto r = cluster_->muster({"run", "-f", two_slots(), "--timeout", "240", "--", "/usr/bin/python3",
-                             MUSTER_SOURCE_DIR "/tests/e2e/torch_allreduce.py"}, 300);
+                             source_path("/tests/e2e/torch_allreduce.py")}, 300);
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
   auto by_rank = lines_by_tag(r.out);
   ASSERT_EQ(by_rank.size(), 8u) << r.out;

@@ -12,13 +12,14 @@
 #include <nlohmann/json.hpp>
 
 #include "launcher/cluster/hostlist.h"
+#include "tests/support/build_paths.h"
 #include "tests/support/command_runner.h"
 #include "tests/support/shared_cluster.h"
 
 namespace muster::testing {
 namespace {
 
-const std::string kHang = MUSTER_SOURCE_DIR "/tests/e2e/stacks/hang.py";
+const std::string kHang = source_path("/tests/e2e/stacks/hang.py");
 
 class StacksCluster : public SharedCluster<StacksCluster> {
  protected:
@@ -101,7 +102,7 @@ TEST_F(StacksCluster, AnMpichRankSpinningOutsideTheBarrierIsNamed) {
   }
   TempDir dir;
   auto built = run_command({"/usr/bin/mpicc.mpich", "-O1", "-g", "-o", dir.file("spin"),
-                            MUSTER_SOURCE_DIR "/tests/e2e/stacks/spin.c"});
+                            source_path("/tests/e2e/stacks/spin.c")});
   ASSERT_EQ(built.exit_code, 0) << built.err;
   auto r = cluster_->muster({"run", "-f", cluster_->write_cluster_file("launch:\n  slots: 2\n"), "--mpi", "pmi1",
                              "--stall", "6", "--timeout", "20", "--", dir.file("spin")},
@@ -147,7 +148,7 @@ TEST_F(StacksCluster, NcclsRasServiceAndEveryRanksFlightRecorderAreAskedAndTheDu
                              "-x", "TORCH_NCCL_TRACE_BUFFER_SIZE=2000", "-x",
                              "TORCH_NCCL_DEBUG_INFO_PIPE_FILE=" + dir.file("pipe_"), "-x",
                              "TORCH_NCCL_DEBUG_INFO_TEMP_FILE=" + dir.file("nccl_trace_rank_"), "--", "/usr/bin/python3",
-                             MUSTER_SOURCE_DIR "/tests/e2e/stacks/nccl_job.py", dir.file("libnccl.so.2.24.3"), "5"},
+                             source_path("/tests/e2e/stacks/nccl_job.py"), dir.file("libnccl.so.2.24.3"), "5"},
                             240);
   EXPECT_EQ(r.exit_code, 124) << r.err;
   EXPECT_TRUE(has(r.err, "rank 5 (" + cluster_->host(2) + ") is not in all_reduce (")) << r.err;

@@ -17,13 +17,14 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "tests/support/build_paths.h"
 #include "tests/support/command_runner.h"
 #include "topology/cpu_list.h"
 
 namespace muster::testing {
 namespace {
 
-const std::string kFixtures = MUSTER_SOURCE_DIR "/tests/fixtures/hwloc/";
+const std::string kFixtures = source_path("/tests/fixtures/hwloc/");
 
 TEST(TopoCli, ThisMachineJsonIsConsistent) {
   auto r = run_muster({"topo", "--json"});

@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include "tests/support/build_paths.h"
 #include "tests/support/command_runner.h"
 
 namespace muster::testing {
@@ -21,7 +22,7 @@ TEST(TorchGloo, FourRanksAllReduceThroughEnvInit) {
     GTEST_SKIP() << "Debian's python3-torch is not installed (apt-get install python3-torch)";
   }
   auto r = run_muster({"run", "-n", "4", "--timeout", "240", "--", "/usr/bin/python3",
-                       MUSTER_SOURCE_DIR "/tests/e2e/torch_allreduce.py"});
+                       source_path("/tests/e2e/torch_allreduce.py")});
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
   std::set<std::string> seen;
   for (const auto& line : r.out_lines()) {

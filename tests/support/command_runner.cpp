@@ -1,3 +1,4 @@
+#include "tests/support/build_paths.h"
 #include "tests/support/command_runner.h"
 
 #include <fcntl.h>
@@ -153,7 +154,7 @@ CommandResult run_command(const std::vector<std::string>& argv,
 
 CommandResult run_muster(const std::vector<std::string>& args,
                          const std::vector<std::string>& extra_env) {
-  std::vector<std::string> argv = {MUSTER_BINARY};
+  std::vector<std::string> argv = {muster_binary()};
   argv.insert(argv.end(), args.begin(), args.end());
   return run_command(argv, extra_env);
 }

@@ -1,3 +1,4 @@
+#include "tests/support/build_paths.h"
 #include "tests/support/fake_gpus.h"
 
 #include <fstream>
@@ -8,14 +9,14 @@
 namespace muster::testing {
 
 std::string FakeGpuMachine::nccl_unavailable_reason() {
-  if (std::string(MUSTER_FAKE_NCCL_DIR).empty())
+  if (std::string(fake_nccl_dir()).empty())
     return "the fake CUDA runtime and NCCL were not built: /usr/local/cuda/include has no nccl.h "
            "and cuda_runtime_api.h to build them against";
   return "";
 }
 
 FakeGpuMachine::FakeGpuMachine(const std::string& name)
-    : description_(fmt::format("{}/tests/fakes/gpu/machines/{}.txt", MUSTER_SOURCE_DIR, name)) {
+    : description_(fmt::format("{}/tests/fakes/gpu/machines/{}.txt", source_dir(), name)) {
   std::ifstream in(description_);
   if (!in) throw std::runtime_error("no machine description " + description_);
   gpus_ = fake_gpu::read_machine(in);
@@ -47,16 +48,16 @@ FakeGpuMachine::FakeGpuMachine(const std::string& name)
 std::vector<std::string> FakeGpuMachine::environment() const {
   return {"HWLOC_XMLFILE=" + xml_,
           "HWLOC_THISSYSTEM=1",  // the export is this machine: bind to it, ask NVML about it
-          fmt::format("LD_LIBRARY_PATH={}", MUSTER_FAKE_GPU_DIR),
+          fmt::format("LD_LIBRARY_PATH={}", fake_gpu_dir()),
           "MUSTER_FAKE_GPU_MACHINE=" + description_};
 }
 
 std::string fake_gpu_machine_file(const std::string& name) {
-  return fmt::format("{}/tests/fakes/gpu/machines/{}.txt", MUSTER_SOURCE_DIR, name);
+  return fmt::format("{}/tests/fakes/gpu/machines/{}.txt", source_dir(), name);
 }
 
 std::vector<std::string> fake_gpu_libraries(const std::string& name) {
-  return {fmt::format("LD_LIBRARY_PATH={}", MUSTER_FAKE_GPU_DIR), "MUSTER_FAKE_GPU_MACHINE=" + fake_gpu_machine_file(name)};
+  return {fmt::format("LD_LIBRARY_PATH={}", fake_gpu_dir()), "MUSTER_FAKE_GPU_MACHINE=" + fake_gpu_machine_file(name)};
 }
 
 }  // namespace muster::testing

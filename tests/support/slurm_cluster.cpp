@@ -1,3 +1,4 @@
+#include "tests/support/build_paths.h"
 #include "tests/support/slurm_cluster.h"
 
 #include <fcntl.h>
@@ -166,7 +167,7 @@ std::vector<std::string> SlurmCluster::salloc_muster(int nodes, const std::vecto
                                                      const std::vector<std::string>& salloc_options) const {
   std::vector<std::string> argv = {"salloc", "-N" + std::to_string(nodes), "--quiet"};
   argv.insert(argv.end(), salloc_options.begin(), salloc_options.end());
-  argv.insert(argv.end(), {"--", MUSTER_BINARY});
+  argv.insert(argv.end(), {"--", muster_binary()});
   argv.insert(argv.end(), args.begin(), args.end());
   return head_command(argv);
 }

@@ -1,3 +1,4 @@
+#include "tests/support/build_paths.h"
 #include "tests/support/test_cluster.h"
 
 #include <fcntl.h>
@@ -298,7 +299,7 @@ std::string TestCluster::setup_script(int i) const {
                           dir_, i);
   if (setup.installed_muster)
     script += fmt::format("mkdir -p {0}/bin{1} && cp {2} {0}/bin{1}/muster && mount --bind {0}/bin{1} "
-                          "/usr/local/bin && ", dir_, i, MUSTER_BINARY);
+                          "/usr/local/bin && ", dir_, i, muster_binary());
   if (setup.busybox_root) {
     // The chroot's own /proc shows the machine's real boot id: each host keeps its own.
     const std::string r = chroot_dir(i);
@@ -480,7 +481,7 @@ std::vector<std::string> TestCluster::muster_argv(const std::vector<std::string>
   // The head keeps its jobs' control sockets in the cluster's own directory (mode 0700, as
   // XDG_RUNTIME_DIR is): 'muster stacks' finds this cluster's job alone, though other tests'
   // jobs run beside it under ctest -j.
-  std::vector<std::string> argv = {"ip", "netns", "exec", head_ns_, "env", "XDG_RUNTIME_DIR=" + dir_, MUSTER_BINARY};
+  std::vector<std::string> argv = {"ip", "netns", "exec", head_ns_, "env", "XDG_RUNTIME_DIR=" + dir_, muster_binary()};
   argv.insert(argv.end(), args.begin(), args.end());
   return argv;
 }

@@ -4,6 +4,9 @@
 
 #include "launcher/error.h"
 #include "launcher/remote/health_report.h"
+#include "tests/support/build_paths.h"
+
+using muster::testing::source_path;
 
 namespace muster {
 namespace {
@@ -20,7 +23,7 @@ std::vector<std::string> problems_of(const std::string& yaml) {
 }
 
 TEST(ClusterFile, ReadsTheAnnotatedExample) {
-  ClusterSpec spec = load_cluster_file(MUSTER_SOURCE_DIR "/share/cluster.example.yaml");
+  ClusterSpec spec = load_cluster_file(source_path("/share/cluster.example.yaml"));
   EXPECT_EQ(spec.name, "training-a");
   ASSERT_EQ(spec.nodes.size(), 7u);
   EXPECT_EQ(spec.nodes[0].host, "gpu01");

@@ -22,12 +22,15 @@
 #include <gtest/gtest.h>
 
 #include "probes/free_port.h"
+#include "tests/support/build_paths.h"
+
+using muster::testing::source_path;
 
 namespace muster {
 namespace {
 
 using std::chrono::milliseconds;
-const std::string kNcclJob = MUSTER_SOURCE_DIR "/tests/e2e/stacks/nccl_job.py";
+const std::string kNcclJob = source_path("/tests/e2e/stacks/nccl_job.py");
 
 // NCCL 2.24's text report of a job where rank 5's all-reduce count fell behind (the format
 // of src/ras/client_support.cc, with this job's numbers).

@@ -7,9 +7,12 @@
 
 #include <gtest/gtest.h>
 
+#include "tests/support/build_paths.h"
 #include "topology/line_rate.h"
 #include "topology/sysfs_pci.h"
 #include "topology/topology_source.h"
+
+using muster::testing::source_path;
 
 namespace muster {
 namespace {
@@ -237,7 +240,7 @@ TEST(LineRate, ReadsTheSpeedOrTheHcaPortsRateAsTheKernelShowsThem) {
 
 TEST(SysfsPci, AnExportNamedToHwlocIsWalkedWhateverThisMachineHas) {
   struct ScopedExport {
-    ScopedExport() { setenv("HWLOC_XMLFILE", MUSTER_SOURCE_DIR "/tests/fixtures/hwloc/2socket-gpus-ib-eth.xml", 1); }
+    ScopedExport() { setenv("HWLOC_XMLFILE", source_path("/tests/fixtures/hwloc/2socket-gpus-ib-eth.xml").c_str(), 1); }
     ~ScopedExport() { unsetenv("HWLOC_XMLFILE"); }
   };
   Topology t;

@@ -9,16 +9,19 @@
 #include "launcher/cluster/rank_plan.h"
 #include "launcher/error.h"
 #include "launcher/remote/launch_spec.h"
+#include "tests/support/build_paths.h"
 #include "topology/binding.h"
 #include "topology/cpu_list.h"
 #include "topology/nvml.h"
 #include "topology/topology_source.h"
 
+using muster::testing::source_path;
+
 namespace muster {
 namespace {
 
 Topology load_fixture(const std::string& name) {
-  return HwlocTopologySource(std::string(MUSTER_SOURCE_DIR "/tests/fixtures/hwloc/") + name).load();
+  return HwlocTopologySource(source_path("/tests/fixtures/hwloc/") + name).load();
 }
 
 std::string path(const Topology& t, int a, int b) { return gpu_to_gpu(t, a, b).str(); }
@@ -237,7 +240,7 @@ TEST(TopologyX3950, TheBmcsEs1000IsNoGpu) {
 
 TEST(TopologyX3950, SlotsAutoIsOneCpuRankNotARankOnTheBmcsDisplay) {
   HwlocTopologySource source(
-      std::string(MUSTER_SOURCE_DIR "/tests/fixtures/hwloc/96em64t-4n4d3ca2co-pci.xml"));
+      source_path("/tests/fixtures/hwloc/96em64t-4n4d3ca2co-pci.xml"));
   ClusterSpec cluster = this_machine_cluster();
   ASSERT_TRUE(learn_local_gpus(cluster, source).has_value());
   EXPECT_EQ(cluster.nodes[0].gpu_count, 0);
@@ -253,7 +256,7 @@ TEST(TopologyX3950, TheHwlocTopologyOfTheLoadOutlivesItsSourceForWhoeverHoldsIt)
   int pus = 0;
   {
     HwlocTopologySource source(
-        std::string(MUSTER_SOURCE_DIR "/tests/fixtures/hwloc/96em64t-4n4d3ca2co-pci.xml"));
+        source_path("/tests/fixtures/hwloc/96em64t-4n4d3ca2co-pci.xml"));
     EXPECT_EQ(source.hwloc_topology(), nullptr);  // nothing discovered yet
     pus = source.load().pus;
     kept = source.hwloc_topology();
@@ -266,7 +269,7 @@ TEST(TopologyX3950, TheHwlocTopologyOfTheLoadOutlivesItsSourceForWhoeverHoldsIt)
 // --- bad input ----------------------------------------------------------------------------
 
 TEST(TopologyInput, MissingOrNonHwlocFilesAreOneClearConfigError) {
-  const std::string not_xml = MUSTER_SOURCE_DIR "/tests/fixtures/hwloc/README.md";
+  const std::string not_xml = source_path("/tests/fixtures/hwloc/README.md");
   struct Case { std::string path, message; } cases[] = {
       {"/nonexistent/topo.xml", "/nonexistent/topo.xml: cannot read the topology file: No such "
                                 "file or directory"},

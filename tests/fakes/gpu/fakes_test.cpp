@@ -19,6 +19,9 @@
 #include <gtest/gtest.h>
 
 #include "tests/fakes/gpu/fake_machine.h"
+#include "tests/support/build_paths.h"
+
+using muster::testing::source_path;
 
 namespace {
 
@@ -26,7 +29,7 @@ using Clock = std::chrono::steady_clock;
 
 // Every test here sees the four-GPU machine; the description is read on first use.
 const bool machine_chosen = [] {
-  setenv("MUSTER_FAKE_GPU_MACHINE", MUSTER_SOURCE_DIR "/tests/fakes/gpu/machines/four-gpus-pairwise.txt", 1);
+  setenv("MUSTER_FAKE_GPU_MACHINE", source_path("/tests/fakes/gpu/machines/four-gpus-pairwise.txt").c_str(), 1);
   return true;
 }();
 
