@@ -12,7 +12,7 @@ namespace muster::cli {
 
 void add_cluster_input_options(CLI::App& app, ClusterInput& input, RankFlags ranks) {
   auto* file = app.add_option("-f,--cluster", input.cluster_file,
-                              "cluster file (YAML); see share/cluster.example.yaml")
+                              "cluster file (YAML); see muster-cluster(5)")
                    ->check(not_empty("-f cluster.yaml"));
   auto* hostfile = app.add_option("--hostfile", input.hostfile,
                                   "Open MPI / DeepSpeed hostfile ('HOST slots=N' lines)")

@@ -190,7 +190,7 @@ CommandAction setup_topo(CLI::App& app) {
   auto options = std::make_shared<TopoOptions>();
   app.add_option("--xml", options->xml, "read an hwloc XML export (lstopo FILE.xml) instead of "
                                         "this machine");
-  app.add_flag("--json", options->json, "print JSON (schema: share/topology.schema.json)");
+  app.add_flag("--json", options->json, "print JSON (schema: share/muster/topology.schema.json)");
   return [options]() {
     HwlocTopologySource source(options->xml.empty() ? std::nullopt
                                                     : std::optional<std::string>(options->xml));

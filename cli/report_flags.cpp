@@ -50,7 +50,7 @@ ReportTo report_to(const CLI::Option* flag, const std::string& file) {
 void add_report_flags(CLI::App& app, ReportFlags& flags) {
   app.add_flag("--strict", flags.strict, "warnings fail too (exit 1)");
   flags.json = add_report_flag(app, "--json", flags.json_file,
-                               "write the report as JSON (share/doctor.schema.json)", "report.json");
+                               "write the report as JSON (schema: share/muster/doctor.schema.json)", "report.json");
   flags.junit = add_report_flag(app, "--junit", flags.junit_file,
                                 "write JUnit XML, one testcase per check and node,", "report.xml");
   app.add_option("--prometheus", flags.prometheus_file,

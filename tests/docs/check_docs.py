@@ -12,6 +12,11 @@ Usage: check_docs.py MUSTER README.md muster.1 [MORE.md ...]
    in muster.1's section `.SS "muster SUB"` (option tags and bold flags) are the same.
 4. README's table of commands (rows that begin "| `muster SUB`") has a row for every
    subcommand of `muster --help`, and none for a subcommand it lacks.
+5. Every default `muster SUB --help` gives (CLI11's "=VALUE", or "default VALUE" in the text)
+   is said in muster.1's entry for that flag: the word "default" and the value.
+6. muster.1's EXIT STATUS lists exactly the statuses demonstrated below (EXIT_STATUSES), and
+   muster exits with each where the example is run on this machine.
+7. Every manual page, set by groff at 80 columns as man(1) sets it, fits 80 columns.
 Each problem is printed as FILE:LINE: what is wrong; the exit status is 1 when there is one.
 """
 import ast
@@ -332,6 +337,190 @@ def check_readme_table(readme, subcommands):
                     "'muster --help' does not list")
 
 
+# --- 5. defaults ---------------------------------------------------------------------------
+
+def help_entries(text):
+    """{flag: (its option column, its description)} of the help's Options section."""
+    entries, in_options, current = {}, False, None
+    for line in text.splitlines():
+        if re.match(r"^\S.*:$", line):
+            in_options, current = line == "Options:", None
+            continue
+        if not in_options:
+            continue
+        m = re.match(r"^  (-\S+(?: \S+)*?)(?:\s{2,}(.*))?$", line)
+        if m:
+            current = [m.group(1), m.group(2) or ""]
+            for flag in re.findall(r"-[\w-]+", m.group(1).split(" ")[0]):
+                entries[flag] = current
+        elif current is not None and line.startswith("   "):
+            current[1] += " " + line.strip()
+    return {flag: tuple(entry) for flag, entry in entries.items()}
+
+
+def default_in_help(column, description):
+    m = re.search(r"=(\S+)$", column)
+    if m:
+        return m.group(1)
+    m = re.search(r"\b[Dd]efault:? (.+?)(?:[;,)]|\.(?:\s|$)|$)", description)
+    return m.group(1).strip() if m else None
+
+
+def man_entries(path, title):
+    """{flag: (line, plain text)} of every option entry (.TP) in the section TITLE."""
+    entries, in_section, tag, start, text = {}, False, None, 0, []
+
+    def close():
+        if tag is not None:
+            for flag in FLAG.findall(tag):
+                entries.setdefault(flag, (start, " ".join(text)))
+
+    with open(path, encoding="utf-8") as f:
+        lines = f.read().splitlines()
+    after_tp = False
+    for number, line in enumerate(lines, 1):
+        if line.startswith((".SH", ".SS")):
+            close()
+            tag = None
+            in_section = re.sub(r'^\.S[SH]\s+"?(.*?)"?\s*$', r"\1", line) == title
+            continue
+        if not in_section:
+            continue
+        if line.startswith((".TP", ".TQ")):
+            close()
+            tag, text, after_tp = None, [], True
+            continue
+        plain = roff_plain(re.sub(r"^\.[A-Z]{1,2}\s+", "", line)).replace('"', "")
+        if after_tp:
+            tag, start, after_tp = plain, number, False
+        elif tag is not None:
+            text.append(plain)
+    close()
+    return entries
+
+
+def section_titles(page):
+    with open(page, encoding="utf-8") as f:
+        return [re.sub(r'^\.S[SH]\s+"?(.*?)"?\s*$', r"\1", line)
+                for line in f.read().splitlines() if line.startswith((".SS", ".SH"))]
+
+
+def entry_for(page, titles, title, flag, seen=()):
+    """The entry for FLAG in section TITLE, followed where it says "As in SECTION" or "as for
+    SECTION" (options shared by several subcommands are described once)."""
+    line, said = man_entries(page, title).get(flag, (None, None))
+    if said is None:
+        return None, None
+    m = re.search(r"\b[Aa]s (?:in|for)\s+(.*)$", said)
+    if m and "default" not in said.lower():
+        refers = [t for t in titles if m.group(1).startswith(t) and t not in seen]
+        if refers:
+            target = max(refers, key=len)
+            found = entry_for(page, titles, target, flag, (*seen, title))
+            if found[0] is not None:
+                return found
+    return line, said
+
+
+def check_defaults(page, sub_help):
+    """Returns the flags whose default was checked."""
+    titles, checked = section_titles(page), []
+    for sub, text in sub_help.items():
+        for flag, (column, description) in sorted(help_entries(text).items()):
+            default = default_in_help(column, description)
+            if default is None or not flag.startswith("--"):
+                continue
+            line, said = entry_for(page, titles, f"muster {sub}", flag)
+            if said is None:
+                continue  # check_man_page names a flag the section lacks
+            words = re.escape(default).replace("\\ ", r"\s+")
+            checked.append(flag)
+            if "default" not in said.lower() or not re.search(rf"(?<![\w.-]){words}(?![\w-])", said,
+                                                              re.IGNORECASE):
+                problem(f"{page}:{line}", f"'muster {sub} --help' gives {flag} the default "
+                        f"'{default}', which the entry for {flag} does not say")
+    return checked
+
+
+# --- 6. exit statuses ------------------------------------------------------------------------
+
+# Each status muster(1) documents, and a command on this machine alone that ends with it.
+EXIT_STATUSES = {
+    "0": (["run", "-n", "1", "--", "true"], 0),
+    "1": (["health", "-f", "{expects_8_gpus}"], 1),  # a check failed: no GPU here
+    "2": (["run", "-n", "0", "--", "true"], 2),
+    "124": (["run", "-n", "1", "--timeout", "1", "--", "sleep", "30"], 124),
+    "126": (["run", "-n", "1", "--", "/"], 126),
+    "127": (["run", "-n", "1", "--", "/nonexistent/command"], 127),
+    "128+N": (["run", "-n", "1", "--", "sh", "-c", "kill -TERM $$"], 128 + 15),
+    "255": (["exec", "-H", "node.invalid", "--", "true"], 255),  # a name no resolver knows
+    "other": (["run", "-n", "1", "--", "sh", "-c", "exit 3"], 3),
+}
+
+
+def documented_statuses(page):
+    """{status: line} of the .TP tags of the page's EXIT STATUS section."""
+    statuses, in_section, after_tp = {}, False, False
+    with open(page, encoding="utf-8") as f:
+        for number, line in enumerate(f.read().splitlines(), 1):
+            if line.startswith(".SH"):
+                in_section = re.match(r'^\.SH\s+"?EXIT STATUS"?\s*$', line) is not None
+                continue
+            if in_section and after_tp:
+                statuses[roff_plain(re.sub(r"^\.[A-Z]{1,2}\s+", "", line)).strip()] = number
+            after_tp = in_section and line.startswith(".TP")
+    return statuses
+
+
+def check_exit_statuses(page, muster):
+    import os
+    import tempfile
+    statuses = documented_statuses(page)
+    if not statuses:
+        problem(page, "no EXIT STATUS section with a .TP entry per status")
+        return
+    for status, line in statuses.items():
+        if status not in EXIT_STATUSES:
+            problem(f"{page}:{line}", f"EXIT STATUS lists {status}, which check_docs.py never "
+                    "demonstrates: add a command to EXIT_STATUSES")
+    with tempfile.TemporaryDirectory() as tmp:
+        cluster = f"{tmp}/expects-8-gpus.yaml"
+        with open(cluster, "w") as f:
+            f.write("nodes: [{host: localhost}]\nexpect: {gpus_per_node: 8}\n")
+        for status, (args, expected) in EXIT_STATUSES.items():
+            if status not in statuses:
+                problem(page, f"EXIT STATUS does not list {status}, which muster exits with: "
+                        f"muster {' '.join(args)}")
+                continue
+            argv = [os.path.abspath(muster), *[a.replace("{expects_8_gpus}", cluster) for a in args]]
+            run = subprocess.run(argv, capture_output=True, text=True, timeout=60, cwd=tmp)
+            if run.returncode != expected:
+                problem(f"{page}:{statuses[status]}", f"EXIT STATUS says {status}, but "
+                        f"'muster {' '.join(args)}' exited {run.returncode}: {run.stderr[-300:]}")
+
+
+# --- 7. the manual pages' width -------------------------------------------------------------
+
+def pages_beside(page):
+    """The other manual pages in the directory of `page` (muster-cluster.5 beside muster.1)."""
+    import glob
+    import os
+    return sorted(p for p in glob.glob(os.path.join(os.path.dirname(page), "*.[1-8]")) if p != page)
+
+
+def check_width(page):
+    # As man(1) sets a page for an 80-column terminal; tabs as the terminal expands them.
+    run = subprocess.run(["groff", "-man", "-Tutf8", "-rLL=80n", "-rLT=80n", "-P-cbou", page],
+                         capture_output=True, text=True, timeout=60)
+    if run.returncode != 0:
+        problem(page, f"groff could not set the page: {run.stderr.strip()}")
+        return
+    for number, line in enumerate(run.stdout.splitlines(), 1):
+        if len(line.expandtabs()) > 80:
+            problem(page, f"line {number} of the page as set is {len(line.expandtabs())} columns "
+                    f"wide: {line.strip()[:60]}")
+
+
 def main():
     if len(sys.argv) < 4:
         sys.exit(__doc__)
@@ -350,13 +539,18 @@ def main():
                 check_python_block(markdown, start, text)
     check_man_page(page, sub_flags)
     check_readme_table(readme, list(sub_flags))
+    defaults = check_defaults(page, {sub: help_text(muster, [sub]) for sub in sub_flags})
+    check_exit_statuses(page, muster)
+    for manual in [page, *pages_beside(page)]:
+        check_width(manual)
     for line in problems:
         print(line)
     shells = sum(lang in ("sh", "bash", "shell") for lang, _, _ in blocks)
     pythons = sum(lang in ("python", "py") for lang, _, _ in blocks)
     print(f"check_docs: {shells} shell and {pythons} python blocks of {readme}"
           f"{f' and {len(more)} more files' if more else ''}, "
-          f"{len(sub_flags)} subcommands against {page}: "
+          f"{len(sub_flags)} subcommands, {len(defaults)} defaults and {len(EXIT_STATUSES)} exit "
+          f"statuses against {page}: "
           f"{len(problems) or 'no'} problem{'s' if len(problems) != 1 else ''}")
     return 1 if problems else 0
 
