@@ -306,7 +306,9 @@ TEST(CulpritSearch, ANodeSlowWithEveryPartnerOnlyInTheCrowdIsAskedAgainAlone) {
       // Cleared, its pairs of the crowd are links slow once: each measured again alone.
       EXPECT_TRUE(r.slow_links.empty()) << what;
       EXPECT_TRUE(r.unknown_links.empty()) << what;
-      if (really_slow) EXPECT_LE(r.rounds, 4) << what;
+      if (really_slow) {
+        EXPECT_LE(r.rounds, 4) << what;
+      }
     }
 }
 
