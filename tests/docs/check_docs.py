@@ -21,10 +21,13 @@ Each problem is printed as FILE:LINE: what is wrong; the exit status is 1 when t
 """
 import ast
 import builtins
+import glob
+import os
 import re
 import shlex
 import subprocess
 import sys
+import tempfile
 
 problems = []
 
@@ -366,25 +369,26 @@ def default_in_help(column, description):
     return m.group(1).strip() if m else None
 
 
-def man_entries(path, title):
-    """{flag: (line, plain text)} of every option entry (.TP) in the section TITLE."""
-    entries, in_section, tag, start, text = {}, False, None, 0, []
+def section_title(line):
+    return re.sub(r'^\.S[SH]\s+"?(.*?)"?\s*$', r"\1", line)
+
+
+def option_entries(page):
+    """{section title: {flag: (line, plain text)}} of every option entry (.TP) of the page, in
+    the order of its sections: read once for every flag of every subcommand."""
+    sections, entries, tag, start, text, after_tp = {}, None, None, 0, [], False
 
     def close():
-        if tag is not None:
+        if tag is not None and entries is not None:
             for flag in FLAG.findall(tag):
                 entries.setdefault(flag, (start, " ".join(text)))
 
-    with open(path, encoding="utf-8") as f:
+    with open(page, encoding="utf-8") as f:
         lines = f.read().splitlines()
-    after_tp = False
     for number, line in enumerate(lines, 1):
         if line.startswith((".SH", ".SS")):
             close()
-            tag = None
-            in_section = re.sub(r'^\.S[SH]\s+"?(.*?)"?\s*$', r"\1", line) == title
-            continue
-        if not in_section:
+            tag, entries = None, sections.setdefault(section_title(line), {})
             continue
         if line.startswith((".TP", ".TQ")):
             close()
@@ -396,27 +400,20 @@ def man_entries(path, title):
         elif tag is not None:
             text.append(plain)
     close()
-    return entries
+    return sections
 
 
-def section_titles(page):
-    with open(page, encoding="utf-8") as f:
-        return [re.sub(r'^\.S[SH]\s+"?(.*?)"?\s*$', r"\1", line)
-                for line in f.read().splitlines() if line.startswith((".SS", ".SH"))]
-
-
-def entry_for(page, titles, title, flag, seen=()):
+def entry_for(sections, title, flag, seen=()):
     """The entry for FLAG in section TITLE, followed where it says "As in SECTION" or "as for
     SECTION" (options shared by several subcommands are described once)."""
-    line, said = man_entries(page, title).get(flag, (None, None))
+    line, said = sections.get(title, {}).get(flag, (None, None))
     if said is None:
         return None, None
     m = re.search(r"\b[Aa]s (?:in|for)\s+(.*)$", said)
     if m and "default" not in said.lower():
-        refers = [t for t in titles if m.group(1).startswith(t) and t not in seen]
+        refers = [t for t in sections if m.group(1).startswith(t) and t not in seen]
         if refers:
-            target = max(refers, key=len)
-            found = entry_for(page, titles, target, flag, (*seen, title))
+            found = entry_for(sections, max(refers, key=len), flag, (*seen, title))
             if found[0] is not None:
                 return found
     return line, said
@@ -424,13 +421,13 @@ def entry_for(page, titles, title, flag, seen=()):
 
 def check_defaults(page, sub_help):
     """Returns the flags whose default was checked."""
-    titles, checked = section_titles(page), []
+    sections, checked = option_entries(page), []
     for sub, text in sub_help.items():
         for flag, (column, description) in sorted(help_entries(text).items()):
             default = default_in_help(column, description)
             if default is None or not flag.startswith("--"):
                 continue
-            line, said = entry_for(page, titles, f"muster {sub}", flag)
+            line, said = entry_for(sections, f"muster {sub}", flag)
             if said is None:
                 continue  # check_man_page names a flag the section lacks
             words = re.escape(default).replace("\\ ", r"\s+")
@@ -473,8 +470,6 @@ def documented_statuses(page):
 
 
 def check_exit_statuses(page, muster):
-    import os
-    import tempfile
     statuses = documented_statuses(page)
     if not statuses:
         problem(page, "no EXIT STATUS section with a .TP entry per status")
@@ -503,8 +498,6 @@ def check_exit_statuses(page, muster):
 
 def pages_beside(page):
     """The other manual pages in the directory of `page` (muster-cluster.5 beside muster.1)."""
-    import glob
-    import os
     return sorted(p for p in glob.glob(os.path.join(os.path.dirname(page), "*.[1-8]")) if p != page)
 
 
