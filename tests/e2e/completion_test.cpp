@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <fstream>
 #include <regex>
 #include <set>
@@ -26,7 +27,7 @@ bool have_bash_completion() {
 
 // The candidates bash would offer at the end of `line`.
 std::set<std::string> complete(const std::string& line) {
-  const std::string dir = std::string(muster_binary()).substr(0, std::string(muster_binary()).rfind('/'));
+  const std::string dir = std::filesystem::path(muster_binary()).parent_path().string();
   auto r = run_command({"bash", source_path("/tests/e2e/complete.bash"), kBash, line},
                        {"PATH=" + dir + ":/usr/bin:/bin", "HOME=/tmp"});
   EXPECT_EQ(r.exit_code, 0) << r.err;

@@ -386,7 +386,7 @@ TEST_F(SlurmTestCluster, AgentsStartAsThisBuildsMusterNodeWithoutDisplayPlugins)
       "blacklist=${HWLOC_PLUGINS_BLACKLIST:-unset}\"";
   auto r = run_command(cluster_->salloc_muster(4, {"run", "--", "sh", "-c", rank_says}));
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  const std::string node_side = std::string(muster_binary()) + "-node";
+  const std::string node_side = muster_node_program();
   for (int rank = 0; rank < 4; ++rank)
     EXPECT_NE(r.out.find(fmt::format("[{}] parent={} gl=0 blacklist=unset", rank, node_side)),
               std::string::npos) << r.out;

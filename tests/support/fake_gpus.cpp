@@ -16,7 +16,7 @@ std::string FakeGpuMachine::nccl_unavailable_reason() {
 }
 
 FakeGpuMachine::FakeGpuMachine(const std::string& name)
-    : description_(fmt::format("{}/tests/fakes/gpu/machines/{}.txt", source_dir(), name)) {
+    : description_(fake_gpu_machine_file(name)) {
   std::ifstream in(description_);
   if (!in) throw std::runtime_error("no machine description " + description_);
   gpus_ = fake_gpu::read_machine(in);
@@ -53,7 +53,7 @@ std::vector<std::string> FakeGpuMachine::environment() const {
 }
 
 std::string fake_gpu_machine_file(const std::string& name) {
-  return fmt::format("{}/tests/fakes/gpu/machines/{}.txt", source_dir(), name);
+  return source_path("/tests/fakes/gpu/machines/" + name + ".txt");
 }
 
 std::vector<std::string> fake_gpu_libraries(const std::string& name) {
