@@ -70,9 +70,9 @@ class GlooStore : public gloo::rendezvous::Store {
 // serves them all, and a world of thousands of ranks needs no thousand threads a rank.
 constexpr int kPairsAtOnce = 16;
 
-// Runs `work(peer)` for every other rank of the group, kPairsAtOnce at a time on threads of
-// their own (on this thread alone where none can be started), and rethrows the first failure
-// once all have ended.
+// Runs `work(peer)` for every other rank of the group, kPairsAtOnce at a time: this thread
+// and the others it starts (this one alone where none can be started, or one peer is all)
+// take the peers in turn. Rethrows the first failure once all have ended.
 template <typename Work>
 void for_every_peer_at_once(int rank, int size, Work&& work) {
   std::vector<std::exception_ptr> failed(static_cast<size_t>(size));
@@ -89,7 +89,7 @@ void for_every_peer_at_once(int rank, int size, Work&& work) {
   };
   std::vector<std::thread> threads;
   try {
-    for (int t = 0; t < std::min(kPairsAtOnce, size - 1); ++t) threads.push_back(signal_free_thread(take_peers));
+    for (int t = 1; t < std::min(kPairsAtOnce, size - 1); ++t) threads.push_back(signal_free_thread(take_peers));
   } catch (const std::system_error&) {  // out of threads: the ones started and this one share the rest
   }
   take_peers();
