@@ -21,9 +21,13 @@ std::thread signal_free_thread(Fn&& fn, Args&&... args) {
   for (int s : {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGCHLD, SIGPIPE, SIGALRM, SIGUSR1, SIGUSR2})
     sigaddset(&blocked, s);
   pthread_sigmask(SIG_BLOCK, &blocked, &previous);
-  std::thread thread(std::forward<Fn>(fn), std::forward<Args>(args)...);
-  pthread_sigmask(SIG_SETMASK, &previous, nullptr);
-  return thread;
+  // The caller's mask comes back whether or not the thread could be started (std::thread
+  // throws when the system is out of threads, and a caller may go on without one).
+  struct Restore {
+    const sigset_t& mask;
+    ~Restore() { pthread_sigmask(SIG_SETMASK, &mask, nullptr); }
+  } restore{previous};
+  return std::thread(std::forward<Fn>(fn), std::forward<Args>(args)...);
 }
 
 }  // namespace muster
