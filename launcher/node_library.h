@@ -41,6 +41,12 @@ class NodeLibrary {
   // The first of these sonames that opens.
   NodeLibrary(std::span<const char* const> names, int flags, Close close = Close::WithThis)
       : handle_(open_node_library(names, flags)), close_(close) {}
+  // One of muster's own libraries, which its bundle carries (libdw): found by the loader's
+  // own search, the bundle's library path on a node, and never first in the user's
+  // LD_LIBRARY_PATH, where another build would not match what the bundle loads beside it.
+  static NodeLibrary musters_own(const char* soname, int flags, Close close = Close::WithThis) {
+    return NodeLibrary(dlopen(soname, flags), close);
+  }
   ~NodeLibrary() {
     if (handle_ && close_ == Close::WithThis) dlclose(handle_);
   }
@@ -56,6 +62,7 @@ class NodeLibrary {
   }
 
  private:
+  NodeLibrary(void* handle, Close close) : handle_(handle), close_(close) {}
   void* handle_;
   Close close_;
 };

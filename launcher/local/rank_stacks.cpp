@@ -26,6 +26,7 @@
 #include "launcher/text_bytes.h"
 #include "launcher/local/posix_spawner.h"
 #include "launcher/local/python_frames.h"
+#include "launcher/node_library.h"
 
 namespace muster {
 namespace {
@@ -41,25 +42,26 @@ using Clock = std::chrono::steady_clock;
 // muster is installed.
 class Libdw {
  public:
-  // The library with every entry point this file uses, or nothing (and why) when it did not load.
-  static const Libdw* get(std::string& why_not) {
+  static const Libdw& instance() {
     static const Libdw lib;
-    why_not = lib.why_not_;
-    return lib.why_not_.empty() ? &lib : nullptr;
+    return lib;
   }
+  // Why stacks cannot be read here ("" when they can).
+  const std::string& why_not() const { return why_not_; }
 
  private:
   Libdw() {
-    if (!handle_) why_not_ = fmt::format("libdw.so.1 (elfutils) did not load: {}", dlerror());
+    if (!library_.loaded()) why_not_ = fmt::format("libdw.so.1 (elfutils) did not load: {}", dlerror());
     else if (!complete_) why_not_ = "libdw.so.1 (elfutils) lacks an entry point muster uses";
   }
   template <typename Fn>
   Fn bind(const char* symbol) {
-    Fn fn = handle_ ? reinterpret_cast<Fn>(dlsym(handle_, symbol)) : nullptr;
-    complete_ &= fn != nullptr;
+    Fn fn = nullptr;
+    complete_ &= library_.bind(fn, symbol);
     return fn;
   }
-  void* handle_ = dlopen("libdw.so.1", RTLD_NOW | RTLD_LOCAL);  // never closed: Dwfl callbacks point into it
+  // Never closed: a Dwfl's callbacks point into it.
+  NodeLibrary library_ = NodeLibrary::musters_own("libdw.so.1", RTLD_NOW | RTLD_LOCAL, NodeLibrary::Close::Never);
   bool complete_ = true;
   std::string why_not_;
 
@@ -88,12 +90,6 @@ class Libdw {
   MUSTER_LIBDW_ENTRY(getthreads);
 #undef MUSTER_LIBDW_ENTRY
 };
-
-// The library, once capture_process_stacks has found it loaded.
-const Libdw& loaded_libdw() {
-  std::string why_not;
-  return *Libdw::get(why_not);
-}
 
 std::vector<pid_t> threads_of(pid_t pid) {
   std::vector<pid_t> tids;
@@ -184,7 +180,7 @@ struct Unwind {
 };
 
 int on_frame(Dwfl_Frame* frame, void* arg) {
-  const Libdw& dw = loaded_libdw();
+  const Libdw& dw = Libdw::instance();
   auto* pcs = static_cast<std::vector<Dwarf_Addr>*>(arg);
   Dwarf_Addr pc = 0;
   bool activation = false;
@@ -195,7 +191,7 @@ int on_frame(Dwfl_Frame* frame, void* arg) {
 }
 
 int on_thread(Dwfl_Thread* thread, void* arg) {
-  const Libdw& dw = loaded_libdw();
+  const Libdw& dw = Libdw::instance();
   auto* unwind = static_cast<Unwind*>(arg);
   const auto stopped = unwind->pcs.find(dw.thread_tid(thread));
   if (stopped == unwind->pcs.end()) return DWARF_CB_OK;
@@ -204,7 +200,7 @@ int on_thread(Dwfl_Thread* thread, void* arg) {
 }
 
 std::string frame_name(Dwfl* dwfl, Dwarf_Addr at) {
-  const Libdw& dw = loaded_libdw();
+  const Libdw& dw = Libdw::instance();
   Dwfl_Module* module = dw.addrmodule(dwfl, at);
   if (const char* symbol = module ? dw.module_addrname(module, at) : nullptr) return readable_symbol(symbol);
   const char* module_name =
@@ -223,12 +219,12 @@ struct ModuleScan {
 };
 
 ModuleScan scan_modules(Dwfl* dwfl) {
-  const Libdw& dw = loaded_libdw();
+  const Libdw& dw = Libdw::instance();
   ModuleScan scan;
   dw.getmodules(
       dwfl,
       [](Dwfl_Module* module, void**, const char* name, Dwarf_Addr, void* arg) -> int {
-        const Libdw& dw = loaded_libdw();
+        const Libdw& dw = Libdw::instance();
         Dwarf_Addr bias = 0;
         dw.module_getelf(module, &bias);
         dw.module_eh_cfi(module, &bias);
@@ -276,9 +272,8 @@ ProcessStacks capture_process_stacks(pid_t pid, std::chrono::milliseconds limit,
   const auto stat = read_proc_stat(pid);
   if (!stat || stat->state == 'Z' || stat->state == 'X' || (parent && stat->ppid != *parent)) return gone();
 
-  std::string no_libdw;
-  if (!Libdw::get(no_libdw)) return failed_unless_gone(pid, "cannot unwind stacks here: " + no_libdw);
-  const Libdw& dw = loaded_libdw();
+  const Libdw& dw = Libdw::instance();
+  if (!dw.why_not().empty()) return failed_unless_gone(pid, "cannot unwind stacks here: " + dw.why_not());
 
   // Before the process is held: its modules, their files and where its interpreter is.
   static char* debuginfo_path = nullptr;
