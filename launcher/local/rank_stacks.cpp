@@ -51,8 +51,8 @@ class Libdw {
 
  private:
   Libdw() {
-    if (!library_.loaded()) why_not_ = fmt::format("libdw.so.1 (elfutils) did not load: {}", dlerror());
-    else if (!complete_) why_not_ = "libdw.so.1 (elfutils) lacks an entry point muster uses";
+    if (!library_.loaded()) why_not_ = fmt::format("{} (elfutils) did not load: {}", kLibdwSoname, dlerror());
+    else if (!complete_) why_not_ = fmt::format("{} (elfutils) lacks an entry point muster uses", kLibdwSoname);
   }
   template <typename Fn>
   Fn bind(const char* symbol) {
@@ -61,7 +61,7 @@ class Libdw {
     return fn;
   }
   // Never closed: a Dwfl's callbacks point into it.
-  NodeLibrary library_ = NodeLibrary::musters_own("libdw.so.1", RTLD_NOW | RTLD_LOCAL, NodeLibrary::Close::Never);
+  NodeLibrary library_ = NodeLibrary::musters_own(kLibdwSoname, RTLD_NOW | RTLD_LOCAL, NodeLibrary::Close::Never);
   bool complete_ = true;
   std::string why_not_;
 

@@ -18,6 +18,10 @@ inline constexpr size_t kMaxStackFrames = 64;      // native frames of one threa
 inline constexpr size_t kMaxPythonFrames = 64;     // Python frames of one thread
 inline constexpr size_t kMaxFrameText = 160;       // bytes of one frame's text, cut between characters
 
+// The library stacks are read with, opened at the first read (not linked, so that no start
+// pays for it) and carried by the bundle under this name.
+inline constexpr const char* kLibdwSoname = "libdw.so.1";
+
 // One thread's call path, outermost frame first. A Python thread's path is its Python frames
 // ("name (file:line)") followed by the native frames it was in below the interpreter (a C
 // function it called: time.sleep's clock_nanosleep, a collective's wait).

@@ -20,6 +20,7 @@
 #include <fmt/format.h>
 
 #include "launcher/error.h"
+#include "launcher/local/rank_stacks.h"
 #include "launcher/local/self.h"
 #include "topology/topology_source.h"
 
@@ -270,7 +271,7 @@ std::vector<BundleFile> bundle_files() {
   // which muster opens only when it reads a stack (local/rank_stacks.cpp). The loader
   // goes in as ld.so: it is what starts muster on the node.
   std::set<std::string> seen;
-  std::deque<std::string> todo = {"libdw.so.1"};
+  std::deque<std::string> todo = {kLibdwSoname};
   for (const auto& f : files)
     with_contents(f, [&](std::string_view elf) {
       for (auto& name : needed_libraries(elf)) todo.push_back(name);
