@@ -99,7 +99,9 @@ TEST_F(Mpi4pyLocal, FourRanksAreOneWorldWithTheirNodeLocalRanks) {
 }
 
 TEST_F(Mpi4pyLocal, MpiAbortEndsTheJobWithTheRanksCodeAndName) {
-  auto r = run_muster({"run", "-n", "3", "--", "/usr/bin/python3", program(), "1"});
+  // A deadline, so that a job that never ends says where each rank was (once in CI, without
+  // one, it waited out the harness's 180 s and said nothing).
+  auto r = run_muster({"run", "-n", "3", "--timeout", "60", "--", "/usr/bin/python3", program(), "1"});
   EXPECT_EQ(r.exit_code, 7) << r.err << r.out;
   EXPECT_NE(r.err.find("rank 1 called MPI_Abort with code 7"), std::string::npos) << r.err;
 }
