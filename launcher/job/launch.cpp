@@ -311,11 +311,12 @@ class SessionAttempts : public AttemptRunner {
     if (request.mpi) mpi_warnings = check_pmix_on_every_node(context_, plan, *request.mpi);
 
     auto output = make_output_(plan);
-    if (number == 0) {
-      for (const auto& warning : mpi_warnings) output->launch_warning(warning);
+    if (number == 0)
       for (const auto& p : network.problems)
         if (p.kind == FindingKind::Pair || p.kind == FindingKind::Interfaces) output->launch_warning(p.message);
-    }
+    // Each attempt's own: a spare without PMIx turns a later attempt's MPI to PMI-1 alone.
+    for (const auto& warning : mpi_warnings)
+      if (warned_.insert(warning).second) output->launch_warning(warning);
     AttemptEnd end;
     end.result = run_over_session(context_.session(), plan, request, teardown_policy(options_, deadline), *output,
                                   context_.interrupt_fds(), &end.facts, &job_state_);
@@ -377,6 +378,7 @@ class SessionAttempts : public AttemptRunner {
   const LaunchRequest request_;
   const OutputFactory& make_output_;
   std::set<int> used_ports_;
+  std::set<std::string> warned_;  // the MPI warnings said so far, once each for the job
   SessionJobState job_state_;  // the job's control socket and --stall reading, for every attempt
   std::unique_ptr<SlurmNodeControl> drains_;  // --drain-bad's scontrol, once a node is left out
 };

@@ -1,6 +1,7 @@
 #include "launcher/job/restarts.h"
 
 #include <algorithm>
+#include <cstring>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -13,6 +14,11 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 double seconds_between(SteadyTime from, SteadyTime to) { return std::chrono::duration<double>(to - from).count(); }
+
+std::string signal_name(int signal) {
+  if (const char* name = sigabbrev_np(signal)) return fmt::format("SIG{}", name);
+  return fmt::format("signal {}", signal);
+}
 
 }  // namespace
 
@@ -31,11 +37,30 @@ RestartedJob run_with_restarts(AttemptRunner& runner, std::vector<size_t> nodes,
     job.left_out[node] = why;
     if (std::string told = runner.leave_out(node, why); !told.empty()) job.told.push_back(std::move(told));
   };
+  // An error or Ctrl-C between attempts, or as one starts, ends the job with the attempt
+  // before: its status is the job's, and the timeline keeps every attempt that ran.
+  auto stopped_between = [&](const Error& e, const std::string& during) {
+    if (const auto* interrupted = dynamic_cast<const Interrupted*>(&e))
+      return fmt::format("none: interrupted by {} {}", signal_name(interrupted->signal()), during);
+    const std::string said = fmt::format("{} ({})", e.what(), during);
+    job.result.notes.push_back(fmt::format("no restart: {}", said));
+    return fmt::format("none: {}", said);
+  };
   for (int number = 0;; ++number) {
     AttemptRecord record;
     for (size_t n : nodes) record.hosts.push_back(runner.host(n));
     record.started_s = seconds_between(first_start, Clock::now());
-    AttemptEnd end = runner.run_attempt(number, nodes, deadline);
+    AttemptEnd end;
+    if (number == 0) {
+      end = runner.run_attempt(number, nodes, deadline);
+    } else {
+      try {
+        end = runner.run_attempt(number, nodes, deadline);
+      } catch (const Error& e) {
+        job.attempts.back().action += "; " + stopped_between(e, fmt::format("in attempt {}", number + 1));
+        return job;
+      }
+    }
     if (previous_failure && end.facts.ranks_running && !job.attempts.empty())
       job.attempts.back().seconds_to_running = seconds_between(*previous_failure, *end.facts.ranks_running);
     record.end = end.result.end;
@@ -46,12 +71,22 @@ RestartedJob run_with_restarts(AttemptRunner& runner, std::vector<size_t> nodes,
       job.attempts.push_back(std::move(record));
       return job;
     };
+    // No attempt follows: the nodes this one lost or could not start on are still left out
+    // (named, and drained under --drain-bad), as they would have been before another.
+    auto finish_leaving_out = [&](std::string action) {
+      for (const auto& [node, why] : end.facts.faulty) leave_out(node, why);
+      return finish(std::move(action));
+    };
     if (!end_calls_for_restart(record.end)) return finish("");
+    if (restarts == 0) return finish("");
+    if (job.result.received_signal)
+      return finish_leaving_out(fmt::format("none: interrupted by {} as it stopped",
+                                            signal_name(job.result.received_signal)));
     if (number >= restarts)
-      return finish(restarts == 0 ? "" : fmt::format("none: the {} {} spent", restarts,
-                                                     restarts == 1 ? "restart was" : "restarts were"));
+      return finish_leaving_out(fmt::format("none: the {} {} spent", restarts,
+                                            restarts == 1 ? "restart was" : "restarts were"));
     // Another attempt would be stopped as it starts.
-    if (deadline && Clock::now() >= *deadline) return finish("none: the job's --timeout has passed");
+    if (deadline && Clock::now() >= *deadline) return finish_leaving_out("none: the job's --timeout has passed");
 
     // Whose fault: the nodes the attempt lost or could not start on, and those of its other
     // nodes that fail a quick check now.
@@ -59,22 +94,26 @@ RestartedJob run_with_restarts(AttemptRunner& runner, std::vector<size_t> nodes,
     std::vector<size_t> to_check;
     for (size_t n : nodes)
       if (!faulty.count(n)) to_check.push_back(n);
-    for (auto& [node, why] : runner.check_nodes(to_check))
-      if (std::find(nodes.begin(), nodes.end(), node) != nodes.end()) faulty[node] = why;
-    // Spares are checked only when a node at fault needs one, as many as are needed: a restart
-    // in place uses none. A spare that fails its check is left out as a node would be.
-    size_t needed = 0;
-    for (size_t n : nodes) needed += faulty.count(n);
     std::vector<size_t> healthy_spares;
-    while (healthy_spares.size() < needed && !spares.empty()) {
-      const size_t take = std::min(needed - healthy_spares.size(), spares.size());
-      const std::vector<size_t> candidates(spares.begin(), spares.begin() + long(take));
-      spares.erase(spares.begin(), spares.begin() + long(take));
-      const std::map<size_t, std::string> failed = runner.check_nodes(candidates);
-      for (size_t n : candidates) {
-        if (auto it = failed.find(n); it != failed.end()) leave_out(n, it->second);
-        else healthy_spares.push_back(n);
+    try {
+      for (auto& [node, why] : runner.check_nodes(to_check))
+        if (std::find(nodes.begin(), nodes.end(), node) != nodes.end()) faulty[node] = why;
+      // Spares are checked only when a node at fault needs one, as many as are needed: a
+      // restart in place uses none. A spare that fails its check is left out as a node would be.
+      size_t needed = 0;
+      for (size_t n : nodes) needed += faulty.count(n);
+      while (healthy_spares.size() < needed && !spares.empty()) {
+        const size_t take = std::min(needed - healthy_spares.size(), spares.size());
+        const std::vector<size_t> candidates(spares.begin(), spares.begin() + long(take));
+        spares.erase(spares.begin(), spares.begin() + long(take));
+        const std::map<size_t, std::string> failed = runner.check_nodes(candidates);
+        for (size_t n : candidates) {
+          if (auto it = failed.find(n); it != failed.end()) leave_out(n, it->second);
+          else healthy_spares.push_back(n);
+        }
       }
+    } catch (const Error& e) {
+      return finish_leaving_out(stopped_between(e, "while the nodes were checked"));
     }
     spares.insert(spares.begin(), healthy_spares.begin(), healthy_spares.end());
 
@@ -89,14 +128,19 @@ RestartedJob run_with_restarts(AttemptRunner& runner, std::vector<size_t> nodes,
         const std::string said = fmt::format("{} was left out ({}) and no spare node was left; the job ends",
                                              runner.host(nodes[k]), it->second);
         job.result.notes.push_back(said);
+        for (size_t rest = k + 1; rest < nodes.size(); ++rest)  // named (and drained) all the same
+          if (auto more = faulty.find(nodes[rest]); more != faulty.end()) leave_out(nodes[rest], more->second);
         return finish(fmt::format("none: {}, no spare was left", bad));
       }
       moves.push_back(fmt::format("{}; its ranks moved to {}", bad, runner.host(spares.front())));
       nodes[k] = spares.front();
       spares.erase(spares.begin());
     }
-    previous_failure = end.facts.failure_seen.value_or(Clock::now());
     record.action = (moves.empty() ? "restarted in place: no node at fault" : fmt::format("{}", fmt::join(moves, "; ")));
+    // The checks take up to their own deadline: the job's may have passed meanwhile.
+    if (deadline && Clock::now() >= *deadline)
+      return finish(record.action + "; not started: the job's --timeout passed while the nodes were checked");
+    previous_failure = end.facts.failure_seen.value_or(Clock::now());
     job.attempts.push_back(std::move(record));
   }
 }

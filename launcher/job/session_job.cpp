@@ -53,6 +53,7 @@ class SessionRun {
     answer_waiting_clients("");
     warn_of_nodes_that_went_home(/*every_node_heard=*/true);
     record_outcomes();
+    blame_the_command_when_no_node_started();
     return std::move(result_);
   }
 
@@ -99,6 +100,17 @@ class SessionRun {
         break;
       }
     }
+  }
+
+  // A start that failed where no node started its ranks (a typo in the command, a script or
+  // --chdir that no node has) is the command's fault, not the nodes': none is left out for it,
+  // and a restart is in place. Only beside a node that started the same ranks is a node that
+  // could not start them at fault. (A node whose agent itself failed stays at fault.)
+  void blame_the_command_when_no_node_started() {
+    if (started_ranks_) return;
+    for (size_t node : could_not_start_)
+      if (auto it = facts_.faulty.find(node); it != facts_.faulty.end() && it->second.rfind(kCouldNotStart, 0) == 0)
+        facts_.faulty.erase(it);
   }
 
   void record_outcomes() {
@@ -252,9 +264,12 @@ class SessionRun {
     result_.escaped_killed = int(std::min<long>(long(result_.escaped_killed) + done.escaped_killed, INT_MAX));
     if (!done.start_error.empty()) {
       result_.start_error = fmt::format("{}: {}", host(node), done.start_error);
-      facts_.faulty[node] = fmt::format("its ranks could not start: {}", done.start_error);
+      facts_.faulty[node] = fmt::format("{}{}", kCouldNotStart, done.start_error);
+      could_not_start_.push_back(node);
       if (result_.end == JobEnd::RankFailed || result_.end == JobEnd::Completed)
         result_.end = JobEnd::StartFailed;
+    } else {
+      started_ranks_ = true;
     }
     for (const auto& note : done.notes) result_.notes.push_back(fmt::format("{}: {}", host(node), note));
     for (const auto& s : done.stuck) result_.stuck.push_back({s.rank, fmt::format("{}: {}", host(node), s.description)});
@@ -298,7 +313,11 @@ class SessionRun {
       if (!tearing_down_) {
         result_.received_signal = signal_number;
         stop_everything(JobEnd::Interrupted);
-      } else if (result_.end == JobEnd::Interrupted) {
+      } else if (!result_.received_signal) {
+        // Ctrl-C while a failure stops the job: the end stays the failure's, but the user has
+        // said stop, so no restart follows it.
+        result_.received_signal = signal_number;
+      } else {
         send_stop();  // a second Ctrl-C: every agent sends SIGKILL at once
       }
     }
@@ -497,6 +516,9 @@ class SessionRun {
   std::vector<bool> stopped_;           // still running when teardown began
   std::map<size_t, bool> reported_;     // the nodes of this run, and whether each has ended
   std::set<size_t> bound_;              // the nodes that said where their ranks start
+  std::vector<size_t> could_not_start_;  // the nodes whose agent said their ranks could not start
+  bool started_ranks_ = false;           // a node said its ranks had all started (its Done had no start error)
+  static constexpr const char* kCouldNotStart = "its ranks could not start: ";
   std::vector<std::string> went_home_;  // hosts whose ranks start in $HOME instead
   bool warned_home_ = false;
   bool tearing_down_ = false;

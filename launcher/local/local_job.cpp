@@ -263,7 +263,11 @@ class LocalJob {
         if (!tearing_down_) {
           result_.received_signal = signals[i];
           begin_teardown(JobEnd::Interrupted);
-        } else if (!sigkill_sent_ && result_.end == JobEnd::Interrupted) {
+        } else if (!result_.received_signal) {
+          // Ctrl-C while a failure stops the job: the end stays the failure's, but the user
+          // has said stop, so no restart follows it.
+          result_.received_signal = signals[i];
+        } else if (!sigkill_sent_) {
           send_sigkill();  // a second Ctrl-C means "now", as with torchrun
         }
       }

@@ -132,7 +132,9 @@ struct JobResult {
   std::vector<RankOutcome> ranks;        // in the order given
   std::optional<int> first_failed_rank;  // the failure that started teardown
   std::string start_error;               // why a rank could not start (StartFailed)
-  int received_signal = 0;               // for Interrupted
+  // For Interrupted; also a signal that came while another end stopped the job: the end
+  // stays that one's, and no restart follows it.
+  int received_signal = 0;
   std::vector<StuckProcess> stuck;
   int escaped_killed = 0;                // processes found by job id outside rank groups
   std::vector<std::string> notes;        // other things to report (a node lost, ...)

@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <thread>
+
 #include "tests/fakes/fake_spawner.h"
 
 namespace muster {
@@ -193,6 +195,33 @@ TEST(LocalJob, ASignalToMusterStopsTheJobWithItsStatus) {
   EXPECT_EQ(result.exit_code(), 130);
   EXPECT_EQ(spawner.log[2], "SIGTERM 100");
   EXPECT_EQ(spawner.log[3], "SIGTERM 101");
+}
+
+// Ctrl-C while a failure stops the job: the end and status stay the failure's, the signal is
+// kept (no restart follows it), and a second Ctrl-C sends SIGKILL without waiting out the grace.
+TEST(LocalJob, CtrlCWhileAFailureStopsTheJobIsKeptAndASecondKillsAtOnce) {
+  FakeSpawner spawner;
+  spawner.programs["fails"] = {"", 3};
+  spawner.programs["stubborn"] = {"", std::nullopt, true};  // needs SIGKILL
+  int fds[2];
+  ASSERT_EQ(pipe2(fds, O_NONBLOCK), 0);
+  TeardownPolicy policy = quick_policy();
+  policy.grace = std::chrono::hours(1);  // only the second Ctrl-C ends this job
+  std::thread user([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));  // the failure's teardown has begun
+    const unsigned char twice[2] = {SIGINT, SIGINT};
+    EXPECT_EQ(write(fds[1], twice, 2), 2);
+  });
+  RecordedOutput output;
+  JobResult result = run_local_job(spawner, ranks_running({"fails", "stubborn"}), policy, output, {fds[0]},
+                                   {"MUSTER_JOB_ID=job"});
+  user.join();
+  close(fds[0]);
+  close(fds[1]);
+  EXPECT_EQ(result.end, JobEnd::RankFailed);
+  EXPECT_EQ(result.exit_code(), 3);
+  EXPECT_EQ(result.received_signal, SIGINT);
+  EXPECT_EQ(std::count(spawner.log.begin(), spawner.log.end(), "SIGKILL 101"), 1);
 }
 
 TEST(LocalJob, TheTimeoutStopsTheJob) {

@@ -3,6 +3,8 @@
 
 #include <csignal>
 #include <deque>
+#include <functional>
+#include <thread>
 
 #include <fmt/format.h>
 #include <gtest/gtest.h>
@@ -25,7 +27,12 @@ class RecordingRunner : public AttemptRunner {
   std::vector<std::vector<size_t>> checked;
   std::vector<std::optional<SteadyTime>> deadlines;  // per attempt
 
+  std::optional<int> throws_at;                // run_attempt(number) calls start_throws, as a start can throw
+  std::function<void()> start_throws;
+  std::function<void()> during_check;          // what happens while check_nodes waits (Ctrl-C, time)
+
   AttemptEnd run_attempt(int number, const std::vector<size_t>& nodes, std::optional<SteadyTime> deadline) override {
+    if (throws_at == number) start_throws();
     numbers.push_back(number);
     deadlines.push_back(deadline);
     ran_on.push_back(nodes);
@@ -35,6 +42,7 @@ class RecordingRunner : public AttemptRunner {
   }
   std::map<size_t, std::string> check_nodes(const std::vector<size_t>& nodes) override {
     checked.push_back(nodes);
+    if (during_check) during_check();
     std::map<size_t, std::string> out;
     for (size_t n : nodes)
       if (unhealthy.count(n)) out[n] = unhealthy.at(n);
@@ -254,6 +262,100 @@ TEST(Restarts, AnEndIsDescribedTheSameForTheReportAndTheTimeline) {
   EXPECT_EQ(describe_job_end(result, plan, 0, {{1, "nothing heard from it for 5 s"}}),
             "lost contact with b: nothing heard from it for 5 s");
   EXPECT_STREQ(job_end_name(JobEnd::NodeLost), "node_lost");
+}
+
+// Ctrl-C while a failed attempt stops is the user saying stop: the end stays the failure's,
+// and its status the job's, but nothing starts again. The node it lost is still named.
+TEST(Restarts, CtrlCWhileAFailureStopsTheJobIsNotRestarted) {
+  RecordingRunner runner;
+  AttemptEnd lost = node_lost(1);
+  lost.result.received_signal = SIGINT;
+  runner.ends = {lost, completed()};
+  RestartedJob job = run_with_restarts(runner, {0, 1}, {2}, 3);
+  EXPECT_EQ(runner.ran_on.size(), 1u);
+  EXPECT_TRUE(runner.checked.empty());
+  EXPECT_EQ(job.result.exit_code(), 255);
+  EXPECT_EQ(job.attempts.back().action, "none: interrupted by SIGINT as it stopped");
+  EXPECT_EQ(job.left_out.at(1), "nothing heard from it for 5 s");
+}
+
+// An attempt that cannot start (a spare that did not say which ports are free) ends the job
+// with the attempt before it: its status, its timeline, and why there was no other.
+TEST(Restarts, AnErrorAsALaterAttemptStartsEndsTheJobWithTheAttemptBefore) {
+  RecordingRunner runner;
+  runner.ends = {rank_failed(3)};
+  runner.throws_at = 1;
+  runner.start_throws = [] {
+    throw Error(ErrorKind::Runtime, "n1 did not say which ports are free for the rendezvous: no answer");
+  };
+  RestartedJob job = run_with_restarts(runner, {0, 1}, {}, 2);
+  EXPECT_EQ(job.result.exit_code(), 3);
+  ASSERT_EQ(job.attempts.size(), 1u);
+  EXPECT_EQ(job.attempts[0].action,
+            "restarted in place: no node at fault; none: n1 did not say which ports are free for the rendezvous: no "
+            "answer (in attempt 2)");
+  ASSERT_FALSE(job.result.notes.empty());
+  EXPECT_EQ(job.result.notes.back(),
+            "no restart: n1 did not say which ports are free for the rendezvous: no answer (in attempt 2)");
+
+  RecordingRunner stopped;  // Ctrl-C as it started: the same, in the words of a signal
+  stopped.ends = {rank_failed(3)};
+  stopped.throws_at = 1;
+  stopped.start_throws = [] { throw Interrupted(SIGINT); };
+  job = run_with_restarts(stopped, {0, 1}, {}, 2);
+  EXPECT_EQ(job.result.exit_code(), 3);
+  EXPECT_EQ(job.attempts.back().action, "restarted in place: no node at fault; none: interrupted by SIGINT in attempt 2");
+}
+
+TEST(Restarts, CtrlCWhileTheNodesAreCheckedEndsTheJobNamingTheLostNode) {
+  RecordingRunner runner;
+  runner.ends = {node_lost(0), completed()};
+  runner.during_check = [] { throw Interrupted(SIGINT, "while asking the nodes"); };
+  RestartedJob job = run_with_restarts(runner, {0, 1}, {2}, 2);
+  EXPECT_EQ(runner.ran_on.size(), 1u);
+  EXPECT_EQ(job.result.exit_code(), 255);
+  EXPECT_EQ(job.attempts.back().action, "none: interrupted by SIGINT while the nodes were checked");
+  EXPECT_EQ(runner.left_out, (std::vector<std::pair<size_t, std::string>>{{0, "nothing heard from it for 5 s"}}));
+}
+
+// The checks between attempts take seconds: an attempt is not started once they have taken
+// the job past its --timeout.
+TEST(Restarts, NoAttemptStartsWhenTheChecksTookTheJobPastItsDeadline) {
+  RecordingRunner runner;
+  runner.ends = {node_lost(0), completed()};
+  const SteadyTime deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(50);
+  runner.during_check = [deadline] { std::this_thread::sleep_until(deadline + std::chrono::milliseconds(5)); };
+  RestartedJob job = run_with_restarts(runner, {0, 1}, {2}, 2, deadline);
+  EXPECT_EQ(runner.ran_on.size(), 1u) << "an attempt started after the job's deadline";
+  EXPECT_EQ(job.result.exit_code(), 255);
+  EXPECT_EQ(job.attempts.back().action,
+            "node1 left out; its ranks moved to node3; not started: the job's --timeout passed while the nodes were "
+            "checked");
+}
+
+// --drain-bad drains every node the job lost, the last attempt's too, and a second node lost
+// when the first took the last spare.
+TEST(Restarts, TheLastAttemptsLostNodesAreLeftOutToo) {
+  RecordingRunner runner;
+  runner.ends = {node_lost(0), node_lost(2)};
+  RestartedJob job = run_with_restarts(runner, {0, 1}, {2, 3}, 1);
+  EXPECT_EQ(runner.ran_on.size(), 2u);
+  EXPECT_EQ(job.attempts.back().action, "none: the 1 restart was spent");
+  EXPECT_EQ(runner.left_out, (std::vector<std::pair<size_t, std::string>>{{0, "nothing heard from it for 5 s"},
+                                                                         {2, "nothing heard from it for 5 s"}}));
+
+  RecordingRunner two_lost;
+  AttemptEnd both = node_lost(0);
+  both.facts.faulty[1] = "nothing heard from it for 5 s";
+  two_lost.ends = {both};
+  job = run_with_restarts(two_lost, {0, 1}, {}, 1);
+  EXPECT_EQ(job.left_out.size(), 2u);
+  EXPECT_EQ(two_lost.left_out.size(), 2u);
+
+  RecordingRunner plain;  // without restarts nothing is left out: there is no job to leave it out of
+  plain.ends = {node_lost(0)};
+  job = run_with_restarts(plain, {0, 1}, {}, 0);
+  EXPECT_TRUE(plain.left_out.empty());
 }
 
 TEST(Restarts, SparesAreTheLastNodesOfAHostList) {

@@ -111,6 +111,34 @@ TEST_F(SessionTest, NodesWithoutTheCallersDirectoryAreNamedInOneWarning) {
   EXPECT_TRUE(output.said.empty());
 }
 
+// A start that failed on every node (a typo in the command) is the command's fault: no node is
+// left out for it. Beside a node that started its ranks, the node that could not is at fault.
+TEST_F(SessionTest, AStartThatFailedOnEveryNodeIsTheCommandsFaultNotTheNodes) {
+  ClusterSpec c = cluster(2);
+  const std::string cannot =
+      R"({"start_error":"cannot execute 'trian.py': No such file or directory","escaped":0,"stuck":[]})";
+  for (int i : {1, 2}) {
+    node(i).job_frames = std::vector<Frame>{};
+    node(i).done = cannot;
+  }
+  auto session = open(c);
+  RankPlan plan = make_rank_plan(c, std::nullopt, MapBy::Slot);
+  LaunchRequest request;
+  request.argv = {"trian.py"};
+  request.job.job_id = test_job_id();
+  Discard output;
+  AttemptFacts facts;
+  JobResult result = run_over_session(*session, plan, request, TeardownPolicy{}, output, {}, &facts);
+  EXPECT_EQ(result.end, JobEnd::StartFailed);
+  EXPECT_TRUE(facts.faulty.empty()) << facts.faulty.begin()->second;
+
+  node(1).job_frames.reset();  // n1 starts its ranks; n2 still cannot
+  result = run_over_session(*session, plan, request, TeardownPolicy{}, output, {}, &facts);
+  EXPECT_EQ(result.end, JobEnd::StartFailed);
+  EXPECT_EQ(facts.faulty, (std::map<size_t, std::string>{
+                              {1, "its ranks could not start: cannot execute 'trian.py': No such file or directory"}}));
+}
+
 TEST_F(SessionTest, TheCommandRoundTripIsTimedOnTheStartCommandItself) {
   ClusterSpec c = cluster(2);
   auto session = open(c);
