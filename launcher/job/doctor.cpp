@@ -290,19 +290,21 @@ class Doctor {
     const CulpritReport found = search_slow_pairs(context_->session(), context_->cluster(), r, ping,
                                                   context_->interrupt_fds());
     for (auto& f : slow_pair_findings(context_->cluster(), r, found)) r.problems.push_back(std::move(f));
-    place_rendezvous(context_->cluster(), r);
+    place_rendezvous(context_->cluster(), r, nodes_failed_so_far());
     report_.pair_search = found;
-    // Nothing judged is no pass: two nodes without checks.min_bandwidth_gbps, or no stream measured.
+    // Nothing judged is no pass, and says so as a warning: two nodes without
+    // checks.min_bandwidth_gbps (a pair alone cannot tell which end is slow), or no stream measured.
     const std::string measured = fmt::format("{} pairs in {} rounds of the pair search, typical {:.2f} Gbit/s",
                                              found.measured.size(), found.rounds, found.typical_gbps);
     if (std::none_of(r.problems.begin(), r.problems.end(),
                      [](const Finding& f) { return f.kind == FindingKind::Bandwidth; }))
-      add("network", "bandwidth", std::nullopt, found.threshold_gbps > 0 ? CheckStatus::Pass : CheckStatus::Skip,
+      add("network", "bandwidth", std::nullopt, found.threshold_gbps > 0 ? CheckStatus::Pass : CheckStatus::Warn,
           found.threshold_gbps > 0
               ? fmt::format("{}: each of the {} nodes streamed at or above the bar ({:.2f} Gbit/s) with a partner "
                             "(a pair is never faster than its slower end)", measured, found.cleared,
                             found.threshold_gbps)
-              : measured + ": nothing to compare it with (set checks.min_bandwidth_gbps)");
+              : measured + ": not judged, nothing to compare it with (a pair alone cannot tell which end is slow); "
+                           "set checks.min_bandwidth_gbps to judge it");
     // Each node's pairs, gathered in one pass: at 64 nodes there are 4032 of them per address.
     std::vector<std::vector<const ProbeResult*>> probed_by(r.nodes.size());
     for (const auto& p : r.pairs)
@@ -510,6 +512,18 @@ class Doctor {
   }
 
   std::string host(size_t node) const { return context_->cluster().nodes[node].host; }
+
+  // The nodes a stage before this one failed (a GPU off the bus, a check that hung): MASTER_ADDR
+  // goes elsewhere when a node passed, as it does from a node the network found slow.
+  std::set<int> nodes_failed_so_far() const {
+    std::set<std::string> failed;
+    for (const auto& c : report_.checks)
+      if (c.status == CheckStatus::Fail && c.node) failed.insert(*c.node);
+    std::set<int> out;
+    for (size_t i = 0; i < context_->cluster().nodes.size(); ++i)
+      if (failed.count(host(i))) out.insert(int(i));
+    return out;
+  }
 
   void add(const std::string& stage, const std::string& name, std::optional<std::string> node,
            CheckStatus status, const std::string& reason, std::map<std::string, double> values = {}) {

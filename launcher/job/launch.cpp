@@ -280,6 +280,15 @@ RankPlan plan_on_nodes(ClusterContext& context, std::optional<int> ranks, MapBy 
   return plan_shares_on_nodes(cluster, nodes, usable, ranks, map_by);
 }
 
+// The job's nodes in the order of their shares, the node the network pass placed MASTER_ADDR on
+// first: rank 0 serves the rendezvous (torch's TCPStore, Gloo's store), so it runs where
+// MASTER_ADDR is, which the pass moves off a first node that failed a check.
+std::vector<size_t> rendezvous_node_first(ClusterContext& context, std::vector<size_t> nodes) {
+  const auto it = std::find(nodes.begin(), nodes.end(), size_t(context.network().rendezvous_node));
+  if (it != nodes.end()) std::rotate(nodes.begin(), it, it + 1);
+  return nodes;
+}
+
 // How long the check after a failure waits for a node: past the agent's own deadline for its
 // checks (kHealthDeadline), so that a slow healthy node is not left out and a hung check names
 // itself, as doctor waits.
@@ -363,10 +372,11 @@ class SessionAttempts : public AttemptRunner {
   RankPlan plan;  // the last attempt's
 
  private:
-  // The address the network pass chose for node 0, else the rendezvous node's own address in
-  // the chosen subnet (its interface there), else the one muster reached it at.
+  // The address the network pass chose for the node it placed MASTER_ADDR on, else rank 0's
+  // node's own address in the chosen subnet (its interface there), else the one muster reached
+  // it at.
   std::string master_addr(const PingReport& network, size_t node) {
-    if (node == 0) return *network.choice.master_addr;
+    if (int(node) == network.rendezvous_node) return *network.choice.master_addr;
     if (auto it = network.choice.interface_of.find(int(node)); it != network.choice.interface_of.end())
       for (const auto& a : context_.session().hellos()[node].addresses)
         if (a.interface == it->second) return a.address;
@@ -412,7 +422,8 @@ LaunchedJob run_across_nodes(ClusterContext& context, const JobOptions& options,
   // 3. Each attempt: the plan on its nodes, a fresh rendezvous, the MPI service, the ranks.
   auto [working, spares] = working_and_spare_nodes(context.cluster());
   SessionAttempts runner(context, options, std::move(request), make_output);
-  RestartedJob restarted = run_with_restarts(runner, working, spares, options.restarts, deadline);
+  RestartedJob restarted =
+      run_with_restarts(runner, rendezvous_node_first(context, working), spares, options.restarts, deadline);
   LaunchedJob job;
   job.plan = std::move(runner.plan);
   job.result = std::move(restarted.result);
@@ -472,7 +483,7 @@ RankPlan plan_job(ClusterContext& context, std::optional<int> ranks, MapBy map_b
     learn_local_gpus(cluster, this_machine);
     return make_rank_plan(cluster, ranks, map_by);
   }
-  return plan_on_nodes(context, ranks, map_by, working_and_spare_nodes(cluster).first);
+  return plan_on_nodes(context, ranks, map_by, rendezvous_node_first(context, working_and_spare_nodes(cluster).first));
 }
 
 void refuse_this_machine_listed_twice(const ClusterContext& context) {

@@ -170,6 +170,12 @@ void report_slow_bandwidth(const ClusterSpec& cluster, const PingReport& in, std
   if (slow.split)
     report_split(cluster, slow.below_the_fast, slow.measured_nodes, slow.typical_gbps,
                  slow.fastest_of_the_rest_gbps, host, report);
+  // Measured but not judged is no pass: two nodes, whose one pair cannot tell which end is slow.
+  if (slow.threshold_gbps <= 0 && slow.measured_nodes >= 2)
+    add(report, Severity::Warn, FindingKind::Bandwidth, std::nullopt,
+        fmt::format("bandwidth not judged: {} nodes measured, typical {:.2f} Gbit/s, and with fewer than three a "
+                    "pair alone cannot tell which end is slow; set checks.min_bandwidth_gbps to judge it",
+                    slow.measured_nodes, slow.typical_gbps));
   for (const SlowNode& s : slow.nodes) {
     std::vector<std::string> slow_ways, other_ways;
     (s.sending ? slow_ways : other_ways).push_back(fmt::format("{:.2f} Gbit/s sending", s.sending_gbps));
@@ -524,8 +530,8 @@ void analyze_probes(const ClusterSpec& cluster, PingReport& report) {
   place_rendezvous(cluster, report);
 }
 
-void place_rendezvous(const ClusterSpec& cluster, PingReport& report) {
-  std::set<int> failed;
+void place_rendezvous(const ClusterSpec& cluster, PingReport& report, const std::set<int>& failed_elsewhere) {
+  std::set<int> failed = failed_elsewhere;
   for (const auto& f : report.problems)
     if (f.severity == Severity::Fail && f.node && f.kind != FindingKind::Rendezvous) failed.insert(*f.node);
   int first = -1;

@@ -18,8 +18,9 @@ void analyze_probes(const ClusterSpec& cluster, PingReport& report);
 // second entry of one machine), since every rank connects there first and a sick node there
 // stalls or breaks the start of the whole job; then the first node that failed none, or the
 // first, said, when every node failed one. ping_cluster places it; a caller that adds
-// findings (the pair search's) places it again.
-void place_rendezvous(const ClusterSpec& cluster, PingReport& report);
+// findings (the pair search's) places it again. `failed_elsewhere`: nodes that failed a check
+// of another kind (doctor's health stage), avoided alike.
+void place_rendezvous(const ClusterSpec& cluster, PingReport& report, const std::set<int>& failed_elsewhere = {});
 
 // Each ordered pair's bandwidth: on the chosen interface's address where there is one (what
 // the ranks will use), else the best of its addresses; the better of its measurements.

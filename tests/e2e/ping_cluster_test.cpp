@@ -1,6 +1,7 @@
 // muster ping on the test cluster: unreachable pairs, slow links, duplicate machines,
 // interface choice and stopped hosts, each as a user would meet them.
 #include <filesystem>
+#include <fstream>
 
 #include <fmt/format.h>
 #include <gtest/gtest.h>
@@ -393,6 +394,32 @@ TEST_F(PingCluster, AStoppedHostFailsOnlyItself) {
             std::string::npos);
   EXPECT_EQ(r["pairs"].size(), 6u);  // the other three measured each other
   for (const auto& p : r["pairs"]) EXPECT_EQ(p["reachable"], true);
+}
+
+// Two nodes: their one pair cannot tell which end is slow. Measured but not judged is said as
+// a warning, by ping --bandwidth and by doctor, never passed.
+TEST_F(PingCluster, TwoNodesBandwidthIsMeasuredNotJudgedAndSaysSo) {
+  std::string yaml;
+  {
+    std::ifstream in(cluster_->write_cluster_file());
+    yaml.assign(std::istreambuf_iterator<char>(in), {});
+  }
+  yaml.resize(yaml.find("  - host: " + cluster_->host(2) + "\n"));
+  const std::string two = cluster_->dir() + "/two-nodes.yaml";
+  std::ofstream(two) << yaml;
+  int status = -1;
+  auto r = ping_json({"--bandwidth"}, &status, two);
+  EXPECT_EQ(status, 0) << r.dump(2);
+  EXPECT_TRUE(has_problem(r, "bandwidth not judged: 2 nodes measured")) << r["problems"].dump(2);
+
+  auto doctor = cluster_->muster({"doctor", "-f", two, "--skip", "health,launch,smoke", "--json"});
+  EXPECT_EQ(doctor.exit_code, 0) << doctor.out << doctor.err;
+  bool warned = false;
+  const auto report = nlohmann::json::parse(doctor.out);
+  for (const auto& c : report["checks"])
+    if (c["stage"] == "network" && c["name"] == "bandwidth")
+      warned |= c["status"] == "warn" && c["reason"].get<std::string>().find("not judged") != std::string::npos;
+  EXPECT_TRUE(warned) << doctor.out;
 }
 
 TEST_F(PingCluster, ThresholdsFromTheClusterFileBecomeFailures) {
