@@ -157,23 +157,61 @@ TEST(HealthBaseline, AStateDirectoryIsMadePrivateAndItsFileIsWrittenWholeAndRead
   struct stat st{};
   ASSERT_EQ(::stat(state.path().c_str(), &st), 0);
   EXPECT_EQ(st.st_mode & 0777, 0700u);
-  ASSERT_EQ(::stat((state.path() + "/counters.baseline").c_str(), &st), 0);
+  // Named for the node's machine-id (NodeTree's), so that nodes sharing a home keep one each.
+  const std::string file = state.path() + "/counters.5f0c2a9d7e3b4c1a8d6e9f2b3a4c5d6e.baseline";
+  ASSERT_EQ(::stat(file.c_str(), &st), 0);
   EXPECT_EQ(st.st_mode & 0777, 0600u);
   std::size_t files = 0;
   for ([[maybe_unused]] const auto& e : std::filesystem::directory_iterator(state.path())) ++files;
   EXPECT_EQ(files, 1u);  // no temporary file left behind
 
   std::string why_not;
-  auto loaded = load_counter_baseline(state.path(), why_not);
+  auto loaded = load_counter_baseline(state.path(), tree.root(), why_not);
   ASSERT_TRUE(loaded) << why_not;
   EXPECT_EQ(loaded->boot_id, "boot-one");
 
-  std::ofstream(state.path() + "/counters.baseline") << std::string(5 << 20, 'x');
-  EXPECT_FALSE(load_counter_baseline(state.path(), why_not));
+  std::ofstream(file) << std::string(5 << 20, 'x');
+  EXPECT_FALSE(load_counter_baseline(state.path(), tree.root(), why_not));
   EXPECT_TRUE(has(why_not, "larger than")) << why_not;
-  std::ofstream(state.path() + "/counters.baseline") << "not a baseline\n";
-  EXPECT_FALSE(load_counter_baseline(state.path(), why_not));
+  std::ofstream(file) << "not a baseline\n";
+  EXPECT_FALSE(load_counter_baseline(state.path(), tree.root(), why_not));
   EXPECT_TRUE(has(why_not, "not a muster counter baseline")) << why_not;
+}
+
+// Without root the state directory is in $HOME, which a cluster's nodes often share (NFS):
+// each machine keeps a baseline of its own there, named for its machine-id, and one node's
+// first run of a boot does not replace another's baseline (and what it accepted).
+TEST(HealthBaseline, NodesSharingAStateDirectoryKeepABaselineEach) {
+  NodeTree one, two;
+  for (NodeTree* t : {&one, &two}) t->healthy_gpu_node();
+  one.write("proc/sys/kernel/random/boot_id", "boot-one");
+  one.write("etc/machine-id", "0123456789abcdef0123456789abcdef\n");
+  two.write("proc/sys/kernel/random/boot_id", "boot-two");
+  two.write("etc/machine-id", "fedcba9876543210fedcba9876543210\n");
+  StateDir state;
+  ASSERT_TRUE(accept_counter_baseline(one.root(), state.path()).saved);
+  ASSERT_TRUE(accept_counter_baseline(two.root(), state.path()).saved);
+  EXPECT_TRUE(std::filesystem::exists(state.path() + "/counters.0123456789abcdef0123456789abcdef.baseline"));
+  EXPECT_TRUE(std::filesystem::exists(state.path() + "/counters.fedcba9876543210fedcba9876543210.baseline"));
+  std::string why_not;
+  auto first = load_counter_baseline(state.path(), one.root(), why_not);
+  ASSERT_TRUE(first) << why_not;
+  EXPECT_EQ(first->boot_id, "boot-one");
+  auto second = load_counter_baseline(state.path(), two.root(), why_not);
+  ASSERT_TRUE(second) << why_not;
+  EXPECT_EQ(second->boot_id, "boot-two");
+
+  // The one file every machine shared before is still read where a machine has none of its own.
+  NodeTree three;
+  three.healthy_gpu_node();
+  three.write("proc/sys/kernel/random/boot_id", "boot-three");
+  std::filesystem::remove(three.root() + "/etc/machine-id");
+  ASSERT_TRUE(accept_counter_baseline(three.root(), state.path()).saved);  // no machine-id: the shared name
+  EXPECT_TRUE(std::filesystem::exists(state.path() + "/counters.baseline"));
+  three.write("etc/machine-id", "00000000000000000000000000000003\n");
+  auto legacy = load_counter_baseline(state.path(), three.root(), why_not);
+  ASSERT_TRUE(legacy) << why_not;
+  EXPECT_EQ(legacy->boot_id, "boot-three");
 }
 
 TEST(HealthBaseline, TheStateDirectoryIsMustersOwnEnvironmentFirst) {

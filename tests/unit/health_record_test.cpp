@@ -129,5 +129,23 @@ TEST(HealthRecord, ARecordOfAnotherMachineIsNotApplied) {
   EXPECT_EQ(with_node_record({}, tree.root(), state.path(), why_not).gpus_per_node, 2);
 }
 
+// Nodes whose state directory is one shared home each keep a record: the second node's
+// --record does not replace the first's.
+TEST(HealthRecord, NodesSharingAStateDirectoryKeepARecordEach) {
+  NodeTree four, eight;  // two machines of one model
+  four.healthy_gpu_node();
+  four.write("etc/machine-id", "aaaa");
+  eight.healthy_gpu_node();
+  eight.write("etc/machine-id", "bbbb");
+  StateDir state;
+  ASSERT_TRUE(record(four, state).saved);
+  ASSERT_TRUE(record(eight, state).saved);
+  EXPECT_TRUE(std::filesystem::exists(state.path() + "/node.aaaa.record"));
+  EXPECT_TRUE(std::filesystem::exists(state.path() + "/node.bbbb.record"));
+  std::string why_not;
+  EXPECT_EQ(with_node_record({}, four.root(), state.path(), why_not).gpus_per_node, 2) << why_not;
+  EXPECT_EQ(with_node_record({}, eight.root(), state.path(), why_not).gpus_per_node, 2) << why_not;
+}
+
 }  // namespace
 }  // namespace muster

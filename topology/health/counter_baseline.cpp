@@ -21,7 +21,9 @@ namespace {
 
 namespace fs = std::filesystem;
 
-constexpr const char* kFileName = "counters.baseline";
+// counters.<machine-id>.baseline
+constexpr const char* kFileStem = "counters";
+constexpr const char* kFileSuffix = "baseline";
 constexpr const char* kHeader = "muster-counter-baseline 1";
 // Far above a node's devices and Xids.
 constexpr size_t kMaxEntries = 100000;
@@ -49,10 +51,11 @@ std::optional<std::string> read_boot_id(const std::string& root) {
   return id;
 }
 
-std::optional<CounterBaseline> load_counter_baseline(const std::string& state_dir, std::string& why_not) {
-  auto text = read_state_file(state_dir, kFileName, why_not);
+std::optional<CounterBaseline> load_counter_baseline(const std::string& state_dir, const std::string& root,
+                                                     std::string& why_not) {
+  auto text = read_machine_state_file(state_dir, root, kFileStem, kFileSuffix, why_not);
   if (!text) return std::nullopt;
-  const std::string path = state_dir + "/" + kFileName;
+  const std::string path = state_dir + "/" + state_file_of_machine(root, kFileStem, kFileSuffix);
   std::istringstream in(*text);
   std::string line;
   CounterBaseline b;
@@ -84,12 +87,13 @@ std::optional<CounterBaseline> load_counter_baseline(const std::string& state_di
   return b;
 }
 
-bool save_counter_baseline(const std::string& state_dir, const CounterBaseline& baseline, std::string& why_not) {
+bool save_counter_baseline(const std::string& state_dir, const std::string& root, const CounterBaseline& baseline,
+                           std::string& why_not) {
   std::string text = fmt::format("{}\nboot_id {}\nrecorded_at {}\n", kHeader, baseline.boot_id,
                                  static_cast<long long>(baseline.recorded_at));
   for (const auto& [key, value] : baseline.counts)
     if (valid_key(key)) text += fmt::format("{} {}\n", key, value);
-  return write_state_file(state_dir, kFileName, text, why_not);
+  return write_state_file(state_dir, state_file_of_machine(root, kFileStem, kFileSuffix), text, why_not);
 }
 
 std::string baseline_time_text(std::time_t t) {

@@ -27,15 +27,18 @@ struct CounterBaseline {
 // unreadable.
 std::optional<std::string> read_boot_id(const std::string& root);
 
-// The baseline kept in `state_dir`, whatever its boot; nullopt with `why_not` set when
-// there is none ("" then) or it cannot be trusted (a symlink, another user's, too big,
-// malformed).
-std::optional<CounterBaseline> load_counter_baseline(const std::string& state_dir, std::string& why_not);
+// The baseline kept in `state_dir` for the machine under `root` (a file of its own, named
+// for its machine-id: nodes may share one state directory), whatever its boot; nullopt with
+// `why_not` set when there is none ("" then) or it cannot be trusted (a symlink, another
+// user's, too big, malformed).
+std::optional<CounterBaseline> load_counter_baseline(const std::string& state_dir, const std::string& root,
+                                                     std::string& why_not);
 
-// Writes `baseline` into `state_dir` (made 0700 if missing), replacing the old one at once;
-// false with `why_not` set when the directory is unsafe (a symlink, another user's,
-// writable by others) or the write failed.
-bool save_counter_baseline(const std::string& state_dir, const CounterBaseline& baseline, std::string& why_not);
+// Writes `baseline` of the machine under `root` into `state_dir` (made 0700 if missing),
+// replacing the old one at once; false with `why_not` set when the directory is unsafe (a
+// symlink, another user's, writable by others) or the write failed.
+bool save_counter_baseline(const std::string& state_dir, const std::string& root, const CounterBaseline& baseline,
+                           std::string& why_not);
 
 // "2026-11-27 14:40:05 UTC".
 std::string baseline_time_text(std::time_t t);

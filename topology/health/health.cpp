@@ -105,7 +105,7 @@ std::optional<std::string> load_baseline(const HealthSources& sources, GrowingCo
   // A baseline of another boot says nothing of this one: its counters started again at 0.
   auto boot_id = read_boot_id(sources.root);
   if (boot_id) {
-    auto baseline = load_counter_baseline(sources.state_dir, why_not);
+    auto baseline = load_counter_baseline(sources.state_dir, sources.root, why_not);
     if (baseline && baseline->boot_id == *boot_id) growing.baseline = std::move(baseline);
   }
   return boot_id;
@@ -124,7 +124,7 @@ NodeHealth check_node_health(const HealthSources& sources, const HealthExpectati
     CounterBaseline taken{*boot_id, std::time(nullptr), {}};
     for (const auto& [key, value] : growing.seen)
       if (!growing.failed.count(key)) taken.counts[key] = value;
-    save_counter_baseline(sources.state_dir, taken, why_no_baseline);
+    save_counter_baseline(sources.state_dir, sources.root, taken, why_no_baseline);
   }
   if (!why_no_baseline.empty()) {
     HealthFinding f = health::finding("counter_baseline", HealthStatus::Warn, "",
@@ -148,7 +148,7 @@ AcceptedCounters accept_counter_baseline(const std::string& root, const std::str
   CounterBaseline taken{*boot_id, std::time(nullptr), std::move(growing.seen)};
   accepted.boot_id = *boot_id;
   accepted.counts = taken.counts.size();
-  accepted.saved = save_counter_baseline(state_dir, taken, accepted.why_not);
+  accepted.saved = save_counter_baseline(state_dir, root, taken, accepted.why_not);
   return accepted;
 }
 

@@ -14,16 +14,11 @@ namespace muster {
 
 namespace {
 
-constexpr const char* kFileName = "node.record";
+// node.<machine-id>.record
+constexpr const char* kFileStem = "node";
+constexpr const char* kFileSuffix = "record";
 constexpr const char* kHeader = "muster-node-record 1";
 constexpr size_t kMaxPorts = 1024;
-
-// The machine a record is of (/etc/machine-id under the root), "" when unreadable: a
-// snapshot of another machine is not held to this one's record.
-std::string machine_id(const std::string& root) {
-  const std::string id = health::read_line(health::Root{root}.at("/etc/machine-id")).value_or("");
-  return id.find(' ') == std::string::npos && id.size() <= 128 ? id : "";
-}
 
 // What the record says, as text, one fact a line: "KEY VALUE".
 std::string record_text(const HealthExpectations& r, std::time_t at, const std::string& machine) {
@@ -90,13 +85,14 @@ RecordedNode record_node(const HealthSources& sources, const std::string& state_
   }
   const std::time_t now = std::time(nullptr);
   r.recorded_at = baseline_time_text(now);
-  result.saved = write_state_file(state_dir, kFileName, record_text(r, now, machine_id(sources.root)), result.why_not);
+  result.saved = write_state_file(state_dir, state_file_of_machine(sources.root, kFileStem, kFileSuffix),
+                                  record_text(r, now, state_machine_id(sources.root)), result.why_not);
   return result;
 }
 
 HealthExpectations with_node_record(const HealthExpectations& expect, const std::string& root,
                                     const std::string& state_dir, std::string& why_not) {
-  auto text = read_state_file(state_dir, kFileName, why_not);
+  auto text = read_machine_state_file(state_dir, root, kFileStem, kFileSuffix, why_not);
   if (!text) return expect;
   HealthExpectations record;
   std::istringstream in(*text);
@@ -128,12 +124,13 @@ HealthExpectations with_node_record(const HealthExpectations& expect, const std:
       record.active_ib_ports.push_back(value);
   }
   if (!header || !dated) {
-    why_not = fmt::format("{}/{} is not a muster node record: ignored", state_dir, kFileName);
+    why_not = fmt::format("{}/{} is not a muster node record: ignored", state_dir,
+                          state_file_of_machine(root, kFileStem, kFileSuffix));
     return expect;
   }
   // Only a record of this very machine applies: one without a machine-id (a snapshot that
   // lacked it) or of another machine holds nobody to it.
-  if (recorded_machine.empty() || recorded_machine != machine_id(root)) return expect;
+  if (recorded_machine.empty() || recorded_machine != state_machine_id(root)) return expect;
   // The cluster file's own expectations win: the record fills what it leaves unset.
   HealthExpectations out = expect;
   out.recorded_at = record.recorded_at;

@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cctype>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -11,6 +12,7 @@
 #include <fmt/format.h>
 
 #include "launcher/replace_file.h"
+#include "topology/health/sysfs_reading.h"
 
 namespace muster {
 
@@ -96,5 +98,26 @@ bool write_state_file(const std::string& state_dir, const std::string& name, con
   return true;
 }
 
+
+std::string state_machine_id(const std::string& root) {
+  const std::string id = health::read_line(health::Root{root}.at("/etc/machine-id")).value_or("");
+  if (id.empty() || id.size() > 128) return "";
+  for (char c : id)
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '-' && c != '_') return "";
+  return id;
+}
+
+std::string state_file_of_machine(const std::string& root, const std::string& stem, const std::string& suffix) {
+  const std::string id = state_machine_id(root);
+  return id.empty() ? fmt::format("{}.{}", stem, suffix) : fmt::format("{}.{}.{}", stem, id, suffix);
+}
+
+std::optional<std::string> read_machine_state_file(const std::string& state_dir, const std::string& root,
+                                                   const std::string& stem, const std::string& suffix,
+                                                   std::string& why_not) {
+  auto text = read_state_file(state_dir, state_file_of_machine(root, stem, suffix), why_not);
+  if (text || !why_not.empty()) return text;
+  return read_state_file(state_dir, fmt::format("{}.{}", stem, suffix), why_not);
+}
 
 }  // namespace muster
