@@ -96,6 +96,39 @@ TEST(HealthBaseline, AnUncorrectableAerCountFailsUntilAcceptedThenItsGrowthFails
   EXPECT_TRUE(has(aer[0].observed, "5 uncorrectable (non-fatal) PCIe errors (AER) since boot")) << aer[0].observed;
 }
 
+// InfiniBand's error counters only grow, as AER counts do: what is counted since boot warns on
+// the first run of a boot, which takes it as the baseline; later runs judge what is new, and a
+// link that went down since then (link_downed grew) fails until accepted.
+TEST(HealthBaseline, InfinibandErrorCountersAreJudgedByWhatIsNewSinceTheBaseline) {
+  NodeTree tree;
+  tree.healthy_gpu_node();
+  tree.write("proc/sys/kernel/random/boot_id", "boot-one");
+  tree.ib_counter("mlx5_0", 1, "symbol_error", 12);
+  tree.ib_counter("mlx5_0", 1, "link_downed", 1);  // the boot's own link training, or a reseat
+  StateDir state;
+  auto first = of(check(tree, state.path()), "ib_errors");
+  ASSERT_EQ(first.size(), 1u);
+  EXPECT_EQ(first[0].status, HealthStatus::Warn);
+  EXPECT_EQ(first[0].device, "mlx5_0 port 1 (0000:3b:00.0)");
+  EXPECT_EQ(first[0].observed, "error counters since boot: symbol_error +12, link_downed +1");
+  EXPECT_TRUE(of(check(tree, state.path()), "ib_errors").empty()) << "the first run's counts were not kept";
+
+  tree.ib_counter("mlx5_0", 1, "symbol_error", 15);
+  auto grown = of(check(tree, state.path()), "ib_errors");
+  ASSERT_EQ(grown.size(), 1u);
+  EXPECT_EQ(grown[0].status, HealthStatus::Warn);
+  EXPECT_TRUE(has(grown[0].observed, "symbol_error +3")) << grown[0].observed;
+  EXPECT_TRUE(has(grown[0].observed, "since 20")) << grown[0].observed;  // the baseline's date
+
+  tree.ib_counter("mlx5_0", 1, "link_downed", 2);
+  auto flapped = of(check(tree, state.path()), "ib_errors");
+  ASSERT_EQ(flapped.size(), 1u);
+  EXPECT_EQ(flapped[0].status, HealthStatus::Fail);
+  EXPECT_TRUE(has(flapped[0].observed, "link_downed +1")) << flapped[0].observed;
+  ASSERT_TRUE(accept_counter_baseline(tree.root(), state.path()).saved);
+  EXPECT_TRUE(of(check(tree, state.path()), "ib_errors").empty());
+}
+
 TEST(HealthBaseline, AWarningCountIsTakenByTheFirstRunOfABootAndWarnsAgainOnlyWhenItGrows) {
   NodeTree tree;
   tree.healthy_gpu_node();

@@ -85,15 +85,19 @@ void check_ib(const NodeReading& node, NodeHealth& out) {
   int active = 0;
   for (const auto& p : ports) active += p.active() && p.link_up();
   out.software.ib_ports = active;
-  if (expect.ib_ports && active < *expect.ib_ports) {
+  // Too few ports active, after the ports themselves: a port down names the device first (what
+  // a drain's reason says); an HCA missing has no port to name.
+  auto count_against_expectation = [&] {
+    if (!expect.ib_ports || active >= *expect.ib_ports) return;
     HealthFinding f = finding("ib_port", Status::Fail, "", fmt::format("{} active InfiniBand/RoCE port{}", active,
                                                                         active == 1 ? "" : "s"));
     f.expected = std::to_string(*expect.ib_ports);
     f.expected_from = expect.from("ib_ports");
     f.remedy = "a port is down or an HCA is missing: check the cables, ibstat, and lspci for the HCAs";
     out.findings.push_back(f);
-  }
+  };
   if (ports.empty()) {
+    count_against_expectation();
     if (out.findings.size() == first)
       out.findings.push_back(finding("ib_port", Status::Absent, "", "no InfiniBand or RoCE device in /sys/class/infiniband"));
     return;
@@ -104,28 +108,67 @@ void check_ib(const NodeReading& node, NodeHealth& out) {
   for (const auto& p : ports)
     if (p.rate && p.active()) active_rates[p.kind].push_back(*p.rate);
   // With expect.ib_ports met, a port that is down is one not cabled (the second port of a
-  // dual-port card); without it, a port down is a port that should be up.
+  // dual-port card); with it unmet, a port down is one that should be up. Without it nothing
+  // here says which: a warning, which a record (--record) or the node's peers (doctor) turn
+  // into a failure.
   const bool enough_active = expect.ib_ports && active >= *expect.ib_ports;
+  const bool too_few_active = expect.ib_ports && active < *expect.ib_ports;
   std::map<std::string, int> rate_counts;
+  std::vector<HealthFinding> counted;  // error counts, a check of their own after the ports'
   for (const auto& p : ports) {
-    for (const char* name : kIbCounters)
-      if (auto v = read_count(p.dir / "counters" / name)) out.counters.push_back({p.label, name, *v});
+    std::vector<std::string> grown;
+    bool flapped = false, all_since_baseline = true;
+    for (const char* name : kIbCounters) {
+      auto v = read_count(p.dir / "counters" / name);
+      if (!v) continue;
+      out.counters.push_back({p.label, name, *v});
+      // Judged by what is new since this boot's baseline, as AER counts and Xids are: a
+      // symbol error months ago is no reason to drain a node today.
+      const std::string key = fmt::format("ib/{}/{}/{}", p.dir.parent_path().parent_path().filename().string(),
+                                          p.dir.filename().string(), name);
+      const std::uint64_t judged = node.growing->judged(key, *v);
+      if (judged == 0) continue;
+      all_since_baseline &= node.growing->since_baseline(key);
+      grown.push_back(fmt::format("{} +{}", name, judged));
+      // A link that went down since the baseline flapped; counted since boot it may be the
+      // boot's own link training, or a cable reseated since.
+      if (std::string_view(name) == "link_downed" && node.growing->since_baseline(key)) {
+        flapped = true;
+        node.growing->failed.insert(key);
+      }
+    }
+    if (!grown.empty()) {
+      const bool since_baseline = all_since_baseline;
+      HealthFinding f = finding("ib_errors", flapped ? Status::Fail : Status::Warn, p.label,
+                                fmt::format("error counters {}: {}",
+                                            since_baseline ? "since " + node.growing->baseline_time() : "since boot",
+                                            fmt::join(grown, ", ")));
+      f.expected = "0";
+      f.expected_from = since_baseline ? "the baseline accepted at " + node.growing->baseline_time() : "a healthy link";
+      f.remedy = flapped ? "the link went down and came back: check the cable, transceiver and switch port (mlxlink); "
+                           "once repaired, muster health --accept-counters"
+                         : "a few are normal; a growing count points at the cable or transceiver (mlxlink, ibqueryerrors)";
+      counted.push_back(f);
+    }
     if (!p.state || !p.phys_state) {
       HealthFinding f = finding("ib_port", Status::Unknown, p.label, "state or phys_state unreadable");
       f.remedy = "check the port with ibstat";
       out.findings.push_back(f);
       continue;
     }
-    // A port down is never silent: the commonest InfiniBand fault. One that is disabled
-    // ("3: Disabled": by an administrator, or after it went down) is a warning, named with its
-    // states; one down while still in use fails, unless the expected ports are active.
+    // A port down is never silent: the commonest InfiniBand fault. It is named with its
+    // states, and fails where something says it should be up: too few ports active for
+    // expect.ib_ports, or ACTIVE in this node's record. One that is disabled ("3: Disabled":
+    // by an administrator, or after it went down) is a warning all the same.
     if (!p.active() || !p.link_up()) {
-      HealthFinding f = finding("ib_port", enough_active || p.disabled() ? Status::Warn : Status::Fail, p.label,
+      HealthFinding f = finding("ib_port", too_few_active && !p.disabled() ? Status::Fail : Status::Warn, p.label,
                                 fmt::format("state {}, phys_state {}{}", *p.state, *p.phys_state,
                                             p.rate_text ? ", rate " + *p.rate_text : ""));
       f.expected = "4: ACTIVE, 5: LinkUp";
-      f.expected_from = enough_active ? "a port in use (expect.ib_ports are active: this one may not be cabled)"
-                                      : "a port in use";
+      f.expected_from = enough_active    ? "a port in use (expect.ib_ports are active: this one may not be cabled)"
+                        : too_few_active ? "a port in use (" + expect.from("ib_ports") + " are not all active)"
+                                         : "a port in use, if it is cabled: expect.ib_ports or a record (--record) "
+                                           "says how many are; doctor compares the node's peers";
       f.remedy = p.disabled() ? "the port is disabled: if it should carry traffic, enable it (ibportstate) and check "
                                 "its cable; if it is unused, expect.ib_ports says how many ports are"
                  : !p.link_up() ? "no physical link: check the cable, the transceiver and the switch port (ibstat, mlxlink)"
@@ -154,13 +197,19 @@ void check_ib(const NodeReading& node, NodeHealth& out) {
       out.findings.push_back(f);
     }
   }
+  count_against_expectation();
   std::vector<std::string> rates;
   for (const auto& [rate, n] : rate_counts) rates.push_back(fmt::format("{} x {}", n, rate));
   out.software.ib_rates = fmt::format("{}", fmt::join(rates, ", "));
   if (out.findings.size() == first)
     out.findings.push_back(finding("ib_port", Status::Pass, "",
-                                   fmt::format("{} port{} ACTIVE and LinkUp ({})", active, active == 1 ? "" : "s",
-                                               out.software.ib_rates)));
+                                   fmt::format("{} port{} ACTIVE and LinkUp ({}){}", active, active == 1 ? "" : "s",
+                                               out.software.ib_rates,
+                                               !counted.empty()        ? ""
+                                               : node.growing->baseline ? ", no error counts new since " +
+                                                                              node.growing->baseline_time()
+                                                                        : ", no error counts since boot")));
+  out.findings.insert(out.findings.end(), counted.begin(), counted.end());
 }
 
 ActivePorts active_ib_ports(const Root& root) {
