@@ -59,6 +59,7 @@ CommandAction setup_health(CLI::App& app) {
   app.add_option("-f,--cluster,--file", options->cluster.cluster_file,
                  "take the expectations from this cluster file's 'expect:' (its nodes are not reached)")
       ->type_name("FILE")
+      ->check(not_empty("-f cluster.yaml", "to check with no expectations"))
       ->check(file_not_option("cluster.yaml", false));
   app.add_option("--fsroot", options->fsroot,
                  "read /sys, /proc and the kernel log (dev/kmsg) under DIR: a snapshot of a node")

@@ -143,6 +143,13 @@ int status_value(CheckStatus s) {
   return 2;
 }
 
+// The worse of two values of status_value: a failure outranks a warning, and both a pass; a
+// skip outranks nothing, though its number is the highest.
+double worse_status_value(double kept, double next) {
+  auto rank = [](double v) { return v == status_value(CheckStatus::Skip) ? -1.0 : v; };
+  return rank(next) > rank(kept) ? next : kept;
+}
+
 // The samples of one metric family, each series once (the format forbids repeats).
 struct Family {
   std::string help;
@@ -177,7 +184,7 @@ std::string doctor_prometheus(const DoctorReport& report, double unix_time) {
         labels, status_value(c.status));
     // A check made twice for one node (two problems of one kind) keeps its worst status.
     double& kept = families["muster_doctor_check_status"].samples[labels];
-    kept = std::max(kept, double(status_value(c.status)));
+    kept = worse_status_value(kept, status_value(c.status));
     // A health finding is about one device: its series carry the device, so that a degraded
     // link and a healthy one of the same node are two series, not one.
     const std::string series = c.health && !c.health->device.empty()
@@ -188,7 +195,7 @@ std::string doctor_prometheus(const DoctorReport& report, double unix_time) {
           "Each health finding of each device: 0 pass, 1 warn (or unknown), 2 fail, 3 skip.", series,
           status_value(c.status));
       double& worst = families["muster_doctor_device_status"].samples[series];
-      worst = std::max(worst, double(status_value(c.status)));
+      worst = worse_status_value(worst, status_value(c.status));
     }
     for (const auto& [key, value] : c.values)
       if (std::isfinite(value))

@@ -84,12 +84,12 @@ inline CLI::Validator file_not_option(const std::string& example, bool dash_is_s
 
 // The flag says where the cluster is: an empty value is a mistake (a CI variable that was
 // never set: -f "$CLUSTER"), never "this machine", which only leaving every such flag out means.
-inline CLI::Validator not_empty(const std::string& example) {
+inline CLI::Validator not_empty(const std::string& example, const std::string& left_out = "to use this machine") {
   return CLI::Validator(
-      [example](std::string& text) -> std::string {
+      [example, left_out](std::string& text) -> std::string {
         if (!text.empty()) return "";
         return fmt::format("is empty (a variable that was never set?); name it ({}), or leave the flag out "
-                           "to use this machine", example);
+                           "{}", example, left_out);
       },
       "");
 }

@@ -93,6 +93,11 @@ TEST(PlanCli, AnEmptyClusterFlagIsAnErrorNotThisMachine) {
       EXPECT_NE(r.err.find("leave the flag out to use this machine"), std::string::npos) << r.err;
     }
   EXPECT_FALSE(std::filesystem::exists(dir.file("started")));
+  // health's -f names expectations, not nodes: empty is the same mistake.
+  const auto health = run_muster({"health", "-f", ""});
+  EXPECT_EQ(health.exit_code, 2) << health.out << health.err;
+  EXPECT_NE(health.err.find("--cluster: is empty"), std::string::npos) << health.err;
+  EXPECT_NE(health.err.find("leave the flag out to check with no expectations"), std::string::npos) << health.err;
 }
 
 TEST(Cli, VersionAndHelpWork) {

@@ -233,5 +233,18 @@ TEST(DoctorTable, TheOtherReportsKeepOneEntryPerNodeAndCheck) {
   EXPECT_TRUE(has(prometheus, "check=\"xid\",node=\"10.88.0.74\"}")) << prometheus.substr(0, 2000);
 }
 
+// One node's gpu_count twice: a GPU hidden by the job's cgroup (skip) and one fallen off the
+// bus (fail). The series says fail: a skip's number is the highest, but it is the least.
+TEST(DoctorTable, PrometheusKeepsAFailureOverASkipOfTheSameCheck) {
+  DoctorReport report;
+  report.cluster = "c";
+  report.checks.push_back(check("health", "gpu_count", "n1", "GPU fallen off the bus", CheckStatus::Fail));
+  report.checks.push_back(check("health", "gpu_count", "n1", "GPU2 is another job's", CheckStatus::Skip));
+  report.checks.push_back(check("health", "xid", "n1", "not read here", CheckStatus::Skip));
+  const std::string prometheus = doctor_prometheus(report, 0);
+  EXPECT_TRUE(has(prometheus, "check=\"gpu_count\",node=\"n1\"} 2\n")) << prometheus;
+  EXPECT_TRUE(has(prometheus, "check=\"xid\",node=\"n1\"} 3\n")) << prometheus;
+}
+
 }  // namespace
 }  // namespace muster::cli
