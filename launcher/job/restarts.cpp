@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <functional>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -18,6 +19,35 @@ double seconds_between(SteadyTime from, SteadyTime to) { return std::chrono::dur
 std::string signal_name(int signal) {
   if (const char* name = sigabbrev_np(signal)) return fmt::format("SIG{}", name);
   return fmt::format("signal {}", signal);
+}
+
+// Whose fault, after a failure: the nodes the attempt lost or could not start on (`faulty`),
+// and those of its other `nodes` that fail a quick check now, added to `faulty`. Then spares
+// for them, checked only when a node at fault needs one, as many as are needed (a restart in
+// place uses none): a spare that fails its check is left out as a node would be, and those
+// that pass head `spares`.
+void check_nodes_and_spares(AttemptRunner& runner, const std::vector<size_t>& nodes, std::vector<size_t>& spares,
+                            std::map<size_t, std::string>& faulty,
+                            const std::function<void(size_t, const std::string&)>& leave_out) {
+  std::vector<size_t> to_check;
+  for (size_t n : nodes)
+    if (!faulty.count(n)) to_check.push_back(n);
+  for (auto& [node, why] : runner.check_nodes(to_check))
+    if (std::find(nodes.begin(), nodes.end(), node) != nodes.end()) faulty[node] = why;
+  size_t needed = 0;
+  for (size_t n : nodes) needed += faulty.count(n);
+  std::vector<size_t> healthy;
+  while (healthy.size() < needed && !spares.empty()) {
+    const size_t take = std::min(needed - healthy.size(), spares.size());
+    const std::vector<size_t> candidates(spares.begin(), spares.begin() + long(take));
+    spares.erase(spares.begin(), spares.begin() + long(take));
+    const std::map<size_t, std::string> failed = runner.check_nodes(candidates);
+    for (size_t n : candidates) {
+      if (auto it = failed.find(n); it != failed.end()) leave_out(n, it->second);
+      else healthy.push_back(n);
+    }
+  }
+  spares.insert(spares.begin(), healthy.begin(), healthy.end());
 }
 
 }  // namespace
@@ -88,34 +118,12 @@ RestartedJob run_with_restarts(AttemptRunner& runner, std::vector<size_t> nodes,
     // Another attempt would be stopped as it starts.
     if (deadline && Clock::now() >= *deadline) return finish_leaving_out("none: the job's --timeout has passed");
 
-    // Whose fault: the nodes the attempt lost or could not start on, and those of its other
-    // nodes that fail a quick check now.
     std::map<size_t, std::string> faulty = end.facts.faulty;
-    std::vector<size_t> to_check;
-    for (size_t n : nodes)
-      if (!faulty.count(n)) to_check.push_back(n);
-    std::vector<size_t> healthy_spares;
     try {
-      for (auto& [node, why] : runner.check_nodes(to_check))
-        if (std::find(nodes.begin(), nodes.end(), node) != nodes.end()) faulty[node] = why;
-      // Spares are checked only when a node at fault needs one, as many as are needed: a
-      // restart in place uses none. A spare that fails its check is left out as a node would be.
-      size_t needed = 0;
-      for (size_t n : nodes) needed += faulty.count(n);
-      while (healthy_spares.size() < needed && !spares.empty()) {
-        const size_t take = std::min(needed - healthy_spares.size(), spares.size());
-        const std::vector<size_t> candidates(spares.begin(), spares.begin() + long(take));
-        spares.erase(spares.begin(), spares.begin() + long(take));
-        const std::map<size_t, std::string> failed = runner.check_nodes(candidates);
-        for (size_t n : candidates) {
-          if (auto it = failed.find(n); it != failed.end()) leave_out(n, it->second);
-          else healthy_spares.push_back(n);
-        }
-      }
+      check_nodes_and_spares(runner, nodes, spares, faulty, leave_out);
     } catch (const Error& e) {
       return finish_leaving_out(stopped_between(e, "while the nodes were checked"));
     }
-    spares.insert(spares.begin(), healthy_spares.begin(), healthy_spares.end());
 
     std::vector<std::string> moves;
     for (size_t k = 0; k < nodes.size(); ++k) {

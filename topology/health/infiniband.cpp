@@ -75,6 +75,44 @@ std::optional<double> usual_rate(const std::vector<double>& rates) {
   return best;
 }
 
+// The port's error counters, kept in `counters` for doctor's growth during its run, and judged
+// by what is new since this boot's baseline, as AER counts and Xids are: a symbol error months
+// ago is no reason to drain a node today. A link that went down since the baseline
+// (link_downed grew) flapped and fails; counted since boot it may be the boot's own link
+// training, or a cable reseated since, and warns with the rest.
+std::optional<HealthFinding> judge_error_counters(const IbPort& p, GrowingCounters& growing,
+                                                  std::vector<HealthCounter>& counters) {
+  std::vector<std::string> grown;
+  bool flapped = false, all_since_baseline = true;
+  for (const char* name : kIbCounters) {
+    auto v = read_count(p.dir / "counters" / name);
+    if (!v) continue;
+    counters.push_back({p.label, name, *v});
+    const std::string key = fmt::format("ib/{}/{}/{}", p.dir.parent_path().parent_path().filename().string(),
+                                        p.dir.filename().string(), name);
+    const std::uint64_t judged = growing.judged(key, *v);
+    if (judged == 0) continue;
+    const bool since_baseline = growing.since_baseline(key);
+    all_since_baseline &= since_baseline;
+    grown.push_back(fmt::format("{} +{}", name, judged));
+    if (std::string_view(name) == "link_downed" && since_baseline) {
+      flapped = true;
+      growing.failed.insert(key);
+    }
+  }
+  if (grown.empty()) return std::nullopt;
+  HealthFinding f = finding("ib_errors", flapped ? Status::Fail : Status::Warn, p.label,
+                            fmt::format("error counters {}: {}",
+                                        all_since_baseline ? "since " + growing.baseline_time() : "since boot",
+                                        fmt::join(grown, ", ")));
+  f.expected = "0";
+  f.expected_from = all_since_baseline ? "the baseline accepted at " + growing.baseline_time() : "a healthy link";
+  f.remedy = flapped ? "the link went down and came back: check the cable, transceiver and switch port (mlxlink); "
+                       "once repaired, muster health --accept-counters"
+                     : "a few are normal; a growing count points at the cable or transceiver (mlxlink, ibqueryerrors)";
+  return f;
+}
+
 }  // namespace
 
 void check_ib(const NodeReading& node, NodeHealth& out) {
@@ -116,40 +154,7 @@ void check_ib(const NodeReading& node, NodeHealth& out) {
   std::map<std::string, int> rate_counts;
   std::vector<HealthFinding> counted;  // error counts, a check of their own after the ports'
   for (const auto& p : ports) {
-    std::vector<std::string> grown;
-    bool flapped = false, all_since_baseline = true;
-    for (const char* name : kIbCounters) {
-      auto v = read_count(p.dir / "counters" / name);
-      if (!v) continue;
-      out.counters.push_back({p.label, name, *v});
-      // Judged by what is new since this boot's baseline, as AER counts and Xids are: a
-      // symbol error months ago is no reason to drain a node today.
-      const std::string key = fmt::format("ib/{}/{}/{}", p.dir.parent_path().parent_path().filename().string(),
-                                          p.dir.filename().string(), name);
-      const std::uint64_t judged = node.growing->judged(key, *v);
-      if (judged == 0) continue;
-      all_since_baseline &= node.growing->since_baseline(key);
-      grown.push_back(fmt::format("{} +{}", name, judged));
-      // A link that went down since the baseline flapped; counted since boot it may be the
-      // boot's own link training, or a cable reseated since.
-      if (std::string_view(name) == "link_downed" && node.growing->since_baseline(key)) {
-        flapped = true;
-        node.growing->failed.insert(key);
-      }
-    }
-    if (!grown.empty()) {
-      const bool since_baseline = all_since_baseline;
-      HealthFinding f = finding("ib_errors", flapped ? Status::Fail : Status::Warn, p.label,
-                                fmt::format("error counters {}: {}",
-                                            since_baseline ? "since " + node.growing->baseline_time() : "since boot",
-                                            fmt::join(grown, ", ")));
-      f.expected = "0";
-      f.expected_from = since_baseline ? "the baseline accepted at " + node.growing->baseline_time() : "a healthy link";
-      f.remedy = flapped ? "the link went down and came back: check the cable, transceiver and switch port (mlxlink); "
-                           "once repaired, muster health --accept-counters"
-                         : "a few are normal; a growing count points at the cable or transceiver (mlxlink, ibqueryerrors)";
-      counted.push_back(f);
-    }
+    if (auto f = judge_error_counters(p, *node.growing, out.counters)) counted.push_back(std::move(*f));
     if (!p.state || !p.phys_state) {
       HealthFinding f = finding("ib_port", Status::Unknown, p.label, "state or phys_state unreadable");
       f.remedy = "check the port with ibstat";
