@@ -107,10 +107,8 @@ class SessionRun {
   // and a restart is in place. Only beside a node that started the same ranks is a node that
   // could not start them at fault. (A node whose agent itself failed stays at fault.)
   void blame_the_command_when_no_node_started() {
-    if (started_ranks_) return;
-    for (size_t node : could_not_start_)
-      if (auto it = facts_.faulty.find(node); it != facts_.faulty.end() && it->second.rfind(kCouldNotStart, 0) == 0)
-        facts_.faulty.erase(it);
+    if (!started_ranks_) return;
+    for (const auto& [node, why] : could_not_start_) facts_.faulty.emplace(node, why);
   }
 
   void record_outcomes() {
@@ -264,8 +262,7 @@ class SessionRun {
     result_.escaped_killed = int(std::min<long>(long(result_.escaped_killed) + done.escaped_killed, INT_MAX));
     if (!done.start_error.empty()) {
       result_.start_error = fmt::format("{}: {}", host(node), done.start_error);
-      facts_.faulty[node] = fmt::format("{}{}", kCouldNotStart, done.start_error);
-      could_not_start_.push_back(node);
+      could_not_start_.emplace(node, "its ranks could not start: " + done.start_error);
       if (result_.end == JobEnd::RankFailed || result_.end == JobEnd::Completed)
         result_.end = JobEnd::StartFailed;
     } else {
@@ -516,9 +513,10 @@ class SessionRun {
   std::vector<bool> stopped_;           // still running when teardown began
   std::map<size_t, bool> reported_;     // the nodes of this run, and whether each has ended
   std::set<size_t> bound_;              // the nodes that said where their ranks start
-  std::vector<size_t> could_not_start_;  // the nodes whose agent said their ranks could not start
-  bool started_ranks_ = false;           // a node said its ranks had all started (its Done had no start error)
-  static constexpr const char* kCouldNotStart = "its ranks could not start: ";
+  // The nodes whose agent said their ranks could not start, with why: at fault once the run
+  // ends, if another node's started (see blame_the_command_when_no_node_started).
+  std::map<size_t, std::string> could_not_start_;
+  bool started_ranks_ = false;  // a node said its ranks had all started (its Done had no start error)
   std::vector<std::string> went_home_;  // hosts whose ranks start in $HOME instead
   bool warned_home_ = false;
   bool tearing_down_ = false;
